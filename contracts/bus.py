@@ -1,0 +1,314 @@
+"""The event bus every service uses: FastStream's RedisBroker with Deskpilot's delivery rules.
+
+What a handler can rely on:
+
+* It is called once per message per consumer group; replicas of a service share the group, each
+  under a host-and-process-unique consumer name, so replicas never collide.
+* The message is acknowledged only after the handler returned. If the handler raises, the message
+  stays pending and is retried after ``reclaim_idle_ms``; so is a message whose consumer died.
+  Handlers must therefore be idempotent (use event ids, deterministic ids, de-duplication keys).
+* A message that failed ``max_deliveries`` times, or whose payload is not a valid event, is moved
+  to ``<topic>.dlq`` with the error and the original entry, and acknowledged. Operators inspect
+  and replay it with ``deskpilot dlq``.
+* Consumer groups are created ahead, from id 0 with MKSTREAM, for every topic and group in
+  :data:`contracts.topics.SUBSCRIPTIONS`, so nothing published while a consumer restarts is lost.
+* Every publish trims its stream with an approximate MAXLEN.
+* On shutdown the broker stops reading and waits for in-flight handlers to finish and ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from faststream import AckPolicy
+from faststream.redis import RedisBroker, StreamSub
+from faststream.redis.annotations import RedisStreamMessage
+from faststream.redis.message import RedisStreamMessage as StreamMessage
+from faststream.redis.opentelemetry import RedisTelemetryMiddleware
+from pydantic import ValidationError
+from redis.exceptions import RedisError, ResponseError
+
+from contracts.events import Event
+from contracts.logs import conversation_id_var, correlation_id_var
+from contracts.settings import ServiceSettings
+from contracts.topics import SUBSCRIPTIONS, dead_letter_stream
+from contracts.tracing import current_traceparent, setup_tracing
+
+E = TypeVar("E", bound=Event)
+
+log = logging.getLogger("deskpilot.bus")
+
+RAW_FIELD = b"__data__"
+"""The stream-entry field in which FastStream stores a message (headers and body)."""
+
+
+def consumer_name(service: str, node: str) -> str:
+    """A consumer name unique to this host and process, so replicas never share pending entries."""
+    return f"{service}-{node}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a handler may know about the message it handles besides the event."""
+
+    topic: str
+    message_id: str
+    deliveries: int
+    _message: StreamMessage
+
+    async def delete_entry(self) -> None:
+        """Delete the stream entry itself (XDEL), e.g. raw user text once it is redacted."""
+        await self._message.delete()
+
+
+Handler = Callable[[E, Delivery], Awaitable[None]]
+
+
+async def create_group(client: aioredis.Redis, stream: str, group: str) -> bool:
+    """Create ``group`` on ``stream`` from id 0 (MKSTREAM); False when it already existed."""
+    try:
+        await client.xgroup_create(name=stream, groupname=group, id="0", mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+        return False
+    return True
+
+
+async def ensure_groups(client: aioredis.Redis, pairs: Iterable[tuple[str, str]]) -> None:
+    for stream, group in pairs:
+        await create_group(client, stream, group)
+
+
+class Bus:
+    """One per process: the broker, a Redis client for bookkeeping, and the delivery rules."""
+
+    def __init__(self, settings: ServiceSettings, service: str) -> None:
+        self.settings = settings
+        self.service = service
+        self.consumer = consumer_name(service, settings.node_name)
+        provider = setup_tracing(service, settings.node_name)
+        self.broker = RedisBroker(
+            settings.redis_url,
+            graceful_timeout=settings.graceful_timeout_s,
+            middlewares=[RedisTelemetryMiddleware(tracer_provider=provider)],
+            logger=logging.getLogger(f"deskpilot.{service}.broker"),
+            log_level=logging.DEBUG,
+        )
+        self.redis: aioredis.Redis = aioredis.from_url(
+            settings.redis_url, health_check_interval=10, socket_keepalive=True
+        )
+        self._groups: set[tuple[str, str]] = set()
+
+    # -- consuming -------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topic: str,
+        model: type[E],
+        handler: Handler[E],
+        *,
+        group: str | None = None,
+        concurrency: int = 1,
+    ) -> None:
+        """Deliver ``topic`` to ``handler`` through ``group`` (default: this service's name).
+
+        Two FastStream subscribers share the group and consumer name: one reads new entries
+        (XREADGROUP), the other claims entries left pending longer than ``reclaim_idle_ms``
+        (XAUTOCLAIM), whether their consumer died or their handler failed.
+        """
+        group = group or self.service
+        self._groups.add((topic, group))
+        idle_ms = self.settings.reclaim_idle_ms
+
+        async def on_new(msg: RedisStreamMessage) -> None:
+            await self._deliver(topic, group, model, handler, msg, reclaimed=False)
+
+        async def on_reclaimed(msg: RedisStreamMessage) -> None:
+            await self._deliver(topic, group, model, handler, msg, reclaimed=True)
+
+        self.broker.subscriber(
+            stream=StreamSub(topic, group=group, consumer=self.consumer),
+            ack_policy=AckPolicy.NACK_ON_ERROR,
+            max_workers=concurrency,
+            title=f"{topic}:{group}",
+        )(on_new)
+        self.broker.subscriber(
+            stream=StreamSub(
+                topic,
+                group=group,
+                consumer=self.consumer,
+                min_idle_time=idle_ms,
+                polling_interval=min(5_000, max(50, idle_ms // 5)),
+            ),
+            ack_policy=AckPolicy.NACK_ON_ERROR,
+            title=f"{topic}:{group}:reclaim",
+            include_in_schema=False,
+        )(on_reclaimed)
+
+    async def _deliver(
+        self,
+        topic: str,
+        group: str,
+        model: type[E],
+        handler: Handler[E],
+        msg: StreamMessage,
+        *,
+        reclaimed: bool,
+    ) -> None:
+        max_deliveries = self.settings.max_deliveries
+        deliveries = await msg.get_delivery_count() if reclaimed else 1
+        if deliveries > max_deliveries:
+            # Delivered this often without an outcome: its consumers keep dying on it.
+            await self.dead_letter(
+                topic, group, msg, f"no outcome after {deliveries - 1} deliveries", deliveries
+            )
+            return
+        try:
+            event = model.model_validate_json(msg.body)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
+                for e in exc.errors(include_input=False, include_url=False)
+            )
+            await self.dead_letter(
+                topic, group, msg, f"invalid {model.__name__}: {problems}", deliveries
+            )
+            return
+
+        correlation_token = correlation_id_var.set(event.correlation_id)
+        conversation_token = conversation_id_var.set(event.conversation_id)
+        try:
+            if self.settings.fault_handler_delay_ms:
+                await asyncio.sleep(self.settings.fault_handler_delay_ms / 1000)
+            entry_id = _entry_id(msg)  # Fix: was msg.message_id, see dead_letter.
+            delivery = Delivery(topic, entry_id, deliveries, msg)
+            # Fix (tests/test_bus.py): without this, a handler that runs longer than
+            # reclaim_idle_ms had its message claimed by the reclaimer (of this very process or of
+            # a replica) and handled a second time, concurrently, as if its consumer had died.
+            async with self._keep_claimed(topic, group, entry_id):
+                await handler(event, delivery)
+        except Exception as exc:
+            if not reclaimed:
+                deliveries = await msg.get_delivery_count()
+            error = _describe(exc)
+            if deliveries >= max_deliveries:
+                log.exception("handler failed for good", extra={"topic": topic, "error": error})
+                await self.dead_letter(topic, group, msg, error, deliveries)
+                return
+            log.warning(
+                "handler failed, will retry",
+                extra={"topic": topic, "error": error, "deliveries": deliveries},
+            )
+            raise
+        finally:
+            correlation_id_var.reset(correlation_token)
+            conversation_id_var.reset(conversation_token)
+
+    @contextlib.asynccontextmanager
+    async def _keep_claimed(self, topic: str, group: str, entry_id: str) -> AsyncIterator[None]:
+        """Keep resetting the entry's idle time while its handler runs.
+
+        The reclaimer takes entries idle for ``reclaim_idle_ms``, meaning "their consumer died".
+        A live handler re-claims its own entry (XCLAIM JUSTID: resets the idle time, does not count
+        a delivery) every third of that time, so only entries of dead consumers become idle.
+        """
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.settings.reclaim_idle_ms / 3000)
+                try:
+                    await self.redis.xclaim(topic, group, self.consumer, 0, [entry_id], justid=True)
+                except RedisError as exc:  # Redis away: the next round retries.
+                    log.warning("could not renew claim", extra={"error": type(exc).__name__})
+
+        renewal = asyncio.create_task(renew(), name=f"keep-claimed-{entry_id}")
+        try:
+            yield
+        finally:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
+
+    async def dead_letter(
+        self, topic: str, group: str, msg: StreamMessage, error: str, deliveries: int
+    ) -> None:
+        """Keep the original entry and why it failed in ``<topic>.dlq``; the caller then acks."""
+        raw: dict[bytes, bytes] = msg.raw_message["data"]
+        await self.redis.xadd(
+            dead_letter_stream(topic),
+            {
+                RAW_FIELD: raw.get(RAW_FIELD, msg.body),
+                b"error": error.encode(),
+                b"group": group.encode(),
+                b"consumer": self.consumer.encode(),
+                # Fix (tests/test_bus.py): the stream entry id; ``msg.message_id`` is FastStream's
+                # own message-id header, a random uuid for messages published without one.
+                b"original_id": _entry_id(msg).encode(),
+                b"deliveries": str(deliveries).encode(),
+                b"failed_at": datetime.now(UTC).isoformat().encode(),
+            },
+            maxlen=self.settings.stream_maxlen,
+            approximate=True,
+        )
+        log.error("message dead-lettered", extra={"topic": topic, "error": error})
+
+    # -- producing -------------------------------------------------------------------------
+
+    async def publish(self, topic: str, event: Event) -> str:
+        """Append ``event`` to ``topic`` and return its stream entry id."""
+        if event.traceparent is None:
+            traceparent, tracestate = current_traceparent()
+            event = event.model_copy(update={"traceparent": traceparent, "tracestate": tracestate})
+        entry_id = await self.broker.publish(
+            event.model_dump_json().encode(),
+            stream=topic,
+            maxlen=self.settings.stream_maxlen,
+            correlation_id=event.correlation_id,
+            headers={"content-type": "application/json"},
+        )
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create every known group ahead (and this bus's own), then start consuming."""
+        await ensure_groups(self.redis, [*_all_known_groups(), *sorted(self._groups)])
+        await self.broker.start()
+
+    async def stop(self) -> None:
+        """Stop reading, let in-flight handlers finish and ack, then close connections."""
+        await self.broker.stop()
+        await self.redis.aclose()
+
+
+def _all_known_groups() -> list[tuple[str, str]]:
+    return [(str(topic), str(group)) for topic, groups in SUBSCRIPTIONS.items() for group in groups]
+
+
+def _entry_id(msg: StreamMessage) -> str:
+    """The message's stream entry id, e.g. ``1718000000000-0``."""
+    entry_id: bytes = msg.raw_message["message_ids"][0]
+    return entry_id.decode()
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+def dlq_entry_fields(fields: dict[bytes, bytes]) -> dict[str, Any]:
+    """Decode a dead-letter entry's metadata for display (never the payload itself)."""
+    return {
+        key.decode(): value.decode(errors="replace")
+        for key, value in fields.items()
+        if key != RAW_FIELD
+    }

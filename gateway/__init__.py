@@ -1,0 +1,1 @@
+"""The gateway: the only public entry point (web chat, WebSocket, REST API)."""

@@ -1,0 +1,11 @@
+"""HTTP and WebSocket routers, one per resource."""
+
+from fastapi import APIRouter
+
+from gateway.api import chat, feedback, health, turns
+
+api_router = APIRouter()
+api_router.include_router(chat.router)
+api_router.include_router(feedback.router)
+api_router.include_router(turns.router)
+api_router.include_router(health.router)

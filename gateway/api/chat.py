@@ -1,0 +1,130 @@
+"""Chat: one request per turn over HTTP, or a conversation over a WebSocket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from contracts.events import new_id
+from gateway.deps import SettingsDep, TurnsDep, TurnsWsDep
+from gateway.errors import ApiError, ErrorCode
+from gateway.models import ChatCreate, ChatRead
+from gateway.service import TurnService
+
+router = APIRouter(tags=["chat"])
+log = logging.getLogger("deskpilot.gateway.chat")
+
+
+@router.post("/api/chat", response_model=ChatRead)
+async def chat(request: ChatCreate, turns: TurnsDep, settings: SettingsDep) -> ChatRead:
+    """Ask one question and wait for the answer (504 with the turn id if it takes too long)."""
+    turn_id = new_id()
+    async with turns.listen(turn_id) as replies:
+        await turns.submit(request.text, request.conversation_id, request.user_id, turn_id)
+        try:
+            async with asyncio.timeout(settings.turn_timeout_s):
+                while True:
+                    reply = await replies.get()
+                    if reply.kind == "answer":
+                        return await turns.answer_of(reply)
+        except TimeoutError:
+            raise ApiError(
+                ErrorCode.TURN_TIMEOUT,
+                "The answer is taking longer than expected; fetch it later from "
+                f"/api/turns/{turn_id}.",
+                turn_id=turn_id,
+            ) from None
+
+
+class _Connection:
+    """One browser's WebSocket: frames in, a turn task per message, frames out."""
+
+    def __init__(self, websocket: WebSocket, turns: TurnService, conversation_id: str) -> None:
+        self.websocket = websocket
+        self.turns = turns
+        self.conversation_id = conversation_id
+        self._send_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        async with self._send_lock:
+            await self.websocket.send_json(frame)
+
+    async def error(self, code: ErrorCode, detail: str) -> None:
+        await self.send({"type": "error", "error_code": code.value, "detail": detail})
+
+    async def on_frame(self, raw: str) -> None:
+        try:
+            frame = json.loads(raw)
+        except ValueError:
+            await self.error(ErrorCode.INVALID_JSON, "Frames must be JSON objects.")
+            return
+        if not isinstance(frame, dict) or frame.get("type") != "message":
+            await self.error(ErrorCode.INVALID_REQUEST, 'Send {"type": "message", "text": "..."}.')
+            return
+        text = frame.get("text")
+        if not isinstance(text, str):
+            await self.error(ErrorCode.INVALID_REQUEST, "`text` must be a string.")
+            return
+        try:
+            text = self.turns.validate_text(text)
+        except ApiError as exc:
+            await self.error(exc.code, exc.detail)
+            return
+        task = asyncio.create_task(self.run_turn(text))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def run_turn(self, text: str) -> None:
+        turn_id = new_id()
+        async with self.turns.listen(turn_id) as replies:
+            try:
+                await self.turns.submit(text, self.conversation_id, None, turn_id)
+            except ApiError as exc:
+                await self.error(exc.code, exc.detail)
+                return
+            await self.send({"type": "accepted", "turn_id": turn_id})
+            await self.send({"type": "progress", "turn_id": turn_id, "stage": "redacting"})
+            while True:
+                reply = await replies.get()
+                if reply.kind == "progress":
+                    await self.send({"type": "progress", "turn_id": turn_id, "stage": reply.stage})
+                    continue
+                answer = await self.turns.answer_of(reply)
+                await self.send({"type": "answer", **answer.model_dump(mode="json")})
+                return
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+
+@router.websocket("/ws/chat")
+async def chat_socket(
+    websocket: WebSocket, turns: TurnsWsDep, conversation_id: str | None = None
+) -> None:
+    """A conversation: send ``{"type":"message","text":...}``, receive progress and answers."""
+    await websocket.accept()
+    if conversation_id and (len(conversation_id) > 128 or not conversation_id.isascii()):
+        conversation_id = None
+    connection = _Connection(websocket, turns, conversation_id or new_id())
+    await connection.send({"type": "ready", "conversation_id": connection.conversation_id})
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            raw = message.get("text")
+            if raw is None:
+                await connection.error(ErrorCode.INVALID_JSON, "Frames must be JSON text.")
+                continue
+            await connection.on_frame(raw)
+    except WebSocketDisconnect:
+        pass
+    finally:
+        # The turns go on: answers are stored and can be fetched from /api/turns/{turn_id}.
+        await connection.close()

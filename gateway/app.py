@@ -1,0 +1,61 @@
+"""Wires the gateway: FastAPI app, the bus started in its lifespan, the static chat page."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from contracts.bus import Bus, create_group
+from contracts.heartbeat import Heartbeat
+from contracts.topics import Group
+from gateway import handlers
+from gateway.api import api_router
+from gateway.config import GatewaySettings
+from gateway.errors import install_error_handlers
+from gateway.service import TurnService, TurnStore
+
+SERVICE = "gateway"
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def create_app(settings: GatewaySettings | None = None) -> FastAPI:
+    settings = settings or GatewaySettings()
+    bus = Bus(settings, SERVICE)
+    turns = TurnService(bus, TurnStore(bus.redis, settings.turn_ttl_s), settings)
+    handlers.register(bus, turns)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The reply group exists before the first message is published, so no reply is missed.
+        await create_group(bus.redis, turns.reply_to, Group.GATEWAY)
+        await bus.start()
+        heartbeat = Heartbeat(bus.redis, SERVICE, settings.node_name, settings.heartbeat_interval_s)
+        heartbeat.start()
+        try:
+            yield
+        finally:
+            await heartbeat.stop()
+            await bus.stop()
+
+    app = FastAPI(
+        title="Deskpilot gateway",
+        version="0.1.0",
+        summary="Chat, feedback and turn API of the Deskpilot IT-support assistant.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.turns = turns
+    install_error_handlers(app)
+    app.include_router(api_router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def chat_page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    return app

@@ -1,0 +1,60 @@
+"""One error type for the API, rendered as ``{"error_code", "detail"}``."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+
+class ErrorCode(StrEnum):
+    INVALID_REQUEST = "invalid_request"
+    EMPTY_MESSAGE = "empty_message"
+    MESSAGE_TOO_LONG = "message_too_long"
+    INVALID_JSON = "invalid_json"
+    UNKNOWN_TURN = "unknown_turn"
+    TURN_TIMEOUT = "turn_timeout"
+    BUS_UNAVAILABLE = "bus_unavailable"
+
+
+STATUS = {
+    ErrorCode.INVALID_REQUEST: 422,
+    ErrorCode.EMPTY_MESSAGE: 422,
+    ErrorCode.MESSAGE_TOO_LONG: 413,
+    ErrorCode.INVALID_JSON: 400,
+    ErrorCode.UNKNOWN_TURN: 404,
+    ErrorCode.TURN_TIMEOUT: 504,
+    ErrorCode.BUS_UNAVAILABLE: 503,
+}
+
+
+class ApiError(Exception):
+    def __init__(self, code: ErrorCode, detail: str, **extra: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.extra = extra
+
+    def payload(self) -> dict[str, str]:
+        return {"error_code": self.code.value, "detail": self.detail, **self.extra}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.payload(), status_code=STATUS[exc.code])
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"] if part != "body") or "body"
+            problems.append(f"{where}: {error['msg']}")
+        code = ErrorCode.INVALID_REQUEST
+        if any(error["type"] == "json_invalid" for error in exc.errors()):
+            code = ErrorCode.INVALID_JSON
+        return JSONResponse(
+            {"error_code": code.value, "detail": "; ".join(problems)}, status_code=STATUS[code]
+        )

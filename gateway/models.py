@@ -1,0 +1,59 @@
+"""Request and response models of the gateway's API."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from contracts.events import AnswerBody
+
+
+class ChatCreate(BaseModel):
+    """A user's message."""
+
+    text: str = Field(examples=["How do I reset my VPN password?"])
+    conversation_id: str | None = Field(None, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+    user_id: str | None = Field(None, max_length=128)
+
+
+class ChatRead(AnswerBody):
+    """The assistant's reply to one message."""
+
+    conversation_id: str
+    turn_id: str
+    trace_id: str | None
+
+
+class FeedbackCreate(BaseModel):
+    """A 1 to 5 rating of one answered turn."""
+
+    turn_id: str = Field(max_length=128)
+    score: int = Field(ge=1, le=5, strict=True)
+    comment: str | None = Field(None, max_length=2000)
+
+
+class FeedbackRead(BaseModel):
+    """A stored rating."""
+
+    turn_id: str
+    score: int
+    comment: str | None
+    recorded_at: str
+
+
+class TurnRead(BaseModel):
+    """A turn as the client can fetch it after a disconnect."""
+
+    turn_id: str
+    status: Literal["pending", "done"]
+    answer: ChatRead | None = None
+
+
+class HealthRead(BaseModel):
+    """Dependencies and service heartbeats; 503 when any is down."""
+
+    status: Literal["ok", "degraded"]
+    dependencies: dict[str, bool]
+    services: dict[str, int] = Field(description="Live processes per service.")
+    problems: list[str]

@@ -1,0 +1,194 @@
+"""Turns as the gateway sees them: submit a message, wait for its reply, remember the answer.
+
+Replies arrive on this instance's own reply stream (see :func:`contracts.topics.reply_stream`),
+so only the instance that holds the user's connection handles them. Each answer is stored in
+Redis, so a client that disconnected mid-turn can fetch it with ``GET /api/turns/{turn_id}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from opentelemetry import trace
+from redis.exceptions import RedisError
+
+from contracts.bus import Bus
+from contracts.events import FeedbackRecorded, MessageReceived, TurnReply, new_id, utcnow
+from contracts.topics import Topic, reply_stream
+from contracts.tracing import current_trace_id
+from gateway.config import GatewaySettings
+from gateway.errors import ApiError, ErrorCode
+from gateway.models import ChatRead, FeedbackCreate, FeedbackRead, TurnRead
+
+log = logging.getLogger("deskpilot.gateway")
+tracer = trace.get_tracer("deskpilot.gateway")
+
+TURN_PREFIX = "deskpilot:gateway:turn:"
+FEEDBACK_PREFIX = "deskpilot:gateway:feedback:"
+
+
+@dataclass(frozen=True)
+class Submitted:
+    turn_id: str
+    conversation_id: str
+    trace_id: str | None
+
+
+class TurnStore:
+    """The gateway's record of each turn: pending until its answer arrives."""
+
+    def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
+        self.client = client
+        self.ttl_s = ttl_s
+
+    async def create(self, submitted: Submitted, user_id: str) -> None:
+        record = {
+            "status": "pending",
+            "conversation_id": submitted.conversation_id,
+            "trace_id": submitted.trace_id,
+            "user_id": user_id,
+        }
+        await self.client.set(TURN_PREFIX + submitted.turn_id, json.dumps(record), ex=self.ttl_s)
+
+    async def complete(self, turn_id: str, answer: ChatRead) -> bool:
+        """Store the answer; False when it was already stored (a redelivered reply)."""
+        record = await self._record(turn_id)
+        if record and record.get("status") == "done":
+            return False
+        stored = {**(record or {}), "status": "done", "answer": answer.model_dump(mode="json")}
+        await self.client.set(TURN_PREFIX + turn_id, json.dumps(stored), ex=self.ttl_s)
+        return True
+
+    async def _record(self, turn_id: str) -> dict[str, object] | None:
+        raw = await self.client.get(TURN_PREFIX + turn_id)
+        return json.loads(raw) if raw else None
+
+    async def get(self, turn_id: str) -> TurnRead | None:
+        record = await self._record(turn_id)
+        if record is None:
+            return None
+        if record.get("status") == "done":
+            answer = ChatRead.model_validate(record["answer"])
+            return TurnRead(turn_id=turn_id, status="done", answer=answer)
+        return TurnRead(turn_id=turn_id, status="pending")
+
+    async def trace_id(self, turn_id: str) -> str | None:
+        record = await self._record(turn_id)
+        value = record.get("trace_id") if record else None
+        return value if isinstance(value, str) else None
+
+
+class TurnService:
+    def __init__(self, bus: Bus, store: TurnStore, settings: GatewaySettings) -> None:
+        self.bus = bus
+        self.store = store
+        self.settings = settings
+        self.reply_to = reply_stream(settings.instance_id)
+        self._listeners: dict[str, set[asyncio.Queue[TurnReply]]] = defaultdict(set)
+
+    def validate_text(self, text: str) -> str:
+        if not text or not text.strip():
+            raise ApiError(ErrorCode.EMPTY_MESSAGE, "The message is empty: type a question.")
+        size = len(text.encode("utf-8"))
+        if size > self.settings.max_message_bytes:
+            raise ApiError(
+                ErrorCode.MESSAGE_TOO_LONG,
+                f"The message is {size} bytes; the limit is {self.settings.max_message_bytes}. "
+                "Shorten it or attach the rest as a file.",
+            )
+        return text.strip()
+
+    @asynccontextmanager
+    async def listen(self, turn_id: str) -> AsyncIterator[asyncio.Queue[TurnReply]]:
+        """Receive the turn's progress and answer; register before submitting."""
+        queue: asyncio.Queue[TurnReply] = asyncio.Queue()
+        self._listeners[turn_id].add(queue)
+        try:
+            yield queue
+        finally:
+            self._listeners[turn_id].discard(queue)
+            if not self._listeners[turn_id]:
+                del self._listeners[turn_id]
+
+    async def submit(
+        self, text: str, conversation_id: str | None, user_id: str | None, turn_id: str
+    ) -> Submitted:
+        """Publish the message; once this returns the turn is durably accepted."""
+        text = self.validate_text(text)
+        conversation_id = conversation_id or new_id()
+        user = user_id or "anonymous"
+        with tracer.start_as_current_span("chat.turn", attributes={"deskpilot.turn_id": turn_id}):
+            submitted = Submitted(turn_id, conversation_id, current_trace_id())
+            try:
+                await self.store.create(submitted, user)
+                await self.bus.publish(
+                    Topic.MESSAGE_RECEIVED,
+                    MessageReceived(
+                        correlation_id=turn_id,
+                        conversation_id=conversation_id,
+                        user_id=user,
+                        text=text,
+                        reply_to=self.reply_to,
+                    ),
+                )
+            except (RedisError, OSError) as exc:
+                log.warning("could not publish a turn", extra={"error": type(exc).__name__})
+                raise ApiError(
+                    ErrorCode.BUS_UNAVAILABLE,
+                    "Deskpilot is briefly unavailable; your message was not sent. Try again.",
+                ) from exc
+        return submitted
+
+    async def on_reply(self, reply: TurnReply) -> None:
+        """Handle a reply from this instance's stream: store answers, notify listeners."""
+        if reply.kind == "answer" and reply.body is not None:
+            answer = ChatRead(
+                **reply.body.model_dump(),
+                conversation_id=reply.conversation_id,
+                turn_id=reply.correlation_id,
+                trace_id=await self.store.trace_id(reply.correlation_id),
+            )
+            if not await self.store.complete(reply.correlation_id, answer):
+                log.info("duplicate answer ignored")
+                return
+            log.info("answer received", extra={"action": answer.action.value})
+        for queue in list(self._listeners.get(reply.correlation_id, ())):
+            queue.put_nowait(reply)
+
+    async def answer_of(self, reply: TurnReply) -> ChatRead:
+        turn = await self.store.get(reply.correlation_id)
+        if turn is None or turn.answer is None:
+            raise ApiError(ErrorCode.UNKNOWN_TURN, "The answer expired.")
+        return turn.answer
+
+    async def record_feedback(self, feedback: FeedbackCreate) -> FeedbackRead:
+        turn = await self.store.get(feedback.turn_id)
+        if turn is None:
+            raise ApiError(ErrorCode.UNKNOWN_TURN, f"No turn {feedback.turn_id!r} is known.")
+        record = FeedbackRead(
+            turn_id=feedback.turn_id,
+            score=feedback.score,
+            comment=feedback.comment,
+            recorded_at=utcnow().isoformat(),
+        )
+        await self.store.client.set(FEEDBACK_PREFIX + feedback.turn_id, record.model_dump_json())
+        conversation_id = turn.answer.conversation_id if turn.answer else "unknown"
+        await self.bus.publish(
+            Topic.FEEDBACK_RECORDED,
+            FeedbackRecorded(
+                correlation_id=feedback.turn_id,
+                conversation_id=conversation_id,
+                turn_id=feedback.turn_id,
+                user_id="anonymous",
+                score=feedback.score,
+                comment=feedback.comment,
+            ),
+        )
+        return record

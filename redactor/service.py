@@ -1,0 +1,293 @@
+"""Turn raw user text into text that is safe to store, index, trace and send to an LLM.
+
+:class:`Redactor` wraps a Presidio analyzer (spaCy NER plus pattern recognizers, see
+:mod:`redactor.recognizers`) and replaces every detected value with a numbered placeholder such as
+``<PERSON_1>``. The numbering is Deskpilot's own rather than presidio-anonymizer's ``replace``
+operator, which can only substitute one fixed string per entity type: the orchestrator needs to
+tell "<EMAIL_ADDRESS_1> wrote to <EMAIL_ADDRESS_2>" apart, and to see that two mentions are the
+same value.
+
+Nothing in this module talks to the message bus, and nothing it returns contains an original
+value, so a :class:`Redaction` can be logged, traced and published as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import spacy
+from presidio_analyzer import AnalyzerEngine, RecognizerRegistry, RecognizerResult
+from presidio_analyzer.nlp_engine import SpacyNlpEngine
+from pydantic import BaseModel, ConfigDict, Field
+
+from redactor.config import RedactorSettings
+from redactor.recognizers import SECRET_ENTITIES, build_recognizers
+
+
+class RedactedEntity(BaseModel):
+    """One replaced span: its kind and its placeholder, deliberately without the original value."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entity_type: str = Field(
+        description="Presidio entity type of the replaced value.",
+        examples=["EMAIL_ADDRESS", "PERSON", "PASSWORD"],
+    )
+    placeholder: str = Field(
+        description="The placeholder that now stands in the text where the value was.",
+        examples=["<EMAIL_ADDRESS_1>"],
+    )
+
+
+class Redaction(BaseModel):
+    """The outcome of redacting one text; safe to log and publish."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = Field(description="The input with every detected value replaced by a placeholder.")
+    entities: list[RedactedEntity] = Field(
+        default_factory=list,
+        description=(
+            "One entry per replaced span, in text order. A value mentioned twice appears twice, "
+            "with the same placeholder."
+        ),
+    )
+
+    def summary(self) -> dict[str, int]:
+        """How many spans of each entity type were replaced, e.g. ``{"EMAIL_ADDRESS": 2}``."""
+        return dict(Counter(entity.entity_type for entity in self.entities))
+
+
+class SpacyModelNotInstalledError(RuntimeError):
+    """The configured spaCy model is not installed; the redactor refuses to download it."""
+
+
+def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
+    """Build the Presidio analyzer: loads the spaCy model, so call it once per process.
+
+    The registry is explicit (see :func:`redactor.recognizers.build_recognizers`) instead of
+    Presidio's default, which would load dozens of country-specific recognizers and an e-mail
+    recognizer that downloads the public-suffix list.
+    """
+    _require_installed_model(settings.spacy_model)
+    nlp_engine = SpacyNlpEngine(
+        models=[{"lang_code": settings.language, "model_name": settings.spacy_model}]
+    )
+    registry = RecognizerRegistry(
+        recognizers=build_recognizers(settings.language),
+        supported_languages=[settings.language],
+    )
+    return AnalyzerEngine(
+        registry=registry,
+        nlp_engine=nlp_engine,
+        supported_languages=[settings.language],
+    )
+
+
+def _require_installed_model(model: str) -> None:
+    """Fail fast on a missing model: Presidio would otherwise call ``spacy download`` itself."""
+    if spacy.util.is_package(model) or Path(model).is_dir():
+        return
+    raise SpacyModelNotInstalledError(
+        f"spaCy model {model!r} is not an installed package or a model directory. Install it "
+        f"with the redactor's dependencies (pip install 'deskpilot[redactor]'); it is never "
+        f"downloaded at run time."
+    )
+
+
+class AllowList:
+    """Decides whether a detected span is only product or tool names and must be kept.
+
+    Presidio's own allow-list compares the whole span case-sensitively, so it misses "outlook",
+    "Outlook and Teams" or "the VPN" when NER tags them as one entity. Here a span is allowed when
+    nothing but allow-listed terms (whole words, any case) and a few filler words remain in it. A
+    span that also contains anything else, such as "John from Teams", is still redacted whole.
+    """
+
+    # Words that NER glues onto product names without making the span personal data.
+    FILLER_WORDS: frozenset[str] = frozenset(
+        {"a", "an", "the", "and", "or", "s", "my", "our", "app", "client"}
+    )
+
+    def __init__(self, terms: Iterable[str]) -> None:
+        # Longest first, so "Cisco AnyConnect" wins over "AnyConnect"; any run of whitespace
+        # between the words of a term matches.
+        alternatives = [
+            re.escape(term).replace(r"\ ", r"\s+")
+            for term in sorted(
+                {term.strip() for term in terms if term.strip()}, key=len, reverse=True
+            )
+        ]
+        self._pattern = (
+            re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)", re.IGNORECASE)
+            if alternatives
+            else None
+        )
+
+    def covers(self, span: str) -> bool:
+        """True if ``span`` consists only of allow-listed terms and filler words."""
+        if self._pattern is None or not self._pattern.search(span):
+            return False
+        remainder = self._pattern.sub(" ", span)
+        return all(word.casefold() in self.FILLER_WORDS for word in re.findall(r"\w+", remainder))
+
+
+class Redactor:
+    """Redacts personal data and secrets from text. Build one per process and reuse it.
+
+    Construction loads the spaCy model and builds every recognizer; :meth:`redact` is then
+    CPU-bound, synchronous and keeps no state between calls, so one instance can serve every
+    message (run it in a worker thread from async code). Construction and use never open a
+    network connection and never write to disk.
+    """
+
+    def __init__(
+        self, settings: RedactorSettings, *, analyzer: AnalyzerEngine | None = None
+    ) -> None:
+        """Load the analyzer, or reuse ``analyzer`` built by :func:`build_analyzer`.
+
+        Passing an analyzer lets several redactors with different allow-lists or thresholds share
+        one loaded spaCy model; ``settings.spacy_model`` and ``settings.language`` must then be the
+        ones it was built with.
+        """
+        self._analyzer = analyzer if analyzer is not None else build_analyzer(settings)
+        self._language = settings.language
+        self._score_threshold = settings.score_threshold
+        self._entities = sorted(self._analyzer.get_supported_entities(settings.language))
+        self._allow_list = AllowList(settings.allow_list)
+
+    @property
+    def entity_types(self) -> list[str]:
+        """The entity types this redactor looks for, e.g. for a readiness report."""
+        return list(self._entities)
+
+    def redact(self, text: str) -> Redaction:
+        """Replace every detected value in ``text`` with a placeholder.
+
+        Callers can rely on: the same value gets the same placeholder within one call (ignoring
+        case and spacing, and separators in card, IBAN and phone numbers; secrets are compared
+        exactly); different values of a type are numbered 1, 2, ... in order of first appearance;
+        text with nothing to redact comes back unchanged; the result never contains an original
+        value.
+        """
+        if not text.strip():
+            return Redaction(text=text, entities=[])
+        results = self._analyzer.analyze(
+            text=text,
+            language=self._language,
+            entities=self._entities,
+            score_threshold=self._score_threshold,
+        )
+        kept = [
+            result
+            for result in results
+            if result.entity_type in SECRET_ENTITIES
+            or not self._allow_list.covers(text[result.start : result.end])
+        ]
+        return _substitute(text, _merge_overlaps([_whole_token(text, r) for r in kept]))
+
+
+# Pattern matches that may stop inside a word: "pc-12.corp.no" of "pc-12.corp.northwind.example".
+_TOKEN_ENTITIES: frozenset[str] = frozenset({"URL", "EMAIL_ADDRESS", "IP_ADDRESS", "IBAN_CODE"})
+_TOKEN_EDGE = " \t\r\n\"'()<>[]{}"  # noqa: S105 - characters, not a credential
+_TRAILING_PUNCTUATION = ".,;:!?"
+
+
+def _whole_token(text: str, result: RecognizerResult) -> RecognizerResult:
+    """Widen a pattern match to the whole whitespace-delimited token it sits in.
+
+    A regex can match a prefix of a longer value (a URL ending at a two-letter top-level domain
+    that is really the start of the next label); replacing only that prefix would leave the rest
+    of the value in clear text. Sentence punctuation after the token stays outside.
+    """
+    if result.entity_type not in _TOKEN_ENTITIES:
+        return result
+    start, end = result.start, result.end
+    while start > 0 and text[start - 1] not in _TOKEN_EDGE:
+        start -= 1
+    while end < len(text) and text[end] not in _TOKEN_EDGE:
+        end += 1
+    while end > result.end and text[end - 1] in _TRAILING_PUNCTUATION:
+        end -= 1
+    return RecognizerResult(result.entity_type, start, end, result.score)
+
+
+def _merge_overlaps(results: Sequence[RecognizerResult]) -> list[RecognizerResult]:
+    """One span per group of overlapping detections, returned in text order.
+
+    Recognizers disagree: an e-mail's domain is also a URL, NER may read part of a password as a
+    name, a pasted URL may carry a password. Replacing overlapping spans separately would corrupt
+    the text, and keeping only one of two partly overlapping spans would leave the other's
+    uncovered part, possibly a piece of a secret, in clear text. So each group of overlapping
+    detections becomes their union, labelled by its best member: a secret first, then the higher
+    score, then the longer span. When one span contains the others (the usual case) the union is
+    simply that span.
+    """
+    merged: list[RecognizerResult] = []
+    group: list[RecognizerResult] = []
+    group_end = -1
+    for result in sorted(results, key=lambda r: (r.start, -r.end)):
+        if group and result.start < group_end:
+            group.append(result)
+            group_end = max(group_end, result.end)
+            continue
+        if group:
+            merged.append(_union(group))
+        group, group_end = [result], result.end
+    if group:
+        merged.append(_union(group))
+    return merged
+
+
+def _union(group: Sequence[RecognizerResult]) -> RecognizerResult:
+    """The span covering every result in ``group``, typed and scored like its best member."""
+    best = min(
+        group,
+        key=lambda r: (r.entity_type not in SECRET_ENTITIES, -r.score, r.start - r.end),
+    )
+    return RecognizerResult(
+        entity_type=best.entity_type,
+        start=min(r.start for r in group),
+        end=max(r.end for r in group),
+        score=best.score,
+    )
+
+
+# Numbers people write with arbitrary grouping: "4111 1111 1111 1111" is "4111-1111-1111-1111".
+_GROUPED_NUMBER_ENTITIES: frozenset[str] = frozenset({"CREDIT_CARD", "IBAN_CODE", "PHONE_NUMBER"})
+
+
+def _identity(entity_type: str, value: str) -> str:
+    """What makes two mentions "the same value" for numbering.
+
+    Names, addresses and hosts are the same whatever their case or spacing ("John  Smith",
+    "john smith"); card, account and phone numbers whatever their separators; secrets are
+    compared exactly, so "Hunter2" and "hunter2" stay different.
+    """
+    if entity_type in SECRET_ENTITIES:
+        return value
+    if entity_type in _GROUPED_NUMBER_ENTITIES:
+        return "".join(char for char in value if char.isalnum()).casefold()
+    return " ".join(value.split()).casefold()
+
+
+def _substitute(text: str, results: Sequence[RecognizerResult]) -> Redaction:
+    """Replace non-overlapping ``results`` (in text order) with numbered placeholders."""
+    numbers: dict[str, dict[str, int]] = {}
+    pieces: list[str] = []
+    entities: list[RedactedEntity] = []
+    cursor = 0
+    for result in results:
+        seen = numbers.setdefault(result.entity_type, {})
+        number = seen.setdefault(
+            _identity(result.entity_type, text[result.start : result.end]), len(seen) + 1
+        )
+        placeholder = f"<{result.entity_type}_{number}>"
+        pieces += [text[cursor : result.start], placeholder]
+        entities.append(RedactedEntity(entity_type=result.entity_type, placeholder=placeholder))
+        cursor = result.end
+    pieces.append(text[cursor:])
+    return Redaction(text="".join(pieces), entities=entities)

@@ -1,0 +1,108 @@
+"""The redactor must never reach out to the network ("offline by construction").
+
+Presidio's stock e-mail recognizer validates domains with tldextract, which downloads the public
+suffix list on first use and caches it under ``~/.cache``. tldextract swallows a failed download
+and falls back to its snapshot, so a socket that merely raises would not expose the fetch: the
+guard below records every attempt, and the test asserts there were none.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import Any
+
+import pytest
+import tldextract.cache
+
+from redactor.config import RedactorSettings
+from redactor.service import Redactor
+
+
+def _is_loopback(host: object) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode()
+    if not isinstance(host, str):
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture
+def network_attempts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Refuse and record every connection or DNS lookup that is not to loopback."""
+    attempts: list[str] = []
+
+    def refuse(what: str) -> OSError:
+        attempts.append(what)
+        return OSError(f"network access attempted in an offline test: {what}")
+
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_create_connection = socket.create_connection
+    real_getaddrinfo = socket.getaddrinfo
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
+            raise refuse(f"connect {address!r}")
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
+            raise refuse(f"connect_ex {address!r}")
+        return real_connect_ex(self, address)
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        if not _is_loopback(address[0]):
+            raise refuse(f"create_connection {address!r}")
+        return real_create_connection(address, *args, **kwargs)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host is not None and not _is_loopback(host):
+            raise refuse(f"getaddrinfo {host!r}")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return attempts
+
+
+@pytest.fixture
+def cache_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record tldextract creating its on-disk cache (it does so before every cached fetch)."""
+    writes: list[str] = []
+    monkeypatch.setattr(tldextract.cache, "_make_dir", writes.append)
+    return writes
+
+
+def test_guard_catches_a_real_attempt(network_attempts: list[str]) -> None:
+    """The guard itself works: without it the test below would prove nothing."""
+    with pytest.raises(OSError, match="network access attempted"):
+        socket.create_connection(("publicsuffix.org", 443), timeout=1)
+
+    assert network_attempts == ["create_connection ('publicsuffix.org', 443)"]
+
+
+def test_construct_and_redact_without_network(
+    network_attempts: list[str], cache_writes: list[str]
+) -> None:
+    # A fresh Redactor, not the session one: its e-mail recognizer must load its suffix data
+    # while the guard is in place.
+    redactor = Redactor(RedactorSettings())
+
+    redaction = redactor.redact(
+        "Mail anna.meier@contoso.co.uk or bob@fabrikam.com, the wiki is at "
+        "https://intranet.contoso.com/wiki and www.fabrikam.org/help"
+    )
+
+    assert network_attempts == []
+    assert cache_writes == []
+    assert redaction.text == (
+        "Mail <EMAIL_ADDRESS_1> or <EMAIL_ADDRESS_2>, the wiki is at <URL_1> and <URL_2>"
+    )

@@ -1,0 +1,84 @@
+"""The whole Deskpilot stack as an operator starts it (``deploy.runner.Stack``), for tests.
+
+Valkey, a Chroma server and every service run as real processes on loopback, on a fresh data
+directory, with short heartbeat and reclaim intervals so fault tests take seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from deploy.runner import Child, RunnerSettings, Stack, free_port
+
+FAST_ENV = {
+    "DESKPILOT_HEARTBEAT_INTERVAL": "0.5",
+    "DESKPILOT_RECLAIM_IDLE_MS": "1500",
+    "DESKPILOT_GRACEFUL_TIMEOUT": "20",
+    "GATEWAY_TURN_TIMEOUT_S": "60",
+}
+
+
+@contextmanager
+def running_stack(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
+    settings = RunnerSettings(data_dir=data_dir, ready_timeout_s=300, stop_timeout_s=30)
+    stack = Stack(
+        settings,
+        port=free_port(),
+        extra_env={**FAST_ENV, **(extra_env or {})},
+        say=lambda _: None,
+    )
+    try:
+        stack.start()
+        if not stack.wait_ready():
+            raise AssertionError(f"stack not healthy; logs:\n{logs(stack)}")
+        yield stack
+    finally:
+        stack.stop()
+
+
+def child(stack: Stack, name: str) -> Child:
+    return next(c for c in stack.children if c.name == name)
+
+
+def restart_child(stack: Stack, name: str, env: dict[str, str] | None = None) -> Child:
+    """Stop a service (SIGKILL if still running) and start it again, optionally with more env."""
+    old = child(stack, name)
+    if old.running():
+        assert old.process is not None
+        old.process.kill()
+        old.process.wait(10)
+    old.env = {**old.env, **(env or {})}
+    old.start()
+    return old
+
+
+def logs(stack: Stack, names: tuple[str, ...] = ("gateway", "redactor", "orchestrator")) -> str:
+    out = []
+    for name in names:
+        path = stack.data_dir / "logs" / f"{name}.log"
+        if path.exists():
+            out.append(f"--- {name}\n{path.read_text(errors='replace')[-3000:]}")
+    return "\n".join(out)
+
+
+def log_records(stack: Stack, name: str) -> list[dict[str, Any]]:
+    """The JSON log lines a service wrote (other output, like progress bars, is skipped)."""
+    records = []
+    path = stack.data_dir / "logs" / f"{name}.log"
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    return records
+
+
+def ask(stack: Stack, text: str, **fields: Any) -> httpx.Response:
+    return httpx.post(f"{stack.url}/api/chat", json={"text": text, **fields}, timeout=90)

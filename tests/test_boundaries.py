@@ -1,0 +1,67 @@
+"""Services share only `contracts`: no service imports another service's package."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVICES = ("gateway", "redactor", "ocr", "orchestrator", "crawler", "indexer", "ticketing")
+
+
+def imported_packages(source: str) -> set[str]:
+    """Top-level packages a module imports, including imports inside functions."""
+    packages = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            packages.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            packages.add(node.module.split(".")[0])
+    return packages
+
+
+def violations(package: str, files: dict[Path, str]) -> list[str]:
+    forbidden = set(SERVICES) - {package}
+    return [
+        f"{path.relative_to(ROOT)} imports {other}"
+        for path, source in files.items()
+        for other in sorted(imported_packages(source) & forbidden)
+    ]
+
+
+def package_sources(package: str) -> dict[Path, str]:
+    return {path: path.read_text() for path in (ROOT / package).rglob("*.py")}
+
+
+@pytest.mark.parametrize("package", [p for p in SERVICES if (ROOT / p).is_dir()])
+def test_service_imports_no_other_service(package: str) -> None:
+    assert violations(package, package_sources(package)) == []
+
+
+def test_contracts_import_no_service() -> None:
+    found = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path, source in package_sources("contracts").items()
+        for name in imported_packages(source) & set(SERVICES)
+    ]
+    assert found == []
+
+
+def test_the_check_catches_a_cross_service_import() -> None:
+    fake = {
+        ROOT / "gateway" / "x.py": "import json\nfrom orchestrator.compose import compose_answer\n",
+        ROOT / "gateway" / "y.py": "def f():\n    import indexer.store\n",
+    }
+    assert violations("gateway", fake) == [
+        "gateway/x.py imports orchestrator",
+        "gateway/y.py imports indexer",
+    ]
+
+
+def test_at_least_the_platform_services_exist() -> None:
+    for package in ("gateway", "redactor", "orchestrator", "indexer", "contracts"):
+        assert (ROOT / package / "__init__.py").is_file(), package
+    for package in ("gateway", "redactor", "orchestrator", "indexer"):
+        assert (ROOT / package / "__main__.py").is_file(), package

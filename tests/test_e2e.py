@@ -1,0 +1,278 @@
+"""End to end: the whole stack as `deskpilot up` starts it, driven through its public API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+import websockets
+
+from deploy.runner import Stack
+from tests.support import REPO_ROOT, wait_until
+from tests.support.stack import ask, log_records, running_stack
+
+pytestmark = pytest.mark.slow
+
+CHAT_FIELDS = {
+    "answer",
+    "action",
+    "citations",
+    "conversation_id",
+    "turn_id",
+    "trace_id",
+    "ticket",
+    "incident",
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with running_stack(tmp_path_factory.mktemp("stack")) as running:
+        yield running
+
+
+def ws_url(stack: Stack, query: str = "") -> str:
+    return stack.url.replace("http://", "ws://") + "/ws/chat" + query
+
+
+async def next_frame(socket: Any, timeout: float = 60) -> dict[str, Any]:
+    frame: dict[str, Any] = json.loads(await asyncio.wait_for(socket.recv(), timeout))
+    return frame
+
+
+def test_ask_answers_from_the_demo_knowledge_base_with_citations(stack: Stack) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "deploy.cli", "ask", "How do I reset my VPN password?"]
+        + ["--url", stack.url, "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    body = json.loads(result.stdout)
+    assert set(body) == CHAT_FIELDS
+    assert body["action"] == "answer"
+    assert body["citations"][0]["n"] == 1
+    assert body["citations"][0]["url"].endswith("/kb/vpn-password-reset")
+    assert "[1]" in body["answer"]
+    assert "self-service" in body["answer"]  # the actual reset steps are quoted
+    assert body["ticket"] is None
+    assert body["incident"] is None
+    assert len(body["trace_id"]) == 32
+
+
+def test_ask_prints_a_readable_answer(stack: Stack) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "deploy.cli", "ask", "How do I add the network printer?"]
+        + ["--url", stack.url],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "[1] " in result.stdout
+    assert "https://it.northwind.example/kb/add-network-printer" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("question", "article"),
+    [
+        ("I forgot my password and can't log in", "reset-your-account-password"),
+        ("my headset doesnt work in teams", "headset-not-recognised-in-teams"),
+        ("I need a replacement charger for my laptop", "exchange-laptop-charger"),
+        ("where do I sign up for an IT training course", "enrol-in-it-training-course"),
+    ],
+)
+def test_common_requests_cite_the_right_article(stack: Stack, question: str, article: str) -> None:
+    body = ask(stack, question).json()
+    assert body["action"] == "answer", body
+    assert body["citations"][0]["url"].endswith(f"/kb/{article}")
+
+
+@pytest.mark.parametrize("question", ["What is the capital of France?", "how do I bake bread"])
+def test_out_of_scope_questions_get_an_honest_no_answer(stack: Stack, question: str) -> None:
+    body = ask(stack, question).json()
+    assert body["action"] == "no_answer"
+    assert body["citations"] == []
+    assert "ticket" in body["answer"]
+
+
+def test_a_conversation_keeps_its_id(stack: Stack) -> None:
+    first = ask(stack, "How do I connect to the office Wi-Fi?").json()
+    second = ask(stack, "And the guest Wi-Fi?", conversation_id=first["conversation_id"]).json()
+    assert second["conversation_id"] == first["conversation_id"]
+    assert second["turn_id"] != first["turn_id"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "code"),
+    [
+        ({"text": ""}, 422, "empty_message"),
+        ({"text": "   \n\t "}, 422, "empty_message"),
+        ({"text": "x" * 8193}, 413, "message_too_long"),
+        ({"text": "é" * 4097}, 413, "message_too_long"),  # 8,194 bytes in UTF-8
+        ({"nope": "x"}, 422, "invalid_request"),
+        ({"text": 42}, 422, "invalid_request"),
+    ],
+)
+def test_bad_chat_requests_get_clear_errors(
+    stack: Stack, payload: dict[str, Any], status: int, code: str
+) -> None:
+    response = httpx.post(f"{stack.url}/api/chat", json=payload, timeout=30)
+    assert response.status_code == status
+    assert response.json()["error_code"] == code
+    assert response.json()["detail"]
+
+
+def test_invalid_json_body_is_rejected(stack: Stack) -> None:
+    response = httpx.post(
+        f"{stack.url}/api/chat",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 400
+    assert response.json()["error_code"] == "invalid_json"
+
+
+async def test_websocket_turn_streams_progress_then_the_answer(stack: Stack) -> None:
+    async with websockets.connect(ws_url(stack)) as socket:
+        ready = await next_frame(socket)
+        assert ready["type"] == "ready"
+        assert ready["conversation_id"]
+        await socket.send(
+            json.dumps({"type": "message", "text": "How do I pair a Bluetooth mouse?"})
+        )
+        accepted = await next_frame(socket)
+        assert accepted["type"] == "accepted"
+        stages = []
+        while True:
+            frame = await next_frame(socket)
+            if frame["type"] == "progress":
+                assert frame["turn_id"] == accepted["turn_id"]
+                stages.append(frame["stage"])
+                continue
+            break
+        assert frame["type"] == "answer"
+        assert set(frame) - {"type"} == CHAT_FIELDS
+        assert frame["turn_id"] == accepted["turn_id"]
+        assert frame["conversation_id"] == ready["conversation_id"]
+        assert frame["citations"][0]["url"].endswith("/kb/pair-bluetooth-mouse")
+        assert stages == ["redacting", "searching", "composing"]
+
+
+async def test_websocket_bad_frames_get_errors_and_the_socket_keeps_working(stack: Stack) -> None:
+    async with websockets.connect(ws_url(stack, "?conversation_id=conv-ws-errors")) as socket:
+        assert (await next_frame(socket))["conversation_id"] == "conv-ws-errors"
+        bad_frames = [
+            ("{oops", "invalid_json"),
+            (json.dumps(["a list"]), "invalid_request"),
+            (json.dumps({"type": "dance"}), "invalid_request"),
+            (json.dumps({"type": "message", "text": 5}), "invalid_request"),
+            (json.dumps({"type": "message", "text": "  "}), "empty_message"),
+            (json.dumps({"type": "message", "text": "y" * 9000}), "message_too_long"),
+        ]
+        for raw, code in bad_frames:
+            await socket.send(raw)
+            frame = await next_frame(socket)
+            assert frame == {"type": "error", "error_code": code, "detail": frame["detail"]}
+            assert frame["detail"]
+        await socket.send(json.dumps({"type": "message", "text": "How do I unlock my account?"}))
+        while (frame := await next_frame(socket))["type"] != "answer":
+            assert frame["type"] in {"accepted", "progress"}
+        assert frame["conversation_id"] == "conv-ws-errors"
+
+
+async def test_answer_can_be_fetched_after_disconnecting_mid_turn(stack: Stack) -> None:
+    async with websockets.connect(ws_url(stack)) as socket:
+        await next_frame(socket)
+        await socket.send(
+            json.dumps({"type": "message", "text": "How do I request a second monitor?"})
+        )
+        accepted = await next_frame(socket)
+    turn_url = f"{stack.url}/api/turns/{accepted['turn_id']}"
+
+    async def done() -> dict[str, Any] | None:
+        async with httpx.AsyncClient() as client:
+            body: dict[str, Any] = (await client.get(turn_url)).json()
+        return body if body["status"] == "done" else None
+
+    turn = await wait_until(done, 60, interval_s=0.2)
+    assert turn["answer"]["turn_id"] == accepted["turn_id"]
+    assert turn["answer"]["citations"][0]["url"].endswith("/kb/request-second-monitor")
+
+
+def test_unknown_turn_is_404(stack: Stack) -> None:
+    response = httpx.get(f"{stack.url}/api/turns/does-not-exist", timeout=10)
+    assert response.status_code == 404
+    assert response.json()["error_code"] == "unknown_turn"
+
+
+def test_feedback_is_stored_durably_and_validated(stack: Stack, tmp_path: Path) -> None:
+    turn = ask(stack, "How do I find the IT policy documents?").json()
+    url = f"{stack.url}/api/feedback"
+    created = httpx.post(url, json={"turn_id": turn["turn_id"], "score": 4, "comment": "ok"})
+    assert created.status_code == 201
+    assert created.json()["score"] == 4
+    client = redis.Redis.from_url(stack.redis_url)
+    stored = json.loads(client.get(f"deskpilot:gateway:feedback:{turn['turn_id']}") or b"{}")
+    assert stored["score"] == 4
+    assert stored["comment"] == "ok"
+    assert client.ttl(f"deskpilot:gateway:feedback:{turn['turn_id']}") == -1  # never expires
+    events = client.xrevrange("feedback.recorded", count=20)
+    assert any(turn["turn_id"].encode() in fields[b"__data__"] for _, fields in events)
+
+    for bad in ({"score": "five"}, {"score": 0}, {"score": 6}, {"score": 4.5}, {}):
+        response = httpx.post(url, json={"turn_id": turn["turn_id"], **bad})
+        assert response.status_code == 422, bad
+        assert response.json()["error_code"] == "invalid_request"
+    unknown = httpx.post(url, json={"turn_id": "nope", "score": 3})
+    assert unknown.status_code == 404
+
+
+def test_one_trace_and_one_correlation_id_span_the_turn(stack: Stack) -> None:
+    body = ask(stack, "My webcam does not work").json()
+    turn_id, trace_id = body["turn_id"], body["trace_id"]
+    for service in ("gateway", "redactor", "orchestrator"):
+        lines = [r for r in log_records(stack, service) if r.get("correlation_id") == turn_id]
+        assert lines, f"{service} logged nothing for the turn"
+        assert {r.get("trace_id") for r in lines} == {trace_id}, service
+
+
+def test_raw_text_is_deleted_once_redacted(stack: Stack) -> None:
+    secret_mail = "jane.doe.e2e@northwind.example"
+    body = ask(stack, f"Please email {secret_mail} about the VPN password reset").json()
+    assert body["action"] == "answer"
+    client = redis.Redis.from_url(stack.redis_url)
+    for stream in ("message.received", "query.received"):
+        for _, fields in client.xrange(stream):
+            assert secret_mail.encode() not in fields[b"__data__"], stream
+    queries = [f[b"__data__"] for _, f in client.xrange("query.received")]
+    assert any(b"<EMAIL_ADDRESS_1>" in q and body["turn_id"].encode() in q for q in queries)
+
+
+def test_health_reports_every_service(stack: Stack) -> None:
+    response = httpx.get(f"{stack.url}/health", timeout=10)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["dependencies"]["redis"] is True
+    for service in ("gateway", "redactor", "orchestrator", "indexer"):
+        assert body["services"][service] >= 1
+
+
+def test_chat_page_is_served(stack: Stack) -> None:
+    page = httpx.get(stack.url + "/", timeout=10)
+    assert page.status_code == 200
+    assert "/ws/chat" in httpx.get(stack.url + "/static/chat.js", timeout=10).text
+    assert "chat.js" in page.text
