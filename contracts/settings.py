@@ -55,7 +55,9 @@ class ServiceSettings(BaseSettings):
         validation_alias=_shared("CHROMA_HOST"),
         description="A Chroma server; unset means the persistent directory in the data dir.",
     )
-    chroma_port: int = Field(8000, validation_alias=_shared("CHROMA_PORT"))
+    chroma_port: int = Field(
+        8000, validation_alias=_shared("CHROMA_PORT"), description="Port of the Chroma server."
+    )
     chroma_collection: str = Field(
         "deskpilot_kb",
         validation_alias=_shared("DESKPILOT_KB_COLLECTION"),
@@ -66,7 +68,9 @@ class ServiceSettings(BaseSettings):
         validation_alias=_shared("DESKPILOT_NODE"),
         description="This host's name in consumer names, logs and heartbeats.",
     )
-    log_level: str = Field("INFO", validation_alias=_shared("LOG_LEVEL"))
+    log_level: str = Field(
+        "INFO", validation_alias=_shared("LOG_LEVEL"), description="DEBUG, INFO, WARNING, ERROR."
+    )
     stream_maxlen: int = Field(
         100_000,
         ge=100,
@@ -86,7 +90,10 @@ class ServiceSettings(BaseSettings):
         description="After this many failed deliveries a message goes to `<topic>.dlq`.",
     )
     heartbeat_interval_s: float = Field(
-        5.0, gt=0, validation_alias=_shared("DESKPILOT_HEARTBEAT_INTERVAL")
+        5.0,
+        gt=0,
+        validation_alias=_shared("DESKPILOT_HEARTBEAT_INTERVAL"),
+        description="Seconds between heartbeats; a process silent for three is reported down.",
     )
     graceful_timeout_s: float = Field(
         30.0,

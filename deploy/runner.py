@@ -41,7 +41,9 @@ class RunnerSettings(ServiceSettings):
 
     ready_timeout_s: float = Field(240.0, gt=0, description="How long to wait for /health.")
     stop_timeout_s: float = Field(45.0, gt=0, description="Grace per child on shutdown.")
-    max_backoff_s: float = Field(30.0, gt=0)
+    max_backoff_s: float = Field(
+        30.0, gt=0, description="Longest wait before restarting a crashed service."
+    )
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -12,7 +12,7 @@ class GatewaySettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="GATEWAY_")
 
     host: str = Field("127.0.0.1", description="Interface to listen on.")
-    port: int = Field(8000, ge=1, le=65535)
+    port: int = Field(8000, ge=1, le=65535, description="Port to listen on.")
     instance_id: str = Field(
         "",
         description="Names this instance's reply stream; default <node>-<port>. Keep it stable "

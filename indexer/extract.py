@@ -13,6 +13,7 @@ Supported: HTML (``.html``, ``.htm``), Markdown (``.md``, ``.markdown``, with op
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -59,7 +60,7 @@ class UnsupportedDocument(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """One indivisible-or-splittable piece of a section.
+    """A typed piece of a section, so the chunker knows what it may cut.
 
     ``paragraph`` text may be split into sentences by the chunker; ``step`` (``"3. ..."``),
     ``bullet`` (``"- ..."``), ``code`` (a fenced block) and ``table`` are kept whole whenever they
@@ -166,14 +167,7 @@ def extract_document(path: Path) -> ExtractedDocument:
         doc = extract_markdown(text, fallback_title=fallback_title, fallback_url=fallback_url)
     else:
         doc = extract_plain_text(text, fallback_title=fallback_title, fallback_url=fallback_url)
-    return ExtractedDocument(
-        title=doc.title,
-        url=doc.url,
-        sections=doc.sections,
-        category=doc.category,
-        os=doc.os,
-        source_path=path,
-    )
+    return dataclasses.replace(doc, source_path=path)
 
 
 def decode_text(data: bytes) -> str:

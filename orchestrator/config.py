@@ -24,7 +24,7 @@ class OrchestratorSettings(ServiceSettings):
         le=1,
         description="Other articles within this similarity of the best one are cited as see-also.",
     )
-    max_citations: int = Field(3, ge=1, le=10)
+    max_citations: int = Field(3, ge=1, le=10, description="Most sources cited in one answer.")
     turn_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="How long a turn's state is kept.")
     concurrency: int = Field(4, ge=1, description="Turns handled at once by one process.")
     torch_threads: int | None = Field(

@@ -35,7 +35,12 @@ class Retrieval:
 
 
 def open_collection(settings: ServiceSettings) -> Any:
-    """The knowledge-base collection on the configured Chroma (server, or local directory)."""
+    """The knowledge-base collection on the configured Chroma (server, or local directory).
+
+    Same creation arguments as the indexer's: cosine space given as ``configuration`` and no
+    embedding function, because Chroma's default function (also attached by the legacy
+    ``hnsw:space`` metadata form) downloads a model. Queries always pass embeddings.
+    """
     import chromadb
     from chromadb.config import Settings
 
@@ -48,9 +53,10 @@ def open_collection(settings: ServiceSettings) -> Any:
         client = chromadb.PersistentClient(
             path=str(settings.data_dir / "chroma"), settings=chroma_settings
         )
-    # embedding_function=None: Chroma's default function downloads a model; we embed ourselves.
     return client.get_or_create_collection(
-        settings.chroma_collection, embedding_function=None, metadata={"hnsw:space": "cosine"}
+        settings.chroma_collection,
+        configuration={"hnsw": {"space": "cosine"}},
+        embedding_function=None,
     )
 
 

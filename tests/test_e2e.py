@@ -187,9 +187,18 @@ async def test_websocket_bad_frames_get_errors_and_the_socket_keeps_working(stac
             frame = await next_frame(socket)
             assert frame == {"type": "error", "error_code": code, "detail": frame["detail"]}
             assert frame["detail"]
-        await socket.send(json.dumps({"type": "message", "text": "How do I unlock my account?"}))
+        await socket.send(json.dumps({"type": "message", "text": "", "client_id": "m-1"}))
+        assert (await next_frame(socket))["client_id"] == "m-1"
+        await socket.send(
+            json.dumps(
+                {"type": "message", "text": "How do I unlock my account?", "client_id": "m-2"}
+            )
+        )
+        accepted = await next_frame(socket)
+        assert accepted["type"] == "accepted"
+        assert accepted["client_id"] == "m-2"
         while (frame := await next_frame(socket))["type"] != "answer":
-            assert frame["type"] in {"accepted", "progress"}
+            assert frame["type"] == "progress"
         assert frame["conversation_id"] == "conv-ws-errors"
 
 

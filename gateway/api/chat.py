@@ -54,8 +54,10 @@ class _Connection:
         async with self._send_lock:
             await self.websocket.send_json(frame)
 
-    async def error(self, code: ErrorCode, detail: str) -> None:
-        await self.send({"type": "error", "error_code": code.value, "detail": detail})
+    async def error(self, code: ErrorCode, detail: str, **refs: str | None) -> None:
+        """An error frame; ``refs`` (turn_id, client_id) say which message it is about."""
+        extra = {key: value for key, value in refs.items() if value}
+        await self.send({"type": "error", "error_code": code.value, "detail": detail, **extra})
 
     async def on_frame(self, raw: str) -> None:
         try:
@@ -66,35 +68,50 @@ class _Connection:
         if not isinstance(frame, dict) or frame.get("type") != "message":
             await self.error(ErrorCode.INVALID_REQUEST, 'Send {"type": "message", "text": "..."}.')
             return
+        client_id = frame.get("client_id")
+        if not (isinstance(client_id, str) and 0 < len(client_id) <= 64):
+            client_id = None
         text = frame.get("text")
         if not isinstance(text, str):
-            await self.error(ErrorCode.INVALID_REQUEST, "`text` must be a string.")
+            await self.error(
+                ErrorCode.INVALID_REQUEST, "`text` must be a string.", client_id=client_id
+            )
             return
         try:
             text = self.turns.validate_text(text)
         except ApiError as exc:
-            await self.error(exc.code, exc.detail)
+            await self.error(exc.code, exc.detail, client_id=client_id)
             return
-        task = asyncio.create_task(self.run_turn(text))
+        task = asyncio.create_task(self.run_turn(text, client_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def run_turn(self, text: str) -> None:
+    async def run_turn(self, text: str, client_id: str | None) -> None:
+        """Submit one message and forward its progress and answer to the socket.
+
+        ``client_id``, when the page sent one, is echoed in ``accepted`` and ``error`` frames so
+        the page can match them to its messages even when several are in flight.
+        """
         turn_id = new_id()
         async with self.turns.listen(turn_id) as replies:
             try:
                 await self.turns.submit(text, self.conversation_id, None, turn_id)
             except ApiError as exc:
-                await self.error(exc.code, exc.detail)
+                await self.error(exc.code, exc.detail, client_id=client_id)
                 return
-            await self.send({"type": "accepted", "turn_id": turn_id})
+            accepted = {"type": "accepted", "turn_id": turn_id}
+            await self.send(accepted | ({"client_id": client_id} if client_id else {}))
             await self.send({"type": "progress", "turn_id": turn_id, "stage": "redacting"})
             while True:
                 reply = await replies.get()
                 if reply.kind == "progress":
                     await self.send({"type": "progress", "turn_id": turn_id, "stage": reply.stage})
                     continue
-                answer = await self.turns.answer_of(reply)
+                try:
+                    answer = await self.turns.answer_of(reply)
+                except ApiError as exc:
+                    await self.error(exc.code, exc.detail, turn_id=turn_id, client_id=client_id)
+                    return
                 await self.send({"type": "answer", **answer.model_dump(mode="json")})
                 return
 

@@ -16,8 +16,10 @@
   // Configuration
 
   const STORAGE_KEY = 'deskpilot.conversation_id';
-  const MAX_CHARS = 8000;
-  const COUNTER_FROM = 7000;            // show the character counter from this length on
+  // The gateway's limit is in UTF-8 bytes (GATEWAY_MAX_MESSAGE_BYTES, 8 KiB by default).
+  const MAX_BYTES = 8192;
+  const COUNTER_FROM = 7000;            // show the size counter from this many bytes on
+  const utf8Bytes = (s) => new TextEncoder().encode(s).length;
   const BACKOFF_BASE_MS = 500;
   const BACKOFF_MAX_MS = 10000;
   const POLL_INTERVAL_MS = 1500;
@@ -704,7 +706,7 @@
   function submitText(raw) {
     const text = raw.replace(/\s+$/, '').replace(/^\s*\n/, '');
     if (!text.trim()) return false;
-    if (text.length > MAX_CHARS) return false;
+    if (utf8Bytes(text) > MAX_BYTES) return false;
     const turn = {
       localId: ++turnSeq,
       text,
@@ -726,7 +728,10 @@
   }
 
   function dispatch(turn) {
-    if (ws && ready && ws.readyState === WebSocket.OPEN) {
+    // One unacknowledged message at a time: "accepted" frames carry no reference to the message
+    // they acknowledge, so they are matched by order, which only holds if sends are serialised.
+    const connected = ws && ready && ws.readyState === WebSocket.OPEN;
+    if (connected && awaitingAccept.length === 0) {
       try {
         ws.send(JSON.stringify({ type: 'message', text: turn.text }));
         turn.state = 'sent';
@@ -737,7 +742,7 @@
     }
     turn.state = 'queued';
     outbox.push(turn);
-    setStatus(turn, 'Waiting for the connection…');
+    setStatus(turn, connected ? 'Sending…' : 'Waiting for the connection…');
   }
 
   function flushOutbox() {
@@ -863,16 +868,10 @@
       try { frame = JSON.parse(ev.data); } catch (_) { return; }
       if (frame && typeof frame === 'object') handleFrame(frame);
     });
-    sock.addEventListener('close', (ev) => {
+    sock.addEventListener('close', () => {
       if (sock !== ws) return; // a socket we already abandoned (e.g. "New conversation")
       ws = null;
-      const wasReady = ready;
       ready = false;
-      // 4400–4499 before "ready": the server refused our conversation id; start a fresh one.
-      if (!wasReady && ev.code >= 4400 && ev.code < 4500 && conversationId) {
-        conversationId = null;
-        storageSet(null);
-      }
       onConnectionLost();
       scheduleReconnect();
     });
@@ -952,6 +951,7 @@
         inFlight.set(turn.turnId, turn);
         setStatus(turn, 'Working on it…');
         armWatchdog(turn);
+        flushOutbox();
         break;
       }
 
@@ -980,8 +980,17 @@
         // known turn_id is attached to that turn; anything else is shown as a general notice.
         let turn = turnFor(frame);
         if (!turn && awaitingAccept.length) turn = awaitingAccept.shift();
-        if (turn) renderError(turn, frame);
-        else renderSystemNotice(frame);
+        if (turn) {
+          renderError(turn, frame);
+          // Rejected input: give the text back so it can be fixed rather than retyped.
+          if (!turn.turnId && !input.value) {
+            input.value = turn.text;
+            updateComposer();
+          }
+        } else {
+          renderSystemNotice(frame);
+        }
+        flushOutbox();
         break;
       }
 
@@ -1032,12 +1041,12 @@
   }
 
   function updateComposer() {
-    const len = input.value.length;
-    sendBtn.disabled = !input.value.trim() || len > MAX_CHARS;
+    const len = utf8Bytes(input.value);
+    sendBtn.disabled = !input.value.trim() || len > MAX_BYTES;
     if (len >= COUNTER_FROM) {
       counterEl.hidden = false;
-      counterEl.textContent = `${len.toLocaleString()} / ${MAX_CHARS.toLocaleString()} characters`;
-      counterEl.classList.toggle('is-limit', len >= MAX_CHARS);
+      counterEl.textContent = `${len.toLocaleString()} / ${MAX_BYTES.toLocaleString()} bytes`;
+      counterEl.classList.toggle('is-limit', len >= MAX_BYTES);
     } else {
       counterEl.hidden = true;
       counterEl.textContent = '';
