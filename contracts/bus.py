@@ -189,11 +189,10 @@ class Bus:
         try:
             if self.settings.fault_handler_delay_ms:
                 await asyncio.sleep(self.settings.fault_handler_delay_ms / 1000)
-            entry_id = _entry_id(msg)  # Fix: was msg.message_id, see dead_letter.
+            entry_id = _entry_id(msg)
             delivery = Delivery(topic, entry_id, deliveries, msg)
-            # Fix (tests/test_bus.py): without this, a handler that runs longer than
-            # reclaim_idle_ms had its message claimed by the reclaimer (of this very process or of
-            # a replica) and handled a second time, concurrently, as if its consumer had died.
+            # A handler may run longer than reclaim_idle_ms; its entry must not look abandoned
+            # to the reclaimers (this process's or a replica's) meanwhile.
             async with self._keep_claimed(topic, group, entry_id):
                 await handler(event, delivery)
         except Exception as exc:
@@ -250,8 +249,8 @@ class Bus:
                 b"error": error.encode(),
                 b"group": group.encode(),
                 b"consumer": self.consumer.encode(),
-                # Fix (tests/test_bus.py): the stream entry id; ``msg.message_id`` is FastStream's
-                # own message-id header, a random uuid for messages published without one.
+                # The stream entry id; ``msg.message_id`` is FastStream's message-id header, a
+                # random uuid for messages published without one.
                 b"original_id": _entry_id(msg).encode(),
                 b"deliveries": str(deliveries).encode(),
                 b"failed_at": datetime.now(UTC).isoformat().encode(),

@@ -105,23 +105,22 @@ def _ingest(args: argparse.Namespace) -> int:
         settings = settings.model_copy(
             update={"chroma_host": runtime["chroma_host"], "chroma_port": runtime["chroma_port"]}
         )
-    ingestor = Ingestor(Embedder(), open_collection(settings), settings)
+    ingestor = Ingestor(Embedder.from_settings(settings), open_collection(settings), settings)
     report = ingestor.ingest_path(args.path)
-    summary = _as_dict(report)
+    summary = {
+        "files_seen": report.files_seen,
+        "files_indexed": report.files_indexed,
+        "files_unchanged": report.files_unchanged,
+        "files_skipped": report.files_skipped,
+        "chunks_written": report.chunks_written,
+        "chunks_deleted": report.chunks_deleted,
+        "seconds": round(report.seconds, 2),
+    }
     if args.json:
         print(json.dumps(summary))
     else:
         print(", ".join(f"{key}={value}" for key, value in summary.items()))
     return 0
-
-
-def _as_dict(report: Any) -> dict[str, Any]:
-    if hasattr(report, "model_dump"):
-        result: dict[str, Any] = report.model_dump(mode="json")
-        return result
-    from dataclasses import asdict
-
-    return asdict(report)
 
 
 def _ask(args: argparse.Namespace) -> int:

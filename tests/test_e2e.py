@@ -285,3 +285,35 @@ def test_chat_page_is_served(stack: Stack) -> None:
     assert page.status_code == 200
     assert "/ws/chat" in httpx.get(stack.url + "/static/chat.js", timeout=10).text
     assert "chat.js" in page.text
+
+
+def test_ingest_adds_knowledge_the_running_stack_answers_from(stack: Stack, tmp_path: Path) -> None:
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "plotter.md").write_text(
+        "---\ntitle: Calibrate the Zephyr-9 plotter\n"
+        "url: https://it.northwind.example/kb/zephyr-plotter\ncategory: peripheral_question\n"
+        "os: any\n---\n# Calibrate the Zephyr-9 plotter\n\n"
+        "The Zephyr-9 large-format plotter drifts after a paper change.\n\n"
+        "1. Load a full roll of matte paper.\n2. Hold the Zephyr key for five seconds.\n"
+        "3. Choose Calibrate and wait for the test print.\n"
+    )
+    command = [sys.executable, "-m", "deploy.cli", "ingest", str(folder)]
+    command += ["--data-dir", str(stack.data_dir), "--json"]
+
+    def ingest() -> dict[str, Any]:
+        done = subprocess.run(
+            command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=180, check=True
+        )
+        report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return report
+
+    first = ingest()
+    assert first["files_indexed"] == 1
+    assert first["chunks_written"] >= 1
+    body = ask(stack, "How do I calibrate the Zephyr-9 plotter?").json()
+    assert body["citations"][0]["url"] == "https://it.northwind.example/kb/zephyr-plotter"
+    assert "Hold the Zephyr key" in body["answer"]
+    again = ingest()
+    assert again["files_unchanged"] == 1
+    assert again["chunks_written"] == 0
