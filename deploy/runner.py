@@ -282,8 +282,7 @@ class Stack:
                 child.restarts += 1
                 child.next_start = 0.0
                 child.start()
-        if any(child.restarts for child in self.children):
-            self._write_runtime()
+                self._write_runtime()
 
     def run_forever(self) -> None:
         stop = False

@@ -1,36 +1,124 @@
-"""Data survives a restart of the whole embedded stack."""
+"""`deskpilot up` as an operator runs it: answers, stops cleanly on Ctrl-C, keeps its data."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 import redis
 
-from tests.support.stack import ask, log_records, running_stack
+from deploy.runner import free_port
+from tests.support import REPO_ROOT
+from tests.support.stack import FAST_ENV
 
 pytestmark = pytest.mark.slow
 
 
-def test_turns_feedback_and_knowledge_survive_a_restart(tmp_path: Path) -> None:
-    with running_stack(tmp_path) as stack:
-        first = ask(stack, "How do I reset my VPN password?").json()
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@contextmanager
+def deskpilot_up(data_dir: Path) -> Iterator[tuple[str, dict[str, object]]]:
+    """Run `deskpilot up` until it prints that it is ready; Ctrl-C it afterwards and check."""
+    port = free_port()
+    log = (data_dir.parent / f"up-{port}.log").open("w+")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deploy.cli",
+            "up",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, **FAST_ENV},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while "Deskpilot is ready" not in Path(log.name).read_text():
+            assert process.poll() is None, Path(log.name).read_text()
+            assert time.monotonic() < deadline, Path(log.name).read_text()
+            time.sleep(0.5)
+        runtime = json.loads((data_dir / "runtime.json").read_text())
+        assert f"http://127.0.0.1:{port}" in Path(log.name).read_text()  # the chat URL is printed
+        yield f"http://127.0.0.1:{port}", runtime
+        process.send_signal(signal.SIGINT)
+        assert process.wait(120) == 0, Path(log.name).read_text()
+        children = runtime["children"]
+        assert isinstance(children, dict)
+        assert not [name for name, pid in children.items() if alive(int(pid))]
+        assert not (data_dir / "runtime.json").exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+        log.close()
+
+
+def test_up_answers_stops_cleanly_and_keeps_its_data(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with deskpilot_up(data_dir) as (url, _):
+        first = httpx.post(
+            f"{url}/api/chat", json={"text": "How do I reset my VPN password?"}, timeout=60
+        )
+        first_body = first.json()
+        assert first_body["action"] == "answer"
         rated = httpx.post(
-            f"{stack.url}/api/feedback", json={"turn_id": first["turn_id"], "score": 5}, timeout=30
+            f"{url}/api/feedback", json={"turn_id": first_body["turn_id"], "score": 5}, timeout=30
         )
         assert rated.status_code == 201
 
-    with running_stack(tmp_path) as stack:
-        turn = httpx.get(f"{stack.url}/api/turns/{first['turn_id']}", timeout=30).json()
+    with deskpilot_up(data_dir) as (url, runtime):
+        turn = httpx.get(f"{url}/api/turns/{first_body['turn_id']}", timeout=30).json()
         assert turn["status"] == "done"
-        assert turn["answer"]["answer"] == first["answer"]
-        client = redis.Redis.from_url(stack.redis_url)
-        assert client.exists(f"deskpilot:gateway:feedback:{first['turn_id']}")
-        again = ask(stack, "How do I reset my VPN password?").json()
-        assert again["citations"] == first["citations"]
-        seeded = [
-            r for r in log_records(stack, "indexer") if r["msg"] == "demo knowledge base ingested"
-        ]
-        assert seeded
-        assert "(0 indexed, 32 unchanged" in seeded[-1]["report"]
+        assert turn["answer"]["answer"] == first_body["answer"]
+        client = redis.Redis.from_url(str(runtime["redis_url"]))
+        assert client.exists(f"deskpilot:gateway:feedback:{first_body['turn_id']}")
+        again = httpx.post(
+            f"{url}/api/chat", json={"text": "How do I reset my VPN password?"}, timeout=60
+        )
+        assert again.json()["citations"] == first_body["citations"]
+        indexer_log = (data_dir / "logs" / "indexer.log").read_text()
+        # The second start found every demo article unchanged and wrote nothing.
+        assert "(0 indexed, 32 unchanged" in indexer_log
+
+
+def test_a_crashed_service_is_restarted_by_the_runner(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with deskpilot_up(data_dir) as (url, runtime):
+        children = runtime["children"]
+        assert isinstance(children, dict)
+        old_pid = int(children["orchestrator"])
+        os.kill(old_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while True:
+            now = json.loads((data_dir / "runtime.json").read_text())["children"]["orchestrator"]
+            if now != old_pid and alive(int(now)):
+                break
+            assert time.monotonic() < deadline, "orchestrator was not restarted"
+            time.sleep(0.3)
+        while httpx.get(f"{url}/health", timeout=10).status_code != 200:
+            assert time.monotonic() < deadline, "stack did not become healthy again"
+            time.sleep(0.5)
+        body = httpx.post(f"{url}/api/chat", json={"text": "How do I pair a mouse?"}, timeout=60)
+        assert body.json()["action"] == "answer"

@@ -123,3 +123,38 @@ def test_traceparent_round_trip() -> None:
     context = context_from_traceparent(traceparent)
     with tracer.start_as_current_span("child", context=context) as child:  # type: ignore[arg-type]
         assert child.get_span_context().trace_id == parent.get_span_context().trace_id
+
+
+SPAN_SNIPPET = """
+from opentelemetry import trace
+from contracts.tracing import setup_tracing, shutdown_tracing
+setup_tracing("probe-service", "node-z")
+with trace.get_tracer("t").start_as_current_span("probe-span"):
+    pass
+shutdown_tracing()
+"""
+
+
+@pytest.mark.parametrize(("exporter", "exported"), [("console", True), (None, False)])
+def test_spans_are_exported_only_when_an_exporter_is_configured(
+    exporter: str | None, exported: bool
+) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    if exporter:
+        env["OTEL_TRACES_EXPORTER"] = exporter
+    result = subprocess.run(
+        [sys.executable, "-c", SPAN_SNIPPET],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert ('"name": "probe-span"' in result.stdout) is exported
+    assert ("probe-service" in result.stdout) is exported
