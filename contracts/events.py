@@ -192,6 +192,21 @@ class ChunksIndexed(Event):
     chunks: int = Field(0, ge=0)
 
 
+class DocumentSubmitted(Event):
+    """A document uploaded through the API, carried whole (uploads are size-limited)."""
+
+    document_id: str = Field(description="Chosen by the gateway; the indexer keeps it as doc_id.")
+    filename: str = Field(examples=["vpn-howto.pdf"])
+    content_type: str
+    content_b64: str = Field(description="The file's bytes, base64-encoded.")
+    uploaded_by: str
+
+
+class DocumentDeleted(Event):
+    document_id: str
+    deleted_by: str
+
+
 class EscalationRequested(Event):
     reason: str
     summary: str

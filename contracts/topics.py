@@ -26,6 +26,9 @@ class Topic(StrEnum):
     TICKET_UPDATED = "ticket.updated"
     INCIDENT_REPORTED = "incident.reported"
     FEEDBACK_RECORDED = "feedback.recorded"
+    DOCUMENT_SUBMITTED = "document.submitted"
+    """An admin uploaded a document; the indexer ingests it."""
+    DOCUMENT_DELETED = "document.deleted"
 
 
 class Group(StrEnum):
