@@ -83,14 +83,39 @@ class IncidentRef(BaseModel):
     latest_update: str | None = None
 
 
+class Checklist(BaseModel):
+    """Troubleshooting steps the user works through one at a time."""
+
+    steps: list[str] = Field(description="The steps, verbatim from the cited article.")
+    current: int = Field(ge=0, description="Index of the step the user is on now.")
+
+
+class SimilarCase(BaseModel):
+    """A resolved ticket like the user's problem, offered after the knowledge-base answer."""
+
+    ticket_id: str = Field(examples=["IT-1042"])
+    summary: str
+    resolution: str = Field(description="How the technician resolved it.")
+    category: str | None = None
+    score: float = Field(description="Cosine similarity to the question; higher is closer.")
+
+
 class AnswerBody(BaseModel):
     """The assistant's reply to one turn, as users and the gateway API see it."""
 
     answer: str = Field(description="Plain text with light Markdown and [n] citation markers.")
     action: Action
     citations: list[Citation] = Field(default_factory=list)
+    questions: list[str] = Field(
+        default_factory=list, description="What the assistant needs to know (action clarify)."
+    )
+    checklist: Checklist | None = Field(None, description="Set when action is checklist.")
     ticket: TicketRef | None = None
     incident: IncidentRef | None = None
+    similar_cases: list[SimilarCase] = Field(
+        default_factory=list,
+        description="Resolved tickets like this one; lower priority than the knowledge base.",
+    )
 
 
 class RedactionCount(BaseModel):
@@ -205,6 +230,19 @@ class DocumentSubmitted(Event):
 class DocumentDeleted(Event):
     document_id: str
     deleted_by: str
+
+
+class DocumentStatus(Event):
+    """What became of a submitted or deleted document; the gateway keeps it for ``GET``."""
+
+    document_id: str
+    status: Literal["indexed", "failed", "deleted"]
+    chunks: int = Field(0, ge=0, description="Chunks of the document now in the index.")
+    detail: str | None = Field(
+        None,
+        description="Why it failed, or what was done; never quotes the document's content.",
+        examples=["the PDF is password-protected"],
+    )
 
 
 class EscalationRequested(Event):

@@ -29,6 +29,8 @@ class Topic(StrEnum):
     DOCUMENT_SUBMITTED = "document.submitted"
     """An admin uploaded a document; the indexer ingests it."""
     DOCUMENT_DELETED = "document.deleted"
+    DOCUMENT_STATUS = "document.status"
+    """The indexer's outcome for a submitted or deleted document (indexed, failed, deleted)."""
 
 
 class Group(StrEnum):
@@ -63,6 +65,9 @@ def dead_letter_stream(topic: str) -> str:
 SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.MESSAGE_RECEIVED: (Group.REDACTOR,),
     Topic.QUERY_RECEIVED: (Group.ORCHESTRATOR,),
+    Topic.DOCUMENT_SUBMITTED: (Group.INDEXER,),
+    Topic.DOCUMENT_DELETED: (Group.INDEXER,),
+    Topic.DOCUMENT_STATUS: (Group.GATEWAY,),
 }
 """Which groups read which topic. Every service creates all of these groups at start-up, so a
 group exists before the first event for it is published, whichever service starts first."""

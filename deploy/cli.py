@@ -6,34 +6,35 @@ import argparse
 import asyncio
 import json
 import sys
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from deploy.stackaccess import add_data_dir_argument
 
-def _data_dir_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="where Redis's AOF, Chroma and logs live "
-        "(default: $DESKPILOT_DATA_DIR or ~/.deskpilot)",
-    )
+Runner = Callable[[argparse.Namespace], int]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
+    """The parser, and for each command path ("eval intents") the function that runs it."""
+    from deploy import cases_cli, eval_intents, eval_retrieval, ingest_cli, reindex_cli
+
     parser = argparse.ArgumentParser(prog="deskpilot", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    runners: dict[str, Runner] = {}
 
     up = commands.add_parser("up", help="start the whole stack on embedded defaults")
     up.add_argument("--port", type=int, default=8000)
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--verbose", action="store_true", help="stream service logs to the terminal")
-    _data_dir_arg(up)
+    add_data_dir_argument(up)
+    runners["up"] = _up
 
-    ingest = commands.add_parser("ingest", help="index a folder or file of HTML, Markdown, text")
-    ingest.add_argument("path", type=Path)
-    ingest.add_argument("--json", action="store_true")
-    _data_dir_arg(ingest)
+    ingest_cli.add_parser(commands)
+    runners["ingest"] = ingest_cli.run_ingest
+    reindex_cli.add_parser(commands)
+    runners["reindex"] = reindex_cli.run_reindex
+    cases_cli.add_parser(commands)
+    runners["cases"] = cases_cli.run_cases
 
     ask = commands.add_parser("ask", help="ask the running stack a question")
     ask.add_argument("question")
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--conversation-id", default=None)
     ask.add_argument("--json", action="store_true", help="print exactly the /api/chat response")
     ask.add_argument("--timeout", type=float, default=60.0)
+    runners["ask"] = _ask
 
     bench = commands.add_parser("bench", help="benchmarks")
     bench_kinds = bench.add_subparsers(dest="kind", required=True)
@@ -50,7 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--url", default="http://127.0.0.1:8000")
     chat.add_argument("--json", action="store_true")
     chat.add_argument("--skip-floor", action="store_true")
-    _data_dir_arg(chat)
+    add_data_dir_argument(chat)
+    runners["bench chat"] = _bench_chat
+
+    evaluate = commands.add_parser("eval", help="quality evaluations")
+    evaluations = evaluate.add_subparsers(dest="kind", required=True)
+    eval_retrieval.add_parser(evaluations)
+    runners["eval retrieval"] = eval_retrieval.run_eval_retrieval
+    eval_intents.add_parser(evaluations)
+    runners["eval intents"] = eval_intents.run_eval_intents
 
     dlq = commands.add_parser("dlq", help="inspect and replay dead-letter streams")
     dlq_actions = dlq.add_subparsers(dest="action", required=True)
@@ -62,65 +72,35 @@ def build_parser() -> argparse.ArgumentParser:
     dlq_replay.add_argument("--id", dest="entry_ids", action="append", default=None)
     for sub in (dlq_list, dlq_replay):
         sub.add_argument("--redis-url", default=None)
-        _data_dir_arg(sub)
-    return parser
+        add_data_dir_argument(sub)
+    runners["dlq"] = _dlq
+    return parser, runners
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "up":
-        from deploy.runner import up
-
-        return up(args.data_dir, args.port, args.host, args.verbose)
-    if args.command == "ingest":
-        return _ingest(args)
-    if args.command == "ask":
-        return _ask(args)
-    if args.command == "bench":
-        from deploy.bench import run_chat_bench
-
-        return run_chat_bench(args)
-    if args.command == "dlq":
-        from deploy.dlq import run_dlq
-
-        return asyncio.run(run_dlq(args))
-    return 2
+    parser, runners = build_parser()
+    args = parser.parse_args(argv)
+    kind = getattr(args, "kind", None)
+    runner = runners.get(f"{args.command} {kind}") or runners[args.command]
+    return runner(args)
 
 
-def _ingest(args: argparse.Namespace) -> int:
-    from deploy.runner import RunnerSettings, read_runtime
-    from indexer.config import IndexerSettings
-    from indexer.embedding import Embedder
-    from indexer.service import Ingestor
-    from indexer.store import open_collection
+def _up(args: argparse.Namespace) -> int:
+    from deploy.runner import up
 
-    if not args.path.exists():
-        print(f"deskpilot ingest: {args.path} does not exist", file=sys.stderr)
-        return 2
-    overrides: dict[str, Any] = {"data_dir": args.data_dir} if args.data_dir else {}
-    settings = IndexerSettings(**overrides)
-    runtime = read_runtime(RunnerSettings(**overrides).data_dir.expanduser().resolve())
-    if not settings.chroma_host and runtime:
-        # A stack runs on this data dir: write through its Chroma server, never beside it.
-        settings = settings.model_copy(
-            update={"chroma_host": runtime["chroma_host"], "chroma_port": runtime["chroma_port"]}
-        )
-    ingestor = Ingestor(Embedder.from_settings(settings), open_collection(settings), settings)
-    report = ingestor.ingest_path(args.path)
-    summary = {
-        "files_seen": report.files_seen,
-        "files_indexed": report.files_indexed,
-        "files_unchanged": report.files_unchanged,
-        "files_skipped": report.files_skipped,
-        "chunks_written": report.chunks_written,
-        "chunks_deleted": report.chunks_deleted,
-        "seconds": round(report.seconds, 2),
-    }
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        print(", ".join(f"{key}={value}" for key, value in summary.items()))
-    return 0
+    return up(args.data_dir, args.port, args.host, args.verbose)
+
+
+def _bench_chat(args: argparse.Namespace) -> int:
+    from deploy.bench import run_chat_bench
+
+    return run_chat_bench(args)
+
+
+def _dlq(args: argparse.Namespace) -> int:
+    from deploy.dlq import run_dlq
+
+    return asyncio.run(run_dlq(args))
 
 
 def _ask(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from contracts.topics import Group
 from gateway import handlers
 from gateway.api import api_router
 from gateway.config import GatewaySettings
+from gateway.documents import DocumentRecords, DocumentService
 from gateway.errors import install_error_handlers
 from gateway.service import TurnService, TurnStore
 
@@ -28,6 +29,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     bus = Bus(settings, SERVICE)
     turns = TurnService(bus, TurnStore(bus.redis, settings.turn_ttl_s), settings)
     handlers.register(bus, turns)
+    documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
+    handlers.register_documents(bus, documents)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -45,11 +48,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app = FastAPI(
         title="Deskpilot gateway",
         version="0.1.0",
-        summary="Chat, feedback and turn API of the Deskpilot IT-support assistant.",
+        summary="Chat, feedback, turn and document API of the Deskpilot IT-support assistant.",
         lifespan=lifespan,
     )
     app.state.settings = settings
     app.state.turns = turns
+    app.state.documents = documents
     install_error_handlers(app)
     app.include_router(api_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -19,6 +19,12 @@ class GatewaySettings(ServiceSettings):
         "across restarts so answers that arrive meanwhile are not lost.",
     )
     max_message_bytes: int = Field(8192, ge=1, description="Longest accepted message (UTF-8).")
+    max_upload_bytes: int = Field(
+        10 * 1024 * 1024,
+        ge=1,
+        description="Largest document accepted by POST /api/documents (it travels over the bus "
+        "base64-encoded, a third larger).",
+    )
     turn_timeout_s: float = Field(
         30.0, gt=0, description="How long POST /api/chat waits before answering 504 with the id."
     )

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from typing import Annotated
 
 from fastapi import Depends, Request, WebSocket
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gateway.config import GatewaySettings
+from gateway.documents import DocumentService
+from gateway.errors import ApiError, ErrorCode
 from gateway.service import TurnService
 
 
@@ -25,6 +30,36 @@ def get_settings(request: Request) -> GatewaySettings:
     return settings
 
 
+def get_documents(request: Request) -> DocumentService:
+    service: DocumentService = request.app.state.documents
+    return service
+
+
 TurnsDep = Annotated[TurnService, Depends(get_turns)]
 TurnsWsDep = Annotated[TurnService, Depends(get_turns_ws)]
 SettingsDep = Annotated[GatewaySettings, Depends(get_settings)]
+DocumentsDep = Annotated[DocumentService, Depends(get_documents)]
+
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="AdminToken",
+    description="DESKPILOT_ADMIN_TOKEN, until identity providers are configured.",
+)
+
+
+def require_admin(
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Admin endpoints need ``Authorization: Bearer <DESKPILOT_ADMIN_TOKEN>``. A missing and a
+    wrong token get the same 401, and the comparison takes the same time whatever the token
+    (digests compared with ``compare_digest``, so not even its length leaks). An empty
+    configured token disables admin endpoints."""
+    expected = settings.admin_token.get_secret_value()
+    presented = credentials.credentials if credentials is not None else ""
+    matches = secrets.compare_digest(
+        hashlib.sha256(presented.encode()).digest(), hashlib.sha256(expected.encode()).digest()
+    )
+    if not (expected and credentials is not None and matches):
+        raise ApiError(ErrorCode.UNAUTHORIZED, "Admin credentials are missing or not valid.")

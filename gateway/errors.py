@@ -17,6 +17,10 @@ class ErrorCode(StrEnum):
     UNKNOWN_TURN = "unknown_turn"
     TURN_TIMEOUT = "turn_timeout"
     BUS_UNAVAILABLE = "bus_unavailable"
+    UNAUTHORIZED = "unauthorized"
+    FILE_TOO_LARGE = "file_too_large"
+    UNSUPPORTED_FILE_TYPE = "unsupported_file_type"
+    UNKNOWN_DOCUMENT = "unknown_document"
 
 
 STATUS = {
@@ -27,6 +31,10 @@ STATUS = {
     ErrorCode.UNKNOWN_TURN: 404,
     ErrorCode.TURN_TIMEOUT: 504,
     ErrorCode.BUS_UNAVAILABLE: 503,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FILE_TOO_LARGE: 413,
+    ErrorCode.UNSUPPORTED_FILE_TYPE: 415,
+    ErrorCode.UNKNOWN_DOCUMENT: 404,
 }
 
 
@@ -44,7 +52,9 @@ class ApiError(Exception):
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.payload(), status_code=STATUS[exc.code])
+        # RFC 9110: a 401 names the scheme the client should use.
+        headers = {"WWW-Authenticate": "Bearer"} if exc.code is ErrorCode.UNAUTHORIZED else None
+        return JSONResponse(exc.payload(), status_code=STATUS[exc.code], headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

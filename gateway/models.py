@@ -57,3 +57,24 @@ class HealthRead(BaseModel):
     dependencies: dict[str, bool]
     services: dict[str, int] = Field(description="Live processes per service.")
     problems: list[str]
+
+
+DocumentState = Literal["queued", "indexed", "failed", "deleted"]
+
+
+class DocumentAccepted(BaseModel):
+    """An upload or a deletion was accepted; the indexer works on it in the background."""
+
+    id: str = Field(description="The document's id; poll GET /api/documents/{id}.")
+    status: Literal["queued"] = "queued"
+
+
+class DocumentRead(BaseModel):
+    """Where an uploaded document stands."""
+
+    id: str
+    status: DocumentState = Field(
+        description="queued (waiting for the indexer), indexed, failed or deleted."
+    )
+    chunks: int = Field(0, description="Chunks of the document in the index.")
+    detail: str | None = Field(None, description="Why it failed, or what was done last.")

@@ -1,7 +1,9 @@
-"""Wires the indexer: loads the embedding model and Chroma once, seeds the demo knowledge base.
+"""Wires the indexer: loads the embedding model and Chroma once, seeds the demo knowledge base,
+subscribes to uploaded and deleted documents.
 
 On start it ingests the built-in demo articles (``INDEXER_SEED_DEMO_KB``); ingestion is
-idempotent, so on later starts nothing is written unless an article changed.
+idempotent, so on later starts nothing is written unless an article changed. The articles are
+also recorded in the document store, so ``deskpilot reindex`` keeps them.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from contextlib import asynccontextmanager
 from contracts.bus import Bus
 from contracts.heartbeat import Probe
 from contracts.runtime import Worker
+from indexer import handlers
 from indexer.config import IndexerSettings
+from indexer.documents import DocumentStore, ingest_and_record
 from indexer.embedding import Embedder
 from indexer.service import Ingestor, demo_kb_path
 from indexer.store import open_collection
+from indexer.uploads import UploadService
 
 SERVICE = "indexer"
 log = logging.getLogger("deskpilot.indexer")
@@ -33,9 +38,11 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
         embedder = await asyncio.to_thread(Embedder.from_settings, settings)
         collection = await asyncio.to_thread(open_collection, settings)
         ingestor = Ingestor(embedder, collection, settings)
+        store = DocumentStore.from_url(settings.redis_url)
+        handlers.register(bus, UploadService(ingestor, collection, store))
         seeding: asyncio.Task[bool] | None = None
         if settings.seed_demo_kb:
-            seeding = asyncio.create_task(_seed(ingestor))
+            seeding = asyncio.create_task(_seed(ingestor, store))
 
         async def chroma() -> bool:
             return await asyncio.to_thread(collection.count) >= 0
@@ -51,13 +58,14 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
                 seeding.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await seeding
+            store.close()
 
     return Worker(bus, resources)
 
 
-async def _seed(ingestor: Ingestor) -> bool:
+async def _seed(ingestor: Ingestor, store: DocumentStore) -> bool:
     try:
-        report = await asyncio.to_thread(ingestor.ingest_path, demo_kb_path())
+        report = await asyncio.to_thread(ingest_and_record, ingestor, demo_kb_path(), store)
     except Exception:
         log.exception("seeding the demo knowledge base failed")
         return False

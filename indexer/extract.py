@@ -7,16 +7,22 @@ document's structure as :class:`Section` objects, each with its heading path and
 styles, forms.
 
 Supported: HTML (``.html``, ``.htm``), Markdown (``.md``, ``.markdown``, with optional
-``key: value`` front matter) and plain text (``.txt``). Anything else raises
-:class:`UnsupportedDocument`. Nothing here touches the network.
+``key: value`` front matter), plain text (``.txt``) and PDF (``.pdf``, its text layer only: a
+scanned PDF without one yields no text). Anything else raises :class:`UnsupportedDocument`; a PDF
+that cannot be parsed or is password-protected raises :class:`UnreadableDocument`. Nothing here
+touches the network.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
+import logging
+import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +42,15 @@ from bs4.element import (
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
+logger = logging.getLogger(__name__)
+
 BlockKind = Literal["paragraph", "step", "bullet", "code", "table"]
 
 HTML_SUFFIXES = frozenset({".html", ".htm"})
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 TEXT_SUFFIXES = frozenset({".txt"})
-SUPPORTED_SUFFIXES = HTML_SUFFIXES | MARKDOWN_SUFFIXES | TEXT_SUFFIXES
+PDF_SUFFIXES = frozenset({".pdf"})
+SUPPORTED_SUFFIXES = HTML_SUFFIXES | MARKDOWN_SUFFIXES | TEXT_SUFFIXES | PDF_SUFFIXES
 
 SECTION_SEPARATOR = " > "
 
@@ -56,6 +65,19 @@ class UnsupportedDocument(ValueError):
             f"(supported: {supported})"
         )
         self.path = path
+
+
+class UnreadableDocument(UnsupportedDocument):
+    """The type is supported but this file cannot be read (a corrupt or password-protected PDF).
+
+    A subclass of :class:`UnsupportedDocument` because callers treat both alike: skip the file and
+    report why. The message names the problem, never the document's content.
+    """
+
+    def __init__(self, path: Path, problem: str) -> None:
+        ValueError.__init__(self, f"cannot extract {path}: {problem}")
+        self.path = path
+        self.problem = problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +120,17 @@ class ExtractedDocument:
     category: str | None = None
     os: str | None = None
     source_path: Path | None = field(default=None, compare=False)
+    explicit_id: str | None = None
+    """An id chosen elsewhere (an upload's document id), used instead of the URL's hash."""
 
     @property
     def doc_id(self) -> str:
-        """Stable identity across re-ingestion: the SHA-256 of the URL, so a moved file or a
-        re-crawled page with the same URL replaces its earlier version instead of duplicating it."""
+        """Stable identity across re-ingestion: ``explicit_id`` when set (uploads keep the id the
+        gateway gave them, so a redelivered upload overwrites instead of duplicating), else the
+        SHA-256 of the URL, so a moved file or a re-crawled page with the same URL replaces its
+        earlier version instead of duplicating it."""
+        if self.explicit_id:
+            return self.explicit_id
         return hashlib.sha256(self.url.encode("utf-8")).hexdigest()
 
     @property
@@ -152,22 +180,44 @@ def _is_list_item(block: Block) -> bool:
 def extract_document(path: Path) -> ExtractedDocument:
     """Read ``path`` and extract its title, URL, metadata and sectioned text.
 
-    Raises :class:`UnsupportedDocument` for file types other than HTML, Markdown and plain text.
-    The URL falls back to the file's ``file://`` URI, so every document has a stable identity.
+    Raises :class:`UnsupportedDocument` for file types other than HTML, Markdown, plain text and
+    PDF (and its subclass :class:`UnreadableDocument` for a PDF that cannot be read). The URL falls
+    back to the file's ``file://`` URI, so every document has a stable identity.
     """
-    suffix = path.suffix.lower()
-    if suffix not in SUPPORTED_SUFFIXES:
+    if path.suffix.lower() not in SUPPORTED_SUFFIXES:
         raise UnsupportedDocument(path)
-    text = decode_text(path.read_bytes())
-    fallback_title = path.stem
-    fallback_url = path.resolve().as_uri()
-    if suffix in HTML_SUFFIXES:
-        doc = extract_html(text, fallback_title=fallback_title, fallback_url=fallback_url)
-    elif suffix in MARKDOWN_SUFFIXES:
-        doc = extract_markdown(text, fallback_title=fallback_title, fallback_url=fallback_url)
-    else:
-        doc = extract_plain_text(text, fallback_title=fallback_title, fallback_url=fallback_url)
+    doc = _extract(path.read_bytes(), path, fallback_url=path.resolve().as_uri())
     return dataclasses.replace(doc, source_path=path)
+
+
+def extract_bytes(data: bytes, filename: str, url: str) -> ExtractedDocument:
+    """Extract an uploaded file's content; its type comes from ``filename``'s extension.
+
+    ``url`` names the document whatever its content claims (a Markdown front-matter ``url`` or an
+    HTML canonical link are ignored): an upload is known, cited and deleted by its upload URL.
+    The title falls back to the file name without its extension. Raises like
+    :func:`extract_document`.
+    """
+    path = Path(filename)
+    if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        raise UnsupportedDocument(path)
+    doc = _extract(data, path, fallback_url=url)
+    return dataclasses.replace(doc, url=url)
+
+
+def _extract(data: bytes, path: Path, *, fallback_url: str) -> ExtractedDocument:
+    suffix = path.suffix.lower()
+    fallback_title = path.stem
+    if suffix in PDF_SUFFIXES:
+        return extract_pdf(
+            data, fallback_title=fallback_title, fallback_url=fallback_url, path=path
+        )
+    text = decode_text(data)
+    if suffix in HTML_SUFFIXES:
+        return extract_html(text, fallback_title=fallback_title, fallback_url=fallback_url)
+    if suffix in MARKDOWN_SUFFIXES:
+        return extract_markdown(text, fallback_title=fallback_title, fallback_url=fallback_url)
+    return extract_plain_text(text, fallback_title=fallback_title, fallback_url=fallback_url)
 
 
 def decode_text(data: bytes) -> str:
@@ -398,6 +448,43 @@ def _drop_boilerplate(root: Tag) -> None:
     for tag in doomed:
         if not tag.decomposed:  # a dropped ancestor already took it along
             tag.decompose()
+    _drop_link_lists(root)
+
+
+LINK_LIST_MIN_ITEMS = 2
+LINK_BLURB_MAX_WORDS = 40
+
+
+def _drop_link_lists(root: Tag) -> None:
+    """Remove lists whose every item starts with a link to another page, plus a short blurb.
+
+    Topic pages, "see also" lists and tables of contents repeat other pages' titles and
+    summaries; indexed, they would outrank the pages they point to.
+    """
+    doomed = []
+    for container in root.find_all(True):
+        items = [child for child in container.children if isinstance(child, Tag)]
+        if len(items) >= LINK_LIST_MIN_ITEMS and all(_leads_with_link(item) for item in items):
+            doomed.append(container)
+    for tag in doomed:
+        if not tag.decomposed:
+            tag.decompose()
+
+
+def _leads_with_link(item: Tag) -> bool:
+    """Whether the first text of ``item`` is a link to another page, followed by a short blurb."""
+    for node in item.descendants:
+        if not isinstance(node, NavigableString) or not node.strip():
+            continue
+        anchor = node.find_parent("a")
+        if anchor is None or item not in anchor.parents:
+            return False
+        href = str(anchor.get("href") or "")
+        if not href or href.startswith("#"):
+            return False
+        rest = item.get_text(" ", strip=True)[len(anchor.get_text(" ", strip=True)) :]
+        return len(rest.split()) <= LINK_BLURB_MAX_WORDS
+    return False
 
 
 class _HtmlWalker:
@@ -694,3 +781,304 @@ def _emit_lines(
         match = pattern.match(line)
         if match:
             sink.block(kind, _clean_inline(render(match)))
+
+
+# --------------------------------------------------------------------------------------------
+# PDF
+
+_PDF_BULLET_LINE = re.compile(r"^\s*[-*•◦▪‣●·\uf0b7\uf0a7]\s+(.*)$")
+_PDF_PAGE_NUMBER = re.compile(r"^(\d{1,4}|[ivxlc]{1,6})$", re.IGNORECASE)
+_PDF_LEADER_LINE = re.compile(r"(?:\.\s*){4,}\S*$")
+"""A table-of-contents entry: dot leaders, then a page number."""
+_PDF_MONOSPACE = re.compile(
+    r"mono|courier|consol|code|nimbusmon|menlo|monaco|cmtt|lmtt|typewriter", re.IGNORECASE
+)
+_PDF_HEADING_RATIO = 1.15
+"""A line counts as a heading when its font is at least this much larger than the body's."""
+_PDF_MAX_HEADING_CHARS = 150
+_PDF_PARAGRAPH_GAP = 1.5
+"""A vertical gap above this many font sizes between two lines starts a new paragraph."""
+_PDF_UNHELPFUL_TITLES = re.compile(
+    r"^(untitled|microsoft (word|powerpoint) - .*|.*\.(docx?|pptx?|odt|pdf|rtf|tex))$",
+    re.IGNORECASE,
+)
+
+
+@dataclass(slots=True)
+class _PdfLine:
+    """One line of a page's text layer, with what headings and paragraphs are told apart by."""
+
+    text: str
+    size: float
+    """Font size (points, after text and page transforms) of most of the line's characters."""
+    y: float | None
+    """Baseline height on the page; None when the PDF did not position the line explicitly."""
+    mono: bool
+    """Every character is in a monospaced font: code or a command."""
+    page: int
+
+
+def extract_pdf(
+    data: bytes, *, fallback_title: str, fallback_url: str, path: Path | None = None
+) -> ExtractedDocument:
+    """Extract a PDF's text layer with pypdf.
+
+    What a PDF gives is positioned text, not structure, so the structure is inferred and kept
+    deliberately simple:
+
+    * **Title:** the metadata title when it is a real one (not empty, "Untitled" or a file name),
+      else the first line of text, else ``fallback_title``.
+    * **Sections:** when the document has at least two lines set in a font clearly larger than the
+      body text, those lines are headings (bigger font, higher level) and sections follow them
+      across pages. Otherwise each page is a section ("Page 3"), which is all the file says.
+    * **Blocks:** lines starting with ``1.`` or ``1)`` are steps and bullet glyphs make bullets (a
+      wrapped item's next lines join it); lines set entirely in a monospaced font are code; other
+      lines join into paragraphs, which end at a larger vertical gap or a page break. Hyphenated
+      line ends are joined.
+    * **Dropped:** page numbers, table-of-contents lines with dot leaders, and running headers or
+      footers (the same line on at least three pages and more than half of them).
+
+    A scanned PDF without a text layer yields no sections; OCR is a separate service's job.
+    Raises :class:`UnreadableDocument` for a file pypdf cannot parse or a password-protected one.
+    """
+    from pypdf import PdfReader
+
+    where = path or Path(fallback_title + ".pdf")
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise UnreadableDocument(where, "the PDF is password-protected")
+        pages = list(reader.pages)
+        meta_title = _pdf_meta_title(reader)
+    except UnreadableDocument:
+        raise
+    except Exception as exc:  # pypdf raises many types for damaged files; all mean "unreadable"
+        raise UnreadableDocument(where, f"not a readable PDF ({type(exc).__name__})") from None
+
+    lines: list[_PdfLine] = []
+    for number, page in enumerate(pages, start=1):
+        try:
+            lines.extend(_pdf_page_lines(page, number))
+        except Exception as exc:  # one damaged page should not cost the rest of the document
+            logger.warning(
+                "skipping unreadable page %d of %s (%s)", number, where, type(exc).__name__
+            )
+    lines = _drop_pdf_boilerplate(lines, page_count=len(pages))
+
+    title = meta_title or (_clean_inline(lines[0].text)[:120] if lines else "") or fallback_title
+    builder = _SectionBuilder()
+    _PdfBlocks(builder, lines).emit()
+    return ExtractedDocument(title=title, url=fallback_url, sections=builder.sections(title))
+
+
+def _pdf_meta_title(reader: object) -> str | None:
+    metadata = getattr(reader, "metadata", None)
+    raw = getattr(metadata, "title", None) if metadata is not None else None
+    title = _clean_inline(str(raw)) if raw else ""
+    if not title or _PDF_UNHELPFUL_TITLES.match(title):
+        return None
+    return title
+
+
+def _pdf_page_lines(page: object, number: int) -> list[_PdfLine]:
+    """The page's lines in content order, built from pypdf's text runs."""
+    # Each fragment: text, effective font size, baseline y, monospaced.
+    fragments: list[list[tuple[str, float, float | None, bool]]] = [[]]
+
+    def visit(text: str, cm: list[float], tm: list[float], font: object, font_size: float) -> None:
+        scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
+        size = round(float(font_size) * (scale or 1.0) * 2) / 2
+        y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
+        mono = _is_monospace(font)
+        pieces = text.split("\n")
+        for index, piece in enumerate(pieces):
+            if index:
+                fragments.append([])
+            if piece:
+                fragments[-1].append((piece, size, y if y else None, mono))
+
+    page.extract_text(visitor_text=visit)  # type: ignore[attr-defined]
+    lines: list[_PdfLine] = []
+    for parts in fragments:
+        text = "".join(piece for piece, *_ in parts).replace("\x00", "")
+        if not text.strip():
+            continue
+        weights: Counter[float] = Counter()
+        for piece, size, _, _ in parts:
+            weights[size] += len(piece.strip())
+        y = next((y for piece, _, y, _ in parts if piece.strip() and y is not None), None)
+        mono = all(m for piece, _, _, m in parts if piece.strip())
+        lines.append(_PdfLine(text.rstrip(), weights.most_common(1)[0][0], y, mono, number))
+    return lines
+
+
+def _is_monospace(font: object) -> bool:
+    """A fixed-pitch font, by its descriptor's FixedPitch flag or its name (most code fonts)."""
+    if not isinstance(font, dict):
+        return False
+    if _PDF_MONOSPACE.search(str(font.get("/BaseFont", ""))):
+        return True
+    try:
+        descriptor = font.get("/FontDescriptor")
+        descriptor = descriptor.get_object() if descriptor is not None else None
+        return bool(int(descriptor.get("/Flags", 0)) & 1) if isinstance(descriptor, dict) else False
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
+def _drop_pdf_boilerplate(lines: list[_PdfLine], *, page_count: int) -> list[_PdfLine]:
+    """Without page numbers, table-of-contents entries and running headers and footers.
+
+    A running header or footer is one of a page's first or last two lines that recurs (digits
+    aside, so "Page 3 of 9" recurs) at the same size on at least three pages and on more than
+    half of them.
+    """
+
+    def key(line: _PdfLine) -> tuple[str, float]:
+        return re.sub(r"\d+", "#", _clean_inline(line.text).lower()), line.size
+
+    by_page: dict[int, list[_PdfLine]] = {}
+    for line in lines:
+        by_page.setdefault(line.page, []).append(line)
+    edges = {id(line) for page in by_page.values() for line in (*page[:2], *page[-2:])}
+    pages_with: dict[tuple[str, float], set[int]] = {}
+    for line in lines:
+        if id(line) in edges:
+            pages_with.setdefault(key(line), set()).add(line.page)
+    repeated = {
+        k for k, pages in pages_with.items() if len(pages) >= 3 and len(pages) > page_count / 2
+    }
+    kept: list[_PdfLine] = []
+    for line in lines:
+        text = _clean_inline(line.text)
+        if not text or _PDF_PAGE_NUMBER.match(text) or _PDF_LEADER_LINE.search(text):
+            continue
+        if id(line) in edges and key(line) in repeated:
+            continue
+        kept.append(line)
+    return kept
+
+
+class _PdfBlocks:
+    """Turns the lines of a whole PDF into headings and typed blocks (see :func:`extract_pdf`)."""
+
+    def __init__(self, sink: _BlockSink, lines: list[_PdfLine]) -> None:
+        self._sink = sink
+        self._lines = lines
+        self._paragraph: list[str] = []
+        self._item: tuple[BlockKind, str] | None = None
+        self._code: list[str] = []
+        sizes: Counter[float] = Counter()
+        for line in lines:
+            sizes[line.size] += len(line.text.strip())
+        body = sizes.most_common(1)[0][0] if sizes else 0.0
+        self._heading_levels = self._levels(body)
+
+    def _levels(self, body: float) -> dict[float, int]:
+        """Heading font sizes, largest first, mapped to levels 1, 2, ...; empty when the document
+        has fewer than two heading lines, and is then sectioned by page."""
+        headings = [line for line in self._lines if self._looks_like_heading(line, body)]
+        if len(headings) < 2:
+            return {}
+        ordered = sorted({line.size for line in headings}, reverse=True)
+        return {size: min(level, 6) for level, size in enumerate(ordered, start=1)}
+
+    @staticmethod
+    def _looks_like_heading(line: _PdfLine, body: float) -> bool:
+        text = _clean_inline(line.text)
+        return (
+            body > 0
+            and line.size >= body * _PDF_HEADING_RATIO
+            and len(text) <= _PDF_MAX_HEADING_CHARS
+            and not line.mono
+            and any(ch.isalpha() for ch in text)
+        )
+
+    def emit(self) -> None:
+        previous: _PdfLine | None = None
+        heading: tuple[int, str, _PdfLine] | None = None  # a heading may wrap onto more lines
+        for line in self._lines:
+            new_page = previous is None or line.page != previous.page
+            if new_page and not self._heading_levels:
+                self._flush()
+                self._sink.heading(1, f"Page {line.page}")
+            level = self._heading_levels.get(line.size)
+            if level is not None and not line.mono:
+                text = _clean_inline(line.text)
+                if heading and heading[0] == level and not self._gap(heading[2], line):
+                    heading = (level, _join_lines(heading[1], text), line)
+                else:
+                    self._emit_heading(heading)
+                    self._flush()
+                    heading = (level, text, line)
+                previous = line
+                continue
+            self._emit_heading(heading)
+            heading = None
+            self._add(line, broken=new_page or (previous is not None and self._gap(previous, line)))
+            previous = line
+        self._emit_heading(heading)
+        self._flush()
+
+    def _emit_heading(self, heading: tuple[int, str, _PdfLine] | None) -> None:
+        if heading is not None:
+            self._sink.heading(heading[0], heading[1])
+
+    @staticmethod
+    def _gap(above: _PdfLine, below: _PdfLine) -> bool:
+        """True when ``below`` does not simply continue ``above``: another page, a column jump, or
+        more vertical space than ordinary line spacing."""
+        if above.page != below.page:
+            return True
+        if above.y is None or below.y is None:
+            return False
+        distance = above.y - below.y
+        return distance < 0 or distance > _PDF_PARAGRAPH_GAP * max(above.size, below.size, 1.0)
+
+    def _add(self, line: _PdfLine, *, broken: bool) -> None:
+        text = _clean_inline(line.text)
+        if line.mono:
+            if not self._code:
+                self._flush()
+            self._code.append(line.text.strip("\n"))
+            return
+        if self._code:
+            self._flush()
+        step = _STEP_LINE.match(text)
+        bullet = None if step else _PDF_BULLET_LINE.match(text)
+        if step or bullet:
+            self._flush()
+            self._item = (
+                ("step", f"{step.group(1)}. {step.group(2)}")
+                if step
+                else ("bullet", f"- {bullet.group(1)}" if bullet else text)
+            )
+            return
+        if broken:
+            self._flush()
+        if self._item is not None:
+            kind, item_text = self._item
+            self._item = (kind, _join_lines(item_text, text))
+        else:
+            self._paragraph.append(text)
+
+    def _flush(self) -> None:
+        if self._paragraph:
+            joined = self._paragraph[0]
+            for text in self._paragraph[1:]:
+                joined = _join_lines(joined, text)
+            self._sink.block("paragraph", _clean_inline(joined))
+            self._paragraph = []
+        if self._item is not None:
+            self._sink.block(self._item[0], _clean_inline(self._item[1]))
+            self._item = None
+        if self._code:
+            self._sink.block("code", _fence("\n".join(self._code)))
+            self._code = []
+
+
+def _join_lines(first: str, second: str) -> str:
+    """Join two lines of one paragraph, undoing end-of-line hyphenation (``config-`` + ``ure``)."""
+    if len(first) > 1 and first.endswith("-") and first[-2].isalpha() and second[:1].islower():
+        return first[:-1] + second
+    return f"{first} {second}"

@@ -13,13 +13,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from indexer.chunking import Chunk, chunk_document
+from indexer.chunking import Chunk, ChunkingConfig, SemanticChunker
 from indexer.extract import ExtractedDocument, UnsupportedDocument, extract_document
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# Documents chunked and embedded together: one spaCy batch and one model batch for all their
+# sentences and chunks, which pads less and amortises per-call overhead.
+_DOCUMENT_BATCH = 16
 # Chroma caps the records per call (a few thousand on SQLite); one document's chunks rarely come
 # near it, but a long manual could.
 _WRITE_BATCH = 500
@@ -118,6 +121,7 @@ class Ingestor:
         self._embedder = embedder
         self._collection = collection
         self._settings = settings
+        self._chunker = SemanticChunker(embedder, ChunkingConfig.from_settings(settings))
         # Seeding and message handlers may ingest from different threads; the read-compare-write
         # of one document must not interleave with another's, or a stale-chunk delete could race.
         self._store_lock = threading.Lock()
@@ -137,66 +141,103 @@ class Ingestor:
         else:
             raise FileNotFoundError(f"nothing to ingest at {path}")
         report = IngestReport()
-        for file in files:
-            report.add(self.ingest_file(file))
+        for start in range(0, len(files), _DOCUMENT_BATCH):
+            report.add(self.ingest_files(files[start : start + _DOCUMENT_BATCH]))
         report.seconds = time.perf_counter() - started
         logger.info("ingested %s: %s", path, report)
         return report
 
     def ingest_file(self, path: Path) -> IngestReport:
         """Ingest one file; an unsupported type is reported as skipped, not raised."""
+        return self.ingest_files([path])
+
+    def ingest_files(self, paths: Sequence[Path]) -> IngestReport:
+        """Ingest several files as one batch; unsupported types are reported as skipped."""
         started = time.perf_counter()
-        try:
-            doc = extract_document(path)
-        except UnsupportedDocument as exc:
-            logger.debug("skipping %s: %s", path, exc)
-            report = IngestReport(files_seen=1, files_skipped=1)
-            report.skipped.append(SkippedFile(path, str(exc)))
-            report.seconds = time.perf_counter() - started
-            return report
-        return self.ingest_document(doc)
-
-    def ingest_document(self, doc: ExtractedDocument) -> IngestReport:
-        """Store ``doc``'s chunks unless the stored version is identical.
-
-        The document is unchanged when every stored chunk of its ``doc_id`` carries the same
-        ``content_hash`` *and* the stored ids are exactly the ids this run would write. The id
-        check also catches a half-finished earlier write and changed chunking settings.
-
-        A changed document is embedded first, then upserted, then its stale chunks are deleted.
-        Writing before deleting means a concurrent query never sees the document missing, and a
-        crash in between leaves the complete new version plus stale chunks that the redelivered
-        message removes; the end state is the same as delete-then-upsert, without the gap.
-        """
-        started = time.perf_counter()
-        settings = self._settings
-        chunks = chunk_document(
-            doc,
-            max_chars=settings.chunk_max_chars,
-            min_chars=settings.chunk_min_chars,
-            overlap_sentences=settings.chunk_overlap_sentences,
-        )
-        doc_id, content_hash = doc.doc_id, doc.content_hash
-        ids = [chunk_id(doc_id, chunk) for chunk in chunks]
-        with self._store_lock:
-            report = self._store(doc, chunks, ids, content_hash)
+        report = IngestReport()
+        docs: list[ExtractedDocument] = []
+        for path in paths:
+            try:
+                docs.append(extract_document(path))
+            except UnsupportedDocument as exc:
+                logger.debug("skipping %s: %s", path, exc)
+                skipped = IngestReport(files_seen=1, files_skipped=1)
+                skipped.skipped.append(SkippedFile(path, str(exc)))
+                report.add(skipped)
+        report.add(self.ingest_documents(docs))
         report.seconds = time.perf_counter() - started
         return report
 
+    def ingest_document(self, doc: ExtractedDocument) -> IngestReport:
+        """Store ``doc``'s chunks unless the stored version is identical; see
+        :meth:`ingest_documents`."""
+        return self.ingest_documents([doc])
+
+    def ingest_documents(self, docs: Sequence[ExtractedDocument]) -> IngestReport:
+        """Store each document's chunks unless the stored version is identical.
+
+        A document is unchanged when its stored chunks are complete (``chunk_count`` of them,
+        indices ``0..n-1``) and all carry its ``content_hash`` and the chunker's fingerprint
+        (settings and algorithm). That check reads metadata only: chunking embeds sentences, so
+        it is skipped for unchanged documents. A half-finished earlier write or changed chunking
+        settings fail the check, and the document is chunked and written again.
+
+        Changed documents are chunked and embedded together (one batch across documents), then
+        each is upserted and its stale chunks deleted. Writing before deleting means a concurrent
+        query never sees the document missing, and a crash in between leaves the complete new
+        version plus stale chunks that the redelivered message removes; the end state is the
+        same as delete-then-upsert, without the gap.
+        """
+        started = time.perf_counter()
+        report = IngestReport()
+        pending: list[ExtractedDocument] = []
+        for doc in docs:
+            if self._is_current(doc):
+                unchanged = IngestReport(files_seen=1, files_unchanged=1)
+                unchanged.documents.append(self._outcome(doc, "unchanged", 0, 0))
+                report.add(unchanged)
+            else:
+                pending.append(doc)
+        chunked = self._chunker.chunk_many(pending)
+        vectors = iter(self._embedder.encode([c.text for chunks in chunked for c in chunks]))
+        for doc, chunks in zip(pending, chunked, strict=True):
+            embeddings: list[PyEmbedding] = [next(vectors) for _ in chunks]
+            ids = [chunk_id(doc.doc_id, chunk) for chunk in chunks]
+            with self._store_lock:
+                report.add(self._store(doc, chunks, ids, embeddings))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def delete_document(self, doc_id: str) -> int:
+        """Remove every chunk of ``doc_id``; returns how many there were (0 when none: deleting
+        is idempotent, so a redelivered deletion is harmless)."""
+        with self._store_lock:
+            stored_ids, _ = self._stored(doc_id)
+            return self._delete(stored_ids)
+
     def _store(
-        self, doc: ExtractedDocument, chunks: list[Chunk], ids: list[str], content_hash: str
+        self,
+        doc: ExtractedDocument,
+        chunks: list[Chunk],
+        ids: list[str],
+        embeddings: list[PyEmbedding],
     ) -> IngestReport:
-        stored_ids, stored_hashes = self._stored(doc.doc_id)
+        stored_ids, metadatas = self._stored(doc.doc_id)
+        stored_versions = {
+            (str(meta.get("content_hash")), str(meta.get("chunking"))) for meta in metadatas
+        }
         report = IngestReport(files_seen=1)
         if not chunks:
             report.chunks_deleted = self._delete(stored_ids)
             report.files_skipped = 1
             report.skipped.append(SkippedFile(doc.source_path, "no text to index"))
-        elif stored_ids == set(ids) and stored_hashes == {content_hash}:
+        elif stored_ids == set(ids) and stored_versions == {
+            (doc.content_hash, self._chunker.fingerprint)
+        }:
             report.files_unchanged = 1
             report.documents.append(self._outcome(doc, "unchanged", 0, 0))
         else:
-            self._write(doc, chunks, ids)
+            self._write(doc, chunks, ids, embeddings)
             report.files_indexed = 1
             report.chunks_written = len(ids)
             report.chunks_deleted = self._delete(stored_ids - set(ids))
@@ -205,14 +246,31 @@ class Ingestor:
             )
         return report
 
-    def _stored(self, doc_id: str) -> tuple[set[str], set[str]]:
-        """Ids and content hashes of what the collection holds for ``doc_id``."""
+    def _stored(self, doc_id: str) -> tuple[set[str], list[Mapping[str, object]]]:
+        """Ids and metadata of what the collection holds for ``doc_id``."""
         result = self._collection.get(where={"doc_id": doc_id}, include=["metadatas"])
-        metadatas: list[Mapping[str, object]] = list(result["metadatas"] or [])
-        return set(result["ids"]), {str(meta.get("content_hash")) for meta in metadatas}
+        return set(result["ids"]), list(result["metadatas"] or [])
 
-    def _write(self, doc: ExtractedDocument, chunks: list[Chunk], ids: list[str]) -> None:
-        embeddings: list[PyEmbedding] = list(self._embedder.encode([c.text for c in chunks]))
+    def _is_current(self, doc: ExtractedDocument) -> bool:
+        """Whether the stored chunks of ``doc`` are complete and from this text and chunker."""
+        stored_ids, metadatas = self._stored(doc.doc_id)
+        if not stored_ids:
+            return False
+        indices = sorted(int(str(meta.get("chunk_index", -1))) for meta in metadatas)
+        return indices == list(range(len(stored_ids))) and all(
+            meta.get("content_hash") == doc.content_hash
+            and meta.get("chunking") == self._chunker.fingerprint
+            and meta.get("chunk_count") == len(stored_ids)
+            for meta in metadatas
+        )
+
+    def _write(
+        self,
+        doc: ExtractedDocument,
+        chunks: list[Chunk],
+        ids: list[str],
+        embeddings: list[PyEmbedding],
+    ) -> None:
         indexed_at = datetime.now(UTC).isoformat(timespec="seconds")
         base: dict[str, str | int] = {
             "doc_id": doc.doc_id,
@@ -221,6 +279,8 @@ class Ingestor:
             "category": doc.category or "",
             "os": doc.os or "",
             "content_hash": doc.content_hash,
+            "chunking": self._chunker.fingerprint,
+            "chunk_count": len(chunks),
             "indexed_at": indexed_at,
         }
         metadatas: list[Metadata] = [

@@ -1,4 +1,4 @@
-"""Wires the orchestrator: loads the encoder and Chroma once, registers handlers."""
+"""Wires the orchestrator: loads the encoder, classifier and Chroma once, registers handlers."""
 
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ from contracts.bus import Bus
 from contracts.heartbeat import Probe
 from contracts.runtime import Worker
 from orchestrator import handlers
+from orchestrator.cases import CaseRetriever, open_cases_collection
 from orchestrator.config import OrchestratorSettings
 from orchestrator.embedding import QueryEncoder
+from orchestrator.intent import IntentClassifier
+from orchestrator.llm import build_provider
+from orchestrator.memory import ConversationStore
 from orchestrator.retrieval import Retriever, open_collection
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnStore
@@ -19,8 +23,10 @@ from orchestrator.state import TurnStore
 SERVICE = "orchestrator"
 
 
-def build_retriever(settings: OrchestratorSettings) -> Retriever:
-    return Retriever(QueryEncoder(settings.torch_threads), open_collection(settings))
+def build_retriever(
+    settings: OrchestratorSettings, encoder: QueryEncoder | None = None
+) -> Retriever:
+    return Retriever(encoder or QueryEncoder(settings.torch_threads), open_collection(settings))
 
 
 def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
@@ -29,13 +35,27 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
 
     @asynccontextmanager
     async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
-        retriever = await asyncio.to_thread(build_retriever, settings)
-        orchestrator = Orchestrator(retriever, TurnStore(bus.redis, settings.turn_ttl_s), settings)
+        encoder = await asyncio.to_thread(QueryEncoder, settings.torch_threads)
+        retriever = await asyncio.to_thread(build_retriever, settings, encoder)
+        intents = await asyncio.to_thread(IntentClassifier.from_settings, encoder, settings)
+        llm = build_provider(settings)
+        orchestrator = Orchestrator(
+            retriever,
+            intents,
+            TurnStore(bus.redis, settings.turn_ttl_s),
+            ConversationStore(bus.redis, settings.conversation_ttl_s),
+            settings,
+            llm,
+            CaseRetriever(encoder, await asyncio.to_thread(open_cases_collection, settings)),
+        )
         handlers.register(bus, orchestrator, settings.concurrency)
 
         async def chroma() -> bool:
             return await asyncio.to_thread(retriever.ping)
 
-        yield {"chroma": chroma}
+        try:
+            yield {"chroma": chroma}
+        finally:
+            await llm.aclose()
 
     return Worker(bus, resources)

@@ -1,15 +1,18 @@
-"""Extractive answers: quote the knowledge base, cite it, and say so honestly when it cannot help.
+"""The assistant's words: extractive answers, checklists, clarifying questions, refusals.
 
-No language model is involved on this path: every sentence of an answer comes from a retrieved
-chunk, so the answer is only as good as the knowledge base, and never invents a step.
+No language model is involved on this path. Every step and command in an answer is quoted
+verbatim from a retrieved chunk and carries the citation marker of its source, so the answer is
+only as good as the knowledge base and never invents a step.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
-from contracts.events import Action, AnswerBody, Citation
+from contracts.events import Action, AnswerBody, Checklist, Citation
+from orchestrator.dialogue import OS_NAMES
 from orchestrator.retrieval import Hit, Retrieval
 
 NO_ANSWER_TEXT = (
@@ -17,9 +20,26 @@ NO_ANSWER_TEXT = (
     'I can hand it to a technician: reply "create a ticket" and describe what you see, '
     "or rephrase the question if it is about something else."
 )
+REFUSE_TEXT = (
+    "That's outside what I can help with: I'm the IT service desk assistant. I can help with "
+    "VPN and Wi-Fi, passwords and accounts, IT training courses, finding IT documents and "
+    "contacts, and keyboards, headsets, monitors, printers and other equipment."
+)
+GREETING_TEXT = (
+    "Hello! I'm the IT service desk assistant. Tell me what you need help with, for example "
+    '"How do I reset my VPN password?" or "My headset isn\'t recognised in Teams".'
+)
+CAP_TEXT = (
+    "I still can't tell which article fits, so a technician should look at this. Reply "
+    "\"create a ticket\" and I'll pass on everything you've told me."
+)
 SNIPPET_CHARS = 240
 MAIN_SECTION_BONUS = 0.05
-STEPS = re.compile(r"^\s*\d+\.\s", re.MULTILINE)
+OS_SECTION_BONUS = 0.12
+MAX_CHECKLIST_STEPS = 7
+
+STEP = re.compile(r"^\s*(\d+)\.\s+(.*)$")
+FENCE = "```"
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -30,26 +50,149 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return cut + "…"
 
 
+def steps_of(text: str) -> list[str]:
+    """The numbered steps of a passage, each with the code block that follows it, verbatim."""
+    steps: list[str] = []
+    in_code = False
+    for line in text.splitlines():
+        if line.strip().startswith(FENCE):
+            in_code = not in_code
+            if steps:
+                steps[-1] += "\n" + line
+            continue
+        if in_code:
+            if steps:
+                steps[-1] += "\n" + line
+            continue
+        if match := STEP.match(line):
+            steps.append(match.group(2).strip())
+    return steps
+
+
 def has_steps(hit: Hit) -> bool:
-    return bool(STEPS.search(hit.text))
+    return len(steps_of(hit.text)) > 0
 
 
-def choose_passage(document: Sequence[Hit], margin: float) -> Hit | None:
+def subsection(hit: Hit) -> str:
+    """The heading under the article title, if the passage sits in one."""
+    parts = [part.strip() for part in hit.section.split(" > ") if part.strip()]
+    if parts and parts[0] == hit.title:
+        parts = parts[1:]
+    return " > ".join(parts)
+
+
+def os_sections(document: Sequence[Hit]) -> set[str]:
+    """The operating systems an article has their own sections for."""
+    found = set()
+    for hit in document:
+        heading = subsection(hit).lower()
+        for os_name, label in OS_NAMES.items():
+            if label.lower() in heading:
+                found.add(os_name)
+    return found
+
+
+def section_os(hit: Hit) -> str | None:
+    """The operating system a passage's section is for, if one."""
+    heading = subsection(hit).lower()
+    matches = [os_name for os_name, label in OS_NAMES.items() if label.lower() in heading]
+    return matches[0] if len(matches) == 1 else None
+
+
+def choose_passage(document: Sequence[Hit], margin: float, os: str | None = None) -> Hit | None:
     """The passage of the best document to quote.
 
     The steps are what users came for: among chunks with numbered steps that match nearly as
     well as the best chunk, the article's main procedure (its top-level section) is slightly
-    preferred over variants in subsections; without steps, the best chunk is quoted.
+    preferred over variants in subsections, and a section for the user's operating system
+    clearly preferred over one for another; without steps, the best chunk is quoted.
     """
     if not document:
         return None
     best = document[0]
-    candidates = [hit for hit in document if has_steps(hit) and hit.score >= best.score - margin]
+
+    def preference(hit: Hit) -> float:
+        value = hit.score
+        if not subsection(hit):
+            value += MAIN_SECTION_BONUS
+        passage_os = section_os(hit)
+        if os and passage_os == os:
+            value += OS_SECTION_BONUS
+        elif os and passage_os and passage_os != os:
+            value -= OS_SECTION_BONUS
+        return value
+
+    window = margin + (OS_SECTION_BONUS if os else 0.0)
+    candidates = [hit for hit in document if has_steps(hit) and hit.score >= best.score - window]
     if not candidates:
         return best
-    return max(
-        candidates, key=lambda hit: hit.score + (MAIN_SECTION_BONUS if not _subsection(hit) else 0)
-    )
+    return max(candidates, key=preference)
+
+
+def whole_section(document: Sequence[Hit], passage: Hit) -> Hit:
+    """The passage with its section's neighbouring chunks, so a procedure that the chunker split
+    ("6. ..." in one chunk, "1. ..." in the one before) is quoted whole."""
+    same = {
+        hit.chunk_index: hit
+        for hit in document
+        if hit.url == passage.url and hit.section == passage.section
+    }
+    first = last = passage.chunk_index
+    while first - 1 in same:
+        first -= 1
+    while last + 1 in same:
+        last += 1
+    if first == last:
+        return passage
+    text = same[first].text if first in same else passage.text
+    for index in range(first + 1, last + 1):
+        text = _join_overlapping(text, same[index].text)
+    return replace(passage, text=text, chunk_index=first)
+
+
+def _join_overlapping(before: str, after: str) -> str:
+    """Join consecutive chunks, dropping the lines the second repeats from the first's end."""
+    tail = {line.strip() for line in before.strip().splitlines()[-6:] if line.strip()}
+    lines = after.strip().splitlines()
+    while lines and (not lines[0].strip() or lines[0].strip() in tail):
+        lines.pop(0)
+    return before.rstrip() + "\n" + "\n".join(lines)
+
+
+def cite_lines(text: str, marker: str) -> str:
+    """Put the citation marker after every paragraph and step, never inside a code block."""
+    out: list[str] = []
+    in_code = False
+    for line in text.strip().splitlines():
+        if line.strip().startswith(FENCE):
+            in_code = not in_code
+            out.append(line)
+            continue
+        if in_code or not line.strip() or line.rstrip().endswith(marker):
+            out.append(line)
+            continue
+        out.append(f"{line.rstrip()} {marker}")
+    return "\n".join(out)
+
+
+def condensed(text: str) -> str:
+    """Only the steps and commands, for users who write like administrators."""
+    steps = steps_of(text)
+    if not steps:
+        return text
+    return "\n".join(f"{n}. {step}" for n, step in enumerate(steps, start=1))
+
+
+def see_also_hits(relevant: Sequence[Hit], best: Hit, margin: float, limit: int) -> list[Hit]:
+    see_also: list[Hit] = []
+    seen = {best.url}
+    for hit in relevant[1:]:
+        if len(see_also) >= limit or hit.score < best.score - margin:
+            break
+        if hit.url not in seen:
+            seen.add(hit.url)
+            see_also.append(hit)
+    return see_also
 
 
 def compose_answer(
@@ -58,6 +201,8 @@ def compose_answer(
     threshold: float,
     see_also_margin: float,
     max_citations: int,
+    os: str | None = None,
+    technical: bool = False,
 ) -> AnswerBody:
     """Quote the best-matching article and cite it, plus closely related articles as see-also.
 
@@ -69,38 +214,65 @@ def compose_answer(
 
     best = relevant[0]
     document = retrieval.best_document or [best]
-    passage = choose_passage(document, margin=0.15) or best
-    citations = [_citation(1, passage)]
-
-    see_also: list[Hit] = []
-    seen_urls = {best.url}
-    for hit in relevant[1:]:
-        if len(citations) >= max_citations or hit.score < best.score - see_also_margin:
-            break
-        if hit.url in seen_urls:
-            continue
-        seen_urls.add(hit.url)
-        see_also.append(hit)
-        citations.append(_citation(len(citations) + 1, hit))
+    passage = whole_section(document, choose_passage(document, margin=0.15, os=os) or best)
+    citations = [citation(1, passage)]
+    see_also = see_also_hits(relevant, best, see_also_margin, max_citations - 1)
+    citations += [citation(n, hit) for n, hit in enumerate(see_also, start=2)]
 
     parts = [f"From “{best.title}” [1]:"]
-    subsection = _subsection(passage)
-    if subsection:
-        parts.append(f"{subsection}:")
-    parts.append(passage.text.strip())
+    if heading := subsection(passage):
+        parts.append(f"{heading}:")
+    body = condensed(passage.text) if technical else passage.text
+    parts.append(cite_lines(body, "[1]"))
     if see_also:
         related = "; ".join(f"{hit.title} [{n}]" for n, hit in enumerate(see_also, start=2))
         parts.append(f"See also: {related}.")
     return AnswerBody(answer="\n\n".join(parts), action=Action.ANSWER, citations=citations)
 
 
-def _subsection(hit: Hit) -> str:
-    """The heading under the article title, if the passage sits in one."""
-    parts = [part.strip() for part in hit.section.split(" > ") if part.strip()]
-    if parts and parts[0] == hit.title:
-        parts = parts[1:]
-    return " > ".join(parts)
+def compose_checklist(passage: Hit, steps: Sequence[str], current: int) -> AnswerBody:
+    """Offer one step at a time; the user reports back after each."""
+    total = len(steps)
+    lines = [
+        f"Let's work through this together, one step at a time, following “{passage.title}” [1].",
+        f"Step {current + 1} of {total}: {cite_lines(steps[current], '[1]')}",
+        'When you have tried it, reply "done, still broken" for the next step, or "that fixed it".',
+    ]
+    return AnswerBody(
+        answer="\n\n".join(lines),
+        action=Action.CHECKLIST,
+        citations=[citation(1, passage)],
+        checklist=Checklist(steps=list(steps), current=current),
+    )
 
 
-def _citation(n: int, hit: Hit) -> Citation:
+def compose_checklist_step(
+    title: str, url: str, snippet_text: str, steps: Sequence[str], current: int
+) -> AnswerBody:
+    """The next step of a checklist already under way."""
+    total = len(steps)
+    cited = Citation(n=1, url=url, title=title, snippet=snippet_text)
+    text = (
+        f"OK, next step ({current + 1} of {total}): {cite_lines(steps[current], '[1]')}\n\n"
+        'Reply "done, still broken" or "that fixed it".'
+    )
+    return AnswerBody(
+        answer=text,
+        action=Action.CHECKLIST,
+        citations=[cited],
+        checklist=Checklist(steps=list(steps), current=current),
+    )
+
+
+def compose_clarify(questions: Sequence[str], preface: str | None = None) -> AnswerBody:
+    lines = [preface or "To point you to the right steps, I need a little more detail:"]
+    lines += [f"- {question}" for question in questions]
+    return AnswerBody(answer="\n".join(lines), action=Action.CLARIFY, questions=list(questions))
+
+
+def compose_text(text: str, action: Action) -> AnswerBody:
+    return AnswerBody(answer=text, action=action)
+
+
+def citation(n: int, hit: Hit) -> Citation:
     return Citation(n=n, url=hit.url, title=hit.title, snippet=snippet(hit.text))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from contracts.settings import ServiceSettings
@@ -25,8 +27,93 @@ class OrchestratorSettings(ServiceSettings):
         description="Other articles within this similarity of the best one are cited as see-also.",
     )
     max_citations: int = Field(3, ge=1, le=10, description="Most sources cited in one answer.")
+    cases_collection: str = Field(
+        "deskpilot_cases",
+        validation_alias=AliasChoices("DESKPILOT_CASES_COLLECTION", "cases_collection"),
+        description="The Chroma collection of resolved tickets (past cases); the indexer imports "
+        "into it, the orchestrator offers matches from it.",
+    )
+    cases_min_score: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Cosine similarity a resolved ticket needs to be offered as a similar case.",
+    )
+    cases_max: int = Field(3, ge=0, le=10, description="Most similar resolved cases offered.")
     turn_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="How long a turn's state is kept.")
+    conversation_ttl_s: int = Field(
+        4 * 3600, ge=60, description="How long a quiet conversation's memory is kept."
+    )
+    clarify_cap: int = Field(
+        2, ge=0, description="Clarifying rounds per topic before a ticket is offered instead."
+    )
     concurrency: int = Field(4, ge=1, description="Turns handled at once by one process.")
     torch_threads: int | None = Field(
         None, ge=1, description="CPU threads for the embedding model."
+    )
+    intents_file: Path | None = Field(
+        None,
+        description="YAML file of labelled examples the intent classifier learns from at start-up "
+        "(categories and kinds, their technician queues, conversation, out-of-scope); unset "
+        "means the packaged orchestrator/data/intents.yaml. Changes take effect on restart.",
+    )
+    scope_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="A message is declined as not IT support when the learned probability that "
+        "it is IT support or conversation falls below this.",
+    )
+    request_human_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Learned probability above which a message counts as asking for a person "
+        "or a ticket.",
+    )
+
+    # The LLM plugin (orchestrator/llm.py). Endpoint, model and key use the un-prefixed names of
+    # the architecture page, so one environment file configures every replica the same way.
+    llm_base_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("LLM_BASE_URL", "llm_base_url"),
+        description="An OpenAI-compatible endpoint, up to and including `/v1` (OpenAI, Ollama, "
+        "vLLM, llama.cpp); unset means no LLM: deterministic, extractive answers.",
+    )
+    llm_model: str | None = Field(
+        None,
+        validation_alias=AliasChoices("LLM_MODEL", "llm_model"),
+        description="Model name sent with every request; required with LLM_BASE_URL.",
+    )
+    llm_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("LLM_API_KEY", "llm_api_key"),
+        description="Sent as `Authorization: Bearer`; leave unset for local servers without one.",
+    )
+    llm_temperature: float = Field(
+        0.0, ge=0, le=2, description="Sampling temperature; 0 keeps answers close to the sources."
+    )
+    llm_connect_timeout_s: float = Field(
+        5.0, gt=0, description="Seconds to wait for a connection to the LLM endpoint."
+    )
+    llm_read_timeout_s: float = Field(
+        30.0, gt=0, description="Seconds to wait for a response, or for each streamed piece."
+    )
+    llm_max_retries: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="Retries after connection errors, timeouts, 429 and 5xx, with exponential "
+        "backoff and jitter. Other 4xx responses are never retried.",
+    )
+    llm_retry_after_max_s: float = Field(
+        10.0,
+        ge=0,
+        description="Longest Retry-After worth waiting for; a longer one fails the call at once.",
+    )
+    llm_deadline_s: float = Field(
+        20.0,
+        gt=0,
+        description="Limit on one LLM call, retries included (streaming: until the first "
+        "piece); past it the turn takes the deterministic path.",
     )

@@ -1,11 +1,55 @@
-"""Retrieval: nearest knowledge-base chunks for a question, from Chroma."""
+"""Retrieval: the knowledge-base chunks that best answer a question, by hybrid search.
+
+Three rankers look at every question, because each fails where another is strong:
+
+* **dense**: cosine similarity of the question's embedding to the chunks' embeddings in Chroma.
+  It finds paraphrases ("my screen is too dark" → "Set the screen brightness") but blurs exact
+  terms: product names, error codes, commands.
+* **keyword**: BM25 over the chunks' words (section path, which starts with the title, and body),
+  with the ``bm25s`` package. It finds "0x80070005" or "nmcli" verbatim, but not a paraphrase.
+* **document**: cosine similarity to each document's *opening* chunk (``chunk_index`` 0: title,
+  lead and first section), which says what the whole document is about. Every chunk of a document
+  shares its document's rank, so a page *about* the question outranks a page that only mentions
+  it in passing (an overview page listing many topics, a "see also" line).
+
+Their rankings are merged by weighted *reciprocal rank fusion* (Cormack et al., SIGIR 2009):
+each chunk gets ``Σ weight / (rrf_k + rank)`` over the rankers that returned it. RRF uses ranks
+only, so it needs no calibration between a cosine and a BM25 score, which have unrelated scales
+and distributions that differ from corpus to corpus; the default weights are equal and ``rrf_k``
+is the paper's 60, not values fitted to one corpus.
+
+What a caller can rely on:
+
+* ``Hit.score`` is always the chunk's **cosine similarity** to the question, also for chunks that
+  only the keyword ranker found, so a fixed answer/no-answer threshold keeps its meaning.
+  ``Hit.fused_score`` is the rank-fusion score the hits are ordered by; it only compares hits of
+  one retrieval.
+* The keyword index is built in this process from the chunks stored in the collection, and is
+  rebuilt when the collection changes (checked at most every ``refresh_interval_s``), so chunks the
+  indexer writes while the orchestrator runs become keyword-searchable within seconds. Dense search
+  always sees the collection as it is.
+* With the user's operating system known, chunks for that OS (by the document's ``os`` metadata
+  or an OS name in the section path) get a small multiplicative boost; chunks for no particular OS
+  stay neutral.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import math
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from contracts.settings import ServiceSettings
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["hybrid", "dense", "keyword"]
 
 
 class Encoder(Protocol):
@@ -22,16 +66,59 @@ class Hit:
     title: str
     section: str
     score: float
-    """Cosine similarity in [-1, 1]; higher is closer."""
+    """Cosine similarity in [-1, 1]; higher is closer. Comparable across questions."""
     chunk_index: int = 0
+    fused_score: float = 0.0
+    """The rank-fusion score hits are ordered by; only comparable within one retrieval."""
+    keyword_score: float = 0.0
+    """The chunk's BM25 score for the question; 0 when they share no indexed word."""
+    os: str = ""
+    """The operating system the chunk is for ("windows", "macos", "linux"), "" when none."""
 
 
 @dataclass(frozen=True)
 class Retrieval:
-    """The nearest chunks overall, and every chunk of the best document, both best first."""
+    """The best chunks overall (by fused rank), and every chunk of the best document, both best
+    first."""
 
     hits: list[Hit]
     best_document: list[Hit]
+
+    @property
+    def confidence(self) -> float | None:
+        """The highest cosine similarity among the hits (None without hits): what to compare
+        with a relevance threshold. The first hit is the best *ranked*, which with keyword
+        fusion is not always the one with the highest similarity."""
+        return max((hit.score for hit in self.hits), default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class HybridConfig:
+    """How the rankers are combined (equal weights and the usual ``rrf_k`` by default).
+
+    ``candidates`` chunks are taken from each ranker before fusion. ``rrf_k`` damps the head of
+    each ranking (60 is the value of the original RRF paper and the usual default). A weight of 0
+    switches a ranker off (``mode`` does the same by name, for ablations). ``os_boost`` multiplies
+    the fused score of a chunk for the user's operating system by ``1 + os_boost``.
+    """
+
+    candidates: int = 50
+    rrf_k: float = 60.0
+    dense_weight: float = 1.0
+    keyword_weight: float = 1.0
+    document_weight: float = 1.0
+    os_boost: float = 0.1
+    refresh_interval_s: float = 5.0
+    mode: Mode = "hybrid"
+
+    def __post_init__(self) -> None:
+        if self.candidates < 1:
+            raise ValueError("candidates must be positive")
+        weights = (self.dense_weight, self.keyword_weight, self.document_weight)
+        if self.rrf_k < 0 or min(weights) < 0:
+            raise ValueError("rrf_k and the weights must not be negative")
+        if self.os_boost < 0 or self.refresh_interval_s < 0:
+            raise ValueError("os_boost and refresh_interval_s must not be negative")
 
 
 def open_collection(settings: ServiceSettings) -> Any:
@@ -60,31 +147,340 @@ def open_collection(settings: ServiceSettings) -> Any:
     )
 
 
+# --------------------------------------------------------------------------------------------
+# Keyword side: tokens, operating systems, the BM25 snapshot
+
+# The NLTK English stop list (as shipped by bm25s): questions carry "how do I ..." that says
+# nothing about the topic.
+_TOKEN = re.compile(r"[^\W_]+(?:[-.'’][^\W_]+)*")
+_SPLIT = re.compile(r"[-.'’]")
+
+
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    return frozenset(STOPWORDS_EN_PLUS)
+
+
+_STOPWORDS: frozenset[str] | None = None
+
+
+def light_stem(word: str) -> str:
+    """Harman's "S" stemmer (1991): plural and possessive endings only.
+
+    Conservative on purpose: it never merges words of different meaning ("policy"/"police"), which
+    aggressive stemmers do, and no stemmer package is needed.
+    """
+    if len(word) <= 3:
+        return word
+    if word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
+def keyword_tokens(text: str) -> list[str]:
+    """Lower-cased, stop-word-free, lightly stemmed words of ``text`` for BM25.
+
+    A compound such as "Wi-Fi" or "e-mail" yields its parts and the joined form ("wi", "fi",
+    "wifi"), so it matches however a user spells it; possessives lose their "'s".
+    """
+    global _STOPWORDS
+    if _STOPWORDS is None:
+        _STOPWORDS = _stopwords()
+    tokens: list[str] = []
+    for match in _TOKEN.finditer(text.lower()):
+        word = match.group()
+        if word.endswith(("'s", "’s")):
+            word = word[:-2]
+        parts = [part for part in _SPLIT.split(word) if part]
+        candidates = [*parts, "".join(parts)] if len(parts) > 1 else parts
+        tokens.extend(light_stem(t) for t in candidates if t not in _STOPWORDS)
+    return tokens
+
+
+# Proper nouns, matched case-sensitively: "windows" in "Move windows" is not the OS.
+_OS_PATTERNS: dict[str, re.Pattern[str]] = {
+    "windows": re.compile(r"\bWindows\b"),
+    "macos": re.compile(r"\b(?:macOS|MacOS|Mac OS|OS X|Mac|MacBook)\b"),
+    "linux": re.compile(r"\b(?:Linux|Ubuntu|Debian|Fedora|RHEL)\b"),
+}
+_OS_ALIASES = {
+    "windows": "windows",
+    "win": "windows",
+    "win10": "windows",
+    "win11": "windows",
+    "macos": "macos",
+    "mac": "macos",
+    "osx": "macos",
+    "darwin": "macos",
+    "linux": "linux",
+    "ubuntu": "linux",
+}
+
+
+def normalise_os(value: str | None) -> str | None:
+    """Aliases to a canonical name ("mac", "OSX" → "macos"); None for "any", "", unknown."""
+    if not value:
+        return None
+    return _OS_ALIASES.get(re.sub(r"[\s_-]", "", value.strip().lower()))
+
+
+def chunk_os(section: str, metadata_os: str) -> set[str]:
+    """The operating systems a chunk is specifically for: its document's ``os`` metadata (a name
+    or a comma-separated list; "any" means none) and the OS names in its section path."""
+    found = {
+        name
+        for part in re.split(r"[,;/\s]+", metadata_os or "")
+        if (name := normalise_os(part)) is not None
+    }
+    found.update(name for name, pattern in _OS_PATTERNS.items() if pattern.search(section))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """What the keyword snapshot keeps of one stored chunk, enough to build a :class:`Hit`."""
+
+    chunk_id: str
+    text: str
+    url: str
+    title: str
+    section: str
+    chunk_index: int
+    os: frozenset[str]
+
+
+class _KeywordIndex:
+    """An immutable BM25 snapshot of the collection; replaced whole when the collection changes."""
+
+    def __init__(self, records: list[_Record], marker: str) -> None:
+        import bm25s
+
+        self.records = records
+        self.marker = marker
+        self.position = {record.chunk_id: i for i, record in enumerate(records)}
+        self._bm25: Any = None
+        corpus = [keyword_tokens(f"{record.section}\n{record.text}") or [""] for record in records]
+        if records:
+            self._bm25 = bm25s.BM25()
+            self._bm25.index(corpus, show_progress=False)
+
+    def search(self, question: str, limit: int) -> list[tuple[int, float]]:
+        """Positions and BM25 scores of the best ``limit`` records with a positive score."""
+        if self._bm25 is None:
+            return []
+        tokens = [t for t in keyword_tokens(question) if t in self._bm25.vocab_dict]
+        if not tokens:
+            return []
+        scores = self._bm25.get_scores(tokens)
+        import numpy as np
+
+        count = min(limit, len(scores))
+        top = np.argpartition(-scores, count - 1)[:count]
+        ranked = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))
+        return [(i, float(scores[i])) for i in ranked if scores[i] > 0]
+
+
+_PAGE = 2000  # rows per collection.get, well under Chroma's per-call limits
+
+
+def _all_ids(collection: Any) -> list[str]:
+    ids: list[str] = []
+    offset = 0
+    while True:
+        page = collection.get(include=[], limit=_PAGE, offset=offset)["ids"]
+        ids.extend(page)
+        if len(page) < _PAGE:
+            return ids
+        offset += _PAGE
+
+
+def _marker(ids: Iterable[str]) -> str:
+    """A version marker of the collection's content: chunk ids are derived from the chunk's
+    text (see the indexer), so any added, changed or removed chunk changes this hash."""
+    digest = hashlib.sha256()
+    for chunk_id in sorted(ids):
+        digest.update(chunk_id.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _records(collection: Any) -> list[_Record]:
+    records: list[_Record] = []
+    offset = 0
+    while True:
+        page = collection.get(include=["documents", "metadatas"], limit=_PAGE, offset=offset)
+        for chunk_id, text, meta in zip(
+            page["ids"], page["documents"] or [], page["metadatas"] or [], strict=True
+        ):
+            records.append(_record(chunk_id, text, meta))
+        if len(page["ids"]) < _PAGE:
+            return records
+        offset += _PAGE
+
+
+def _record(chunk_id: str, text: str | None, meta: Mapping[str, Any] | None) -> _Record:
+    meta = meta or {}
+    section = str(meta.get("section", ""))
+    return _Record(
+        chunk_id=chunk_id,
+        text=text or "",
+        url=str(meta.get("url", "")),
+        title=str(meta.get("title", "")),
+        section=section,
+        chunk_index=int(meta.get("chunk_index", 0) or 0),
+        os=frozenset(chunk_os(section, str(meta.get("os", "") or ""))),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The retriever
+
+
+@dataclass(slots=True)
+class _Candidate:
+    record: _Record
+    cosine: float | None = None
+    dense_rank: int | None = None
+    keyword_rank: int | None = None
+    keyword_score: float = 0.0
+    fused: float = 0.0
+
+
 class Retriever:
-    def __init__(self, encoder: Encoder, collection: Any) -> None:
+    """Hybrid dense + keyword retrieval over one Chroma collection.
+
+    Thread-safe: ``retrieve`` may run in several worker threads at once; the keyword snapshot is
+    replaced atomically and rebuilt by one thread at a time.
+    """
+
+    def __init__(
+        self, encoder: Encoder, collection: Any, config: HybridConfig | None = None
+    ) -> None:
         self.encoder = encoder
         self.collection = collection
+        self.config = config or HybridConfig()
+        self._index: _KeywordIndex | None = None
+        self._checked_at = -math.inf
+        self._refresh_lock = threading.Lock()
 
-    def retrieve(self, question: str, k: int, document_chunks: int = 12) -> Retrieval:
-        """The ``k`` chunks closest to ``question``, and the best document's own chunks.
+    def retrieve(
+        self,
+        question: str,
+        k: int,
+        document_chunks: int = 12,
+        *,
+        os: str | None = None,
+    ) -> Retrieval:
+        """The ``k`` best chunks for ``question``, and the best document's own chunks.
 
-        The best document's chunks let the answer quote its steps even when another of its
+        ``os`` is the user's operating system ("windows", "macos", "linux"; aliases such as "mac"
+        work); chunks for it are preferred. The best document's chunks (by cosine similarity,
+        at most ``document_chunks``) let the answer quote its steps even when another of its
         sections (say, "when to contact the service desk") happened to match the words best.
         """
-        if self.collection.count() == 0:
+        if k <= 0 or self.collection.count() == 0:
             return Retrieval([], [])
         vector = self.encoder.encode([question])[0]
-        hits = self._query(vector, k)
+        hits = self._hybrid(question, vector, k, normalise_os(os))
         if not hits:
             return Retrieval([], [])
-        best_document = self._query(vector, document_chunks, where={"url": hits[0].url})
-        return Retrieval(hits, best_document)
+        best_document = self._dense(vector, document_chunks, where={"url": hits[0].url})
+        return Retrieval(hits, [self._hit(candidate) for candidate in best_document])
 
-    def search(self, question: str, k: int) -> list[Hit]:
-        """The ``k`` chunks closest to ``question``, best first."""
-        return self.retrieve(question, k, document_chunks=0).hits if k else []
+    def search(self, question: str, k: int, *, os: str | None = None) -> list[Hit]:
+        """The ``k`` best chunks for ``question``, best first."""
+        return self.retrieve(question, k, document_chunks=0, os=os).hits if k else []
 
-    def _query(self, vector: list[float], k: int, where: dict[str, str] | None = None) -> list[Hit]:
+    def ping(self) -> bool:
+        self.collection.count()
+        return True
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Rebuild the keyword index if the collection changed since it was built.
+
+        Called by ``retrieve``; checks at most every ``refresh_interval_s`` unless ``force``.
+        """
+        if not force and time.monotonic() - self._checked_at < self.config.refresh_interval_s:
+            return
+        with self._refresh_lock:
+            if not force and time.monotonic() - self._checked_at < self.config.refresh_interval_s:
+                return  # another thread checked while this one waited
+            marker = _marker(_all_ids(self.collection))
+            if self._index is None or self._index.marker != marker:
+                started = time.perf_counter()
+                records = _records(self.collection)
+                # The marker of what was actually read: a write between the two reads is
+                # picked up by the next check instead of being hidden by the earlier marker.
+                self._index = _KeywordIndex(records, _marker(r.chunk_id for r in records))
+                logger.info(
+                    "keyword index built: %d chunks in %.2fs",
+                    len(records),
+                    time.perf_counter() - started,
+                )
+            self._checked_at = time.monotonic()
+
+    # ----------------------------------------------------------------------------------------
+
+    def _hybrid(self, question: str, vector: list[float], k: int, os: str | None) -> list[Hit]:
+        config = self.config
+        dense_weight = config.dense_weight if config.mode != "keyword" else 0.0
+        keyword_weight = config.keyword_weight if config.mode != "dense" else 0.0
+        document_weight = config.document_weight if config.mode == "hybrid" else 0.0
+        depth = max(config.candidates, k)
+        candidates: dict[str, _Candidate] = {}
+        if dense_weight > 0 or keyword_weight == 0:
+            for rank, candidate in enumerate(self._dense(vector, depth), start=1):
+                candidate.dense_rank = rank
+                candidates[candidate.record.chunk_id] = candidate
+        if keyword_weight > 0:
+            index = self._keyword_index()
+            if index is not None:
+                for rank, (position, score) in enumerate(index.search(question, depth), 1):
+                    record = index.records[position]
+                    candidate = candidates.setdefault(record.chunk_id, _Candidate(record))
+                    candidate.keyword_rank, candidate.keyword_score = rank, score
+        document_rank: dict[str, int] = {}
+        if document_weight > 0:
+            for candidate in self._dense(vector, depth, where={"chunk_index": 0}):
+                document_rank.setdefault(candidate.record.url, len(document_rank) + 1)
+                candidates.setdefault(candidate.record.chunk_id, candidate)
+        self._fill_cosines(vector, candidates)
+
+        for candidate in candidates.values():
+            fused = 0.0
+            if candidate.dense_rank is not None:
+                fused += dense_weight / (config.rrf_k + candidate.dense_rank)
+            if candidate.keyword_rank is not None:
+                fused += keyword_weight / (config.rrf_k + candidate.keyword_rank)
+            if (document := document_rank.get(candidate.record.url)) is not None:
+                fused += document_weight / (config.rrf_k + document)
+            if os is not None and os in candidate.record.os:
+                fused *= 1.0 + config.os_boost
+            candidate.fused = fused
+        ranked = sorted(
+            candidates.values(),
+            key=lambda c: (-c.fused, -(c.cosine if c.cosine is not None else -1.0)),
+        )
+        return [self._hit(candidate) for candidate in ranked[:k]]
+
+    def _keyword_index(self) -> _KeywordIndex | None:
+        try:
+            self.refresh()
+        except Exception:
+            # Keyword search is an improvement, not a dependency: answer from dense search (and
+            # the last good snapshot, if any) rather than fail the user's turn.
+            logger.exception("refreshing the keyword index failed; using the previous one")
+            self._checked_at = time.monotonic()
+        return self._index
+
+    def _dense(
+        self, vector: list[float], k: int, where: dict[str, Any] | None = None
+    ) -> list[_Candidate]:
         if k <= 0:
             return []
         result = self.collection.query(
@@ -93,28 +489,47 @@ class Retriever:
             where=where,
             include=["documents", "metadatas", "distances"],
         )
-        hits = []
-        for chunk_id, text, meta, distance in zip(
-            result["ids"][0],
-            result["documents"][0],
-            result["metadatas"][0],
-            result["distances"][0],
-            strict=True,
-        ):
-            meta = meta or {}
-            hits.append(
-                Hit(
-                    chunk_id=chunk_id,
-                    text=text or "",
-                    url=str(meta.get("url", "")),
-                    title=str(meta.get("title", "")),
-                    section=str(meta.get("section", "")),
-                    score=1.0 - float(distance),
-                    chunk_index=int(meta.get("chunk_index", 0) or 0),
-                )
+        return [
+            _Candidate(_record(chunk_id, text, meta), cosine=1.0 - float(distance))
+            for chunk_id, text, meta, distance in zip(
+                result["ids"][0],
+                result["documents"][0],
+                result["metadatas"][0],
+                result["distances"][0],
+                strict=True,
             )
-        return hits
+        ]
 
-    def ping(self) -> bool:
-        self.collection.count()
-        return True
+    def _fill_cosines(self, vector: Sequence[float], candidates: dict[str, _Candidate]) -> None:
+        """Cosine similarity for candidates only the keyword ranker found, from their stored
+        embeddings (normalised by the indexer, so a dot product with the normalised query)."""
+        missing = [chunk_id for chunk_id, c in candidates.items() if c.cosine is None]
+        if not missing:
+            return
+        result = self.collection.get(ids=missing, include=["embeddings"])
+        embeddings = result["embeddings"]
+        stored = dict(zip(result["ids"], embeddings if embeddings is not None else [], strict=True))
+        for chunk_id in missing:
+            embedding = stored.get(chunk_id)
+            if embedding is None:  # deleted since the snapshot: drop it
+                del candidates[chunk_id]
+                continue
+            candidates[chunk_id].cosine = float(
+                sum(a * b for a, b in zip(vector, embedding, strict=True))
+            )
+
+    @staticmethod
+    def _hit(candidate: _Candidate) -> Hit:
+        record = candidate.record
+        return Hit(
+            chunk_id=record.chunk_id,
+            text=record.text,
+            url=record.url,
+            title=record.title,
+            section=record.section,
+            score=candidate.cosine if candidate.cosine is not None else 0.0,
+            chunk_index=record.chunk_index,
+            fused_score=candidate.fused,
+            keyword_score=candidate.keyword_score,
+            os=",".join(sorted(record.os)),
+        )

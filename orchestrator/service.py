@@ -1,18 +1,73 @@
-"""One user turn, from redacted question to reply. Knows nothing about the broker."""
+"""One user turn, from redacted question to reply. Knows nothing about the broker.
+
+Per turn the agent decides among ``answer``, ``clarify``, ``checklist``, ``refuse`` and
+``no_answer`` from the message, its learned intent, retrieval confidence and the conversation so
+far, and logs each decision with its reason:
+
+1. a report on the checklist step in progress ("done, still broken", "that fixed it") moves it on;
+2. a greeting gets a greeting; a question outside IT support is declined politely;
+3. a message too vague to search ("it's not working") gets targeted questions, at most
+   ``clarify_cap`` rounds per topic, then a ticket offer;
+4. otherwise the knowledge base is searched (a follow-up such as "im on linux" together with the
+   active topic); below the relevance threshold the answer is an honest ``no_answer``;
+5. when the best article has separate steps per operating system and the user's is unknown, the
+   assistant asks for it once;
+6. a troubleshooting request with a procedure of three or more steps becomes a checklist;
+   anything else is answered by quoting the article's steps with citations.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import Protocol
 
-from contracts.events import AnswerBody, QueryReceived
-from orchestrator.compose import compose_answer
+from contracts.events import Action, AnswerBody, Citation, QueryReceived
+from orchestrator.cases import CaseRetriever
+from orchestrator.compose import (
+    CAP_TEXT,
+    GREETING_TEXT,
+    MAX_CHECKLIST_STEPS,
+    REFUSE_TEXT,
+    choose_passage,
+    compose_answer,
+    compose_checklist,
+    compose_checklist_step,
+    compose_clarify,
+    compose_text,
+    os_sections,
+    section_os,
+    snippet,
+    steps_of,
+    whole_section,
+)
 from orchestrator.config import OrchestratorSettings
+from orchestrator.dialogue import (
+    checklist_feedback,
+    detect_facts,
+    is_follow_up,
+    is_greeting,
+    is_technical,
+    is_vague,
+)
+from orchestrator.intent import IntentClassifier
+from orchestrator.llm import LLMProvider, NoLLM, generate_answer
+from orchestrator.memory import ChecklistState, Conversation, ConversationStore, StepOutcome
 from orchestrator.retrieval import Retriever
 from orchestrator.state import TurnState, TurnStatus, TurnStore
 
 log = logging.getLogger("deskpilot.orchestrator")
+
+VAGUE_QUESTIONS = (
+    "What are you trying to do, and which device or application is affected?",
+    "What happens instead? If there is an error message, please copy its text.",
+)
+OS_QUESTION = "Which operating system are you on: Windows, macOS or Linux?"
+OS_MATCH_MARGIN = 0.05
+WHAT_DO_YOU_NEED = "What do you need help with?"
+ANYTHING_ELSE = "Is there anything else I can help with?"
+THANKS = re.compile(r"\b(thanks?|thank you|thx|cheers)\b", re.IGNORECASE)
 
 
 class Replies(Protocol):
@@ -25,10 +80,21 @@ class Replies(Protocol):
 
 class Orchestrator:
     def __init__(
-        self, retriever: Retriever, store: TurnStore, settings: OrchestratorSettings
+        self,
+        retriever: Retriever,
+        intents: IntentClassifier,
+        store: TurnStore,
+        conversations: ConversationStore,
+        settings: OrchestratorSettings,
+        llm: LLMProvider | None = None,
+        cases: CaseRetriever | None = None,
     ) -> None:
+        self.llm = llm or NoLLM()
+        self.cases = cases
         self.retriever = retriever
+        self.intents = intents
         self.store = store
+        self.conversations = conversations
         self.settings = settings
 
     async def handle_query(self, query: QueryReceived, replies: Replies) -> None:
@@ -47,29 +113,154 @@ class Orchestrator:
         )
         await self.store.save(turn)
 
-        await replies.progress(turn, "searching")
-        retrieval = await asyncio.to_thread(
-            self.retriever.retrieve, query.text, self.settings.top_k
+        conversation = await self.conversations.load(query.conversation_id)
+        body, reason = await self.decide(query.text, conversation, turn, replies)
+        turn.status, turn.answer, turn.reason = TurnStatus.ANSWERED, body, reason
+        conversation.remember(
+            query.text, body.action.value, body.citations[0].url if body.citations else None
         )
-        hits = retrieval.hits
+        await self.conversations.save(conversation)
+        await self.store.save(turn)
+        log.info("decided", extra={"action": body.action.value, "reason": reason})
+        await replies.answer(turn, body)
+
+    async def decide(
+        self, text: str, conversation: Conversation, turn: TurnState, replies: Replies
+    ) -> tuple[AnswerBody, str]:
+        """The reply to ``text`` and why; updates ``conversation`` in place."""
+        conversation.facts.update(detect_facts(text))
+        conversation.technical = conversation.technical or is_technical(text)
+        checklist = conversation.checklist
+
+        in_progress = checklist is not None and checklist.current < len(checklist.steps)
+        if checklist is not None and in_progress and (feedback := checklist_feedback(text)):
+            return self.advance_checklist(conversation, checklist, feedback)
+        follow_up = is_follow_up(text, conversation)
+        query_text = f"{conversation.topic} {text}" if follow_up else text
+        intent = await asyncio.to_thread(self.intents.classify, text)
+        if is_greeting(text) or (intent.conversational and not follow_up):
+            if THANKS.search(text):
+                return compose_clarify([ANYTHING_ELSE], "You're welcome!"), "thanks"
+            return compose_clarify([WHAT_DO_YOU_NEED], GREETING_TEXT), "greeting"
+        off_topic = not follow_up and not intent.in_scope
+        cap = self.settings.clarify_cap
+        if not follow_up and not off_topic and is_vague(text):
+            if conversation.clarify_rounds >= cap:
+                return compose_text(CAP_TEXT, Action.NO_ANSWER), "still vague after the cap"
+            conversation.clarify_rounds += 1
+            questions = [
+                q for q in VAGUE_QUESTIONS if "error" not in conversation.facts or "error" not in q
+            ]
+            return compose_clarify(questions), "too vague to search"
+
+        await replies.progress(turn, "searching")
+        os_name = conversation.facts.get("os")
+        retrieval = await asyncio.to_thread(
+            self.retriever.retrieve, query_text, self.settings.top_k, os=os_name
+        )
+        best = retrieval.confidence
+        confidence = f"best similarity {best:.3f}" if best is not None else "no hits"
+        covered = best is not None and best >= self.settings.relevance_threshold
+        # The classifier says off topic and the knowledge base agrees: decline. A strong match
+        # in the company's own articles (its product names, its jargon) outweighs the classifier.
+        if off_topic and not covered:
+            reason = f"outside IT support (scope score {intent.scope_score:.2f}; {confidence})"
+            return compose_text(REFUSE_TEXT, Action.REFUSE), reason
+        if follow_up:
+            # A follow-up ("im on linux") is the topic's kind of request, not a request of its own.
+            intent = await asyncio.to_thread(self.intents.classify, query_text)
+        if not covered:
+            body = compose_answer(
+                retrieval,
+                threshold=self.settings.relevance_threshold,
+                see_also_margin=self.settings.see_also_margin,
+                max_citations=self.settings.max_citations,
+            )
+            return body, f"{confidence} below threshold {self.settings.relevance_threshold}"
+        if not follow_up:
+            conversation.new_topic(text, intent.category)
+
+        document = retrieval.best_document or retrieval.hits[:1]
+        # One OS's variant of the steps matches about as well as anything: which one applies
+        # is worth asking.
+        top = max(hit.score for hit in document)
+        if (
+            any(section_os(hit) and hit.score >= top - OS_MATCH_MARGIN for hit in document)
+            and len(os_sections(document)) >= 2
+            and not os_name
+            and "os" not in conversation.asked
+            and conversation.clarify_rounds < cap
+        ):
+            conversation.asked.append("os")
+            conversation.clarify_rounds += 1
+            return compose_clarify([OS_QUESTION]), "the steps differ per operating system"
+
         await replies.progress(turn, "composing")
+        passage = choose_passage(document, margin=0.15, os=os_name) or retrieval.hits[0]
+        passage = whole_section(document, passage)
+        steps = steps_of(passage.text)[:MAX_CHECKLIST_STEPS]
+        if intent.kind == "troubleshooting" and len(steps) >= 3:
+            conversation.checklist = ChecklistState(
+                url=passage.url,
+                title=passage.title,
+                steps=steps,
+                citation_snippet=snippet(passage.text),
+            )
+            reason = f"troubleshooting, {len(steps)} steps; {confidence}"
+            return compose_checklist(passage, steps, 0), reason
+
         body = compose_answer(
             retrieval,
             threshold=self.settings.relevance_threshold,
             see_also_margin=self.settings.see_also_margin,
             max_citations=self.settings.max_citations,
+            os=os_name,
+            technical=conversation.technical,
         )
-        best = hits[0].score if hits else None
-        turn.reason = (
-            f"best similarity {best:.3f} vs threshold {self.settings.relevance_threshold}"
-            if best is not None
-            else "knowledge base empty"
+        if self.llm.enabled:
+            # Grounded in the same passages; any failure falls back to the extractive answer.
+            context = {hit.chunk_id: hit for hit in [passage, *retrieval.hits] if hit.score > 0}
+            body = await generate_answer(self.llm, text, list(context.values()), body)
+        if self.cases is not None and self.settings.cases_max:
+            # After the knowledge base, and only when a resolved ticket is really alike.
+            body.similar_cases = await asyncio.to_thread(
+                self.cases.similar,
+                query_text,
+                self.settings.cases_max,
+                self.settings.cases_min_score,
+            )
+        return body, f"{intent.kind} {intent.category}; {confidence}"
+
+    def advance_checklist(
+        self, conversation: Conversation, checklist: ChecklistState, feedback: str
+    ) -> tuple[AnswerBody, str]:
+        step = checklist.steps[checklist.current]
+        checklist.tried.append(StepOutcome(step=step, outcome=feedback))
+        source = Citation(
+            n=1, url=checklist.url, title=checklist.title, snippet=checklist.citation_snippet
         )
-        turn.status = TurnStatus.ANSWERED
-        turn.answer = body
-        await self.store.save(turn)
-        log.info(
-            "decided",
-            extra={"action": body.action.value, "reason": turn.reason, "hits": len(hits)},
+        if feedback == "fixed":
+            conversation.checklist = None
+            conversation.topic = None
+            text = (
+                f"Great, glad that fixed it. For next time, the steps are in “{checklist.title}” "
+                "[1]. Is there anything else I can help with?"
+            )
+            return AnswerBody(answer=text, action=Action.ANSWER, citations=[source]), "fixed"
+        checklist.current += 1
+        if checklist.current < len(checklist.steps):
+            body = compose_checklist_step(
+                checklist.title,
+                checklist.url,
+                checklist.citation_snippet,
+                checklist.steps,
+                checklist.current,
+            )
+            return body, f"step {checklist.current} failed; next step"
+        text = (
+            f"I'm sorry: none of the {len(checklist.steps)} steps from “{checklist.title}” [1] "
+            'fixed it, so this needs a technician. Reply "create a ticket" and I\'ll pass on '
+            "what we tried."
         )
-        await replies.answer(turn, body)
+        body = AnswerBody(answer=text, action=Action.NO_ANSWER, citations=[source])
+        return body, "every checklist step failed"

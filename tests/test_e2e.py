@@ -30,6 +30,9 @@ CHAT_FIELDS = {
     "trace_id",
     "ticket",
     "incident",
+    "questions",
+    "checklist",
+    "similar_cases",
 }
 
 
@@ -72,7 +75,7 @@ def test_ask_answers_from_the_demo_knowledge_base_with_citations(stack: Stack) -
 
 def test_ask_prints_a_readable_answer(stack: Stack) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "deploy.cli", "ask", "How do I add the network printer?"]
+        [sys.executable, "-m", "deploy.cli", "ask", "How do I change my display name?"]
         + ["--url", stack.url],
         cwd=REPO_ROOT,
         capture_output=True,
@@ -81,7 +84,7 @@ def test_ask_prints_a_readable_answer(stack: Stack) -> None:
         check=True,
     )
     assert "[1] " in result.stdout
-    assert "https://it.northwind.example/kb/add-network-printer" in result.stdout
+    assert "https://it.northwind.example/kb/change-display-or-legal-name" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -95,13 +98,19 @@ def test_ask_prints_a_readable_answer(stack: Stack) -> None:
 )
 def test_common_requests_cite_the_right_article(stack: Stack, question: str, article: str) -> None:
     body = ask(stack, question).json()
-    assert body["action"] == "answer", body
+    assert body["action"] in {"answer", "checklist"}, body
     assert body["citations"][0]["url"].endswith(f"/kb/{article}")
 
 
 @pytest.mark.parametrize("question", ["What is the capital of France?", "how do I bake bread"])
-def test_out_of_scope_questions_get_an_honest_no_answer(stack: Stack, question: str) -> None:
+def test_off_topic_questions_are_declined(stack: Stack, question: str) -> None:
     body = ask(stack, question).json()
+    assert body["action"] == "refuse"
+    assert body["citations"] == []
+
+
+def test_it_questions_the_knowledge_base_lacks_get_an_honest_no_answer(stack: Stack) -> None:
+    body = ask(stack, "How do I configure the SAP GUI transaction ME21N shortcuts?").json()
     assert body["action"] == "no_answer"
     assert body["citations"] == []
     assert "ticket" in body["answer"]
@@ -151,7 +160,7 @@ async def test_websocket_turn_streams_progress_then_the_answer(stack: Stack) -> 
         assert ready["type"] == "ready"
         assert ready["conversation_id"]
         await socket.send(
-            json.dumps({"type": "message", "text": "How do I pair a Bluetooth mouse?"})
+            json.dumps({"type": "message", "text": "How do I enrol in an IT training course?"})
         )
         accepted = await next_frame(socket)
         assert accepted["type"] == "accepted"
@@ -167,7 +176,7 @@ async def test_websocket_turn_streams_progress_then_the_answer(stack: Stack) -> 
         assert set(frame) - {"type"} == CHAT_FIELDS
         assert frame["turn_id"] == accepted["turn_id"]
         assert frame["conversation_id"] == ready["conversation_id"]
-        assert frame["citations"][0]["url"].endswith("/kb/pair-bluetooth-mouse")
+        assert frame["citations"][0]["url"].endswith("/kb/enrol-in-it-training-course")
         assert stages == ["redacting", "searching", "composing"]
 
 
@@ -261,7 +270,7 @@ def test_one_trace_and_one_correlation_id_span_the_turn(stack: Stack) -> None:
 def test_raw_text_is_deleted_once_redacted(stack: Stack) -> None:
     secret_mail = "jane.doe.e2e@northwind.example"
     body = ask(stack, f"Please email {secret_mail} about the VPN password reset").json()
-    assert body["action"] == "answer"
+    assert body["action"] in {"answer", "checklist"}
     client = redis.Redis.from_url(stack.redis_url)
     for stream in ("message.received", "query.received"):
         for _, fields in client.xrange(stream):

@@ -120,5 +120,7 @@ def test_a_crashed_service_is_restarted_by_the_runner(tmp_path: Path) -> None:
         while httpx.get(f"{url}/health", timeout=10).status_code != 200:
             assert time.monotonic() < deadline, "stack did not become healthy again"
             time.sleep(0.5)
-        body = httpx.post(f"{url}/api/chat", json={"text": "How do I pair a mouse?"}, timeout=60)
+        body = httpx.post(
+            f"{url}/api/chat", json={"text": "How do I unlock my account?"}, timeout=60
+        )
         assert body.json()["action"] == "answer"

@@ -2,10 +2,11 @@
 
 from fastapi import APIRouter
 
-from gateway.api import chat, feedback, health, turns
+from gateway.api import chat, documents, feedback, health, turns
 
 api_router = APIRouter()
 api_router.include_router(chat.router)
 api_router.include_router(feedback.router)
 api_router.include_router(turns.router)
+api_router.include_router(documents.router)
 api_router.include_router(health.router)

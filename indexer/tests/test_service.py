@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from chromadb.api.models.Collection import Collection
 
-from indexer.chunking import chunk_document
+from indexer.chunking import ChunkingConfig, SemanticChunker, chunk_document
 from indexer.config import IndexerSettings
 from indexer.embedding import Embedder
 from indexer.extract import extract_document
@@ -79,7 +79,7 @@ def kb(tmp_path: Path) -> Path:
     _write(root / "hardware" / "add-printer.html", PRINTER_HTML)
     _write(root / "hardware" / "webcam.md", WEBCAM_MD)
     _write(root / "guest-wifi.txt", WIFI_TXT)
-    _write(root / "scan.pdf", "%PDF-1.4 not really")
+    _write(root / "scan.png", "\x89PNG not really")
     _write(root / ".git" / "config", "[core]")
     _write(root / ".DS_Store", "junk")
     return root
@@ -98,10 +98,7 @@ def _all(collection: Collection) -> dict[str, dict[str, object]]:
 def _expected_ids(path: Path, settings: IndexerSettings) -> set[str]:
     doc = extract_document(path)
     chunks = chunk_document(
-        doc,
-        settings.chunk_max_chars,
-        settings.chunk_min_chars,
-        settings.chunk_overlap_sentences,
+        doc, SemanticChunker(Embedder(), ChunkingConfig.from_settings(settings))
     )
     return {chunk_id(doc.doc_id, chunk) for chunk in chunks}
 
@@ -115,7 +112,7 @@ def test_ingesting_a_folder_indexes_supported_files_and_reports_the_rest(
     assert report.files_indexed == 4
     assert report.files_unchanged == 0
     assert report.files_skipped == 1
-    assert [skipped.path for skipped in report.skipped] == [kb / "scan.pdf"]
+    assert [skipped.path for skipped in report.skipped] == [kb / "scan.png"]
     assert "unsupported" in report.skipped[0].reason
     assert report.chunks_written == collection.count() > 4
     assert report.chunks_deleted == 0
@@ -255,7 +252,7 @@ def test_chunk_ids_are_deterministic(
 
     assert set(first.get()["ids"]) == set(second.get()["ids"])
     doc = extract_document(kb / "vpn-password.md")
-    chunks = chunk_document(doc, 600, 150, 1)
+    chunks = chunk_document(doc, SemanticChunker(embedder, ChunkingConfig.from_settings(settings)))
     assert chunk_id(doc.doc_id, chunks[0]) == chunk_id(doc.doc_id, chunks[0])
     assert chunk_id(doc.doc_id, chunks[0]) != chunk_id(doc.doc_id, chunks[1])
     assert chunk_id(doc.doc_id, chunks[0]) != chunk_id("0" * 64, chunks[0])

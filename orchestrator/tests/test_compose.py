@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from contracts.events import Action
-from orchestrator.compose import NO_ANSWER_TEXT, choose_passage, compose_answer, snippet
+from orchestrator.compose import (
+    NO_ANSWER_TEXT,
+    choose_passage,
+    cite_lines,
+    compose_answer,
+    compose_checklist,
+    condensed,
+    os_sections,
+    snippet,
+    steps_of,
+    whole_section,
+)
 from orchestrator.retrieval import Hit, Retrieval
 
 STEPS = "1. Open the portal.\n2. Choose Change password.\n3. Save."
@@ -51,8 +62,8 @@ def test_answer_quotes_the_best_passage_and_cites_it_first() -> None:
     best = hit("https://kb/vpn-reset", 0.8, text=STEPS)
     body = compose([best, hit("https://kb/other", 0.3)])
     assert body.action is Action.ANSWER
-    assert STEPS in body.answer
-    assert "[1]" in body.answer
+    for step in STEPS.splitlines():
+        assert f"{step} [1]" in body.answer  # every step verbatim, each with its citation
     assert [c.n for c in body.citations] == [1]
     assert body.citations[0].url == "https://kb/vpn-reset"
     assert body.citations[0].snippet.startswith("1. Open the portal.")
@@ -80,7 +91,7 @@ def test_steps_are_preferred_over_a_better_matching_contact_paragraph() -> None:
     chosen = choose_passage([contact, variant, steps], margin=0.15)
     assert chosen is steps
     body = compose([contact], document=[contact, variant, steps])
-    assert STEPS in body.answer
+    assert "2. Choose Change password. [1]" in body.answer
     assert "4357" not in body.answer
 
 
@@ -103,3 +114,55 @@ def test_snippet_is_bounded_and_cut_on_a_word() -> None:
     assert len(short) <= 51
     assert short.endswith("…")
     assert snippet("short text") == "short text"
+
+
+def test_the_users_os_section_is_preferred() -> None:
+    main = hit("https://kb/a", 0.60, STEPS, section="A", index=0)
+    mac = hit("https://kb/a", 0.62, "1. Open System Settings.", section="A > On macOS", index=1)
+    linux = hit("https://kb/a", 0.55, "1. Run ip link.", section="A > On Linux", index=2)
+    assert choose_passage([mac, main, linux], margin=0.15, os="linux") is linux
+    assert choose_passage([mac, main, linux], margin=0.15, os="macos") is mac
+    assert os_sections([mac, main, linux]) == {"macos", "linux"}
+
+
+def test_code_blocks_stay_verbatim_and_uncited() -> None:
+    text = "1. Open a terminal.\n```\nip link show\n```\n2. Read the address."
+    cited = cite_lines(text, "[1]")
+    assert "ip link show\n" in cited
+    assert "ip link show [1]" not in cited
+    assert steps_of(text) == ["Open a terminal.\n```\nip link show\n```", "Read the address."]
+
+
+def test_technical_users_get_only_steps_and_commands() -> None:
+    text = "Some background that explains things.\n\n" + STEPS
+    assert condensed(text) == STEPS
+    best = hit("https://kb/a", 0.8, text=text)
+    body = compose_answer(
+        Retrieval([best], [best]),
+        threshold=0.4,
+        see_also_margin=0.1,
+        max_citations=3,
+        technical=True,
+    )
+    assert "background" not in body.answer
+
+
+def test_checklist_offers_one_step_with_its_citation() -> None:
+    source = hit("https://kb/a", 0.8, text=STEPS)
+    body = compose_checklist(source, steps_of(STEPS), 0)
+    assert body.action is Action.CHECKLIST
+    assert body.checklist is not None
+    assert body.checklist.current == 0
+    assert body.checklist.steps == ["Open the portal.", "Choose Change password.", "Save."]
+    assert "Step 1 of 3: Open the portal. [1]" in body.answer
+    assert body.citations[0].url == "https://kb/a"
+
+
+def test_a_procedure_split_across_chunks_is_quoted_whole() -> None:
+    first = hit("https://kb/m", 0.60, "Intro.\n1. Ask your manager.\n2. Fill in the form.", index=0)
+    second = hit("https://kb/m", 0.63, "2. Fill in the form.\n3. Wait for delivery.", index=1)
+    other = hit("https://kb/m", 0.50, "1. Unrelated.", section="M > Elsewhere", index=2)
+    whole = whole_section([second, first, other], second)
+    assert steps_of(whole.text) == ["Ask your manager.", "Fill in the form.", "Wait for delivery."]
+    assert whole.chunk_index == 0
+    assert whole_section([other], other) is other

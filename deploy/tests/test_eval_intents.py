@@ -1,0 +1,267 @@
+"""``deskpilot eval intents``: reading labelled data, cross-validation and the refusal figures.
+
+A hashed bag-of-words encoder stands in for the sentence model, so these tests run in well
+under a second and every number is predictable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deploy import eval_intents
+from deploy.eval_intents import (
+    DataError,
+    Utterance,
+    add_parser,
+    cross_validate,
+    deduplicate,
+    evaluate,
+    load_utterances,
+    parse_rasa_nlu,
+    read_csv,
+    run_eval_intents,
+    sample,
+    strip_entity_annotations,
+)
+from orchestrator.config import OrchestratorSettings
+from orchestrator.intent import embed
+
+SHARED_RASA = Path(__file__).resolve().parents[3] / "shared/data/intents/rasa-helpdesk-nlu.yml"
+
+RASA = """\
+version: "3.1"
+nlu:
+- intent: open_incident
+  examples: |
+    - open an [urgent]{"entity": "priority", "value": "high"} ticket
+    - I want to open an incident, but it's [low](priority) priority
+    - open a case for [Sam](person:owner) please
+- intent: greet
+  examples: |
+    - hey
+    # not an example
+    - good morning
+- synonym: high
+  examples: |
+    - urgent
+- intent: weather
+  examples:
+    - what's the weather
+    - text: will it rain
+      metadata: {source: test}
+"""
+
+INTENTS_FILE = """
+queues: {connectivity: Network, account: Identity}
+categories:
+  connectivity:
+    informational: [vpn wifi network connect, wifi network vpn setup]
+    troubleshooting: [vpn wifi network broken, network vpn wifi down]
+  account:
+    informational: [password account login change, login password account reset]
+    troubleshooting: [password account login locked, account login password expired]
+conversational: [hello hi thanks, thanks hello hi]
+out_of_scope: [weather rain recipe cake, cake recipe rain weather, football match score weather]
+"""
+
+
+class HashingEncoder:
+    """Bag of hashed words, L2-normalised: texts sharing words are close."""
+
+    dimensions = 64
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        vectors = []
+        for text in texts:
+            vector = [0.0] * self.dimensions
+            for word in text.lower().split():
+                digest = hashlib.blake2b(word.encode(), digest_size=4).digest()
+                vector[int.from_bytes(digest, "big") % self.dimensions] += 1.0
+            norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+            vectors.append([v / norm for v in vector])
+        return vectors
+
+
+def test_entity_annotations_become_plain_text() -> None:
+    assert strip_entity_annotations("it's [low](priority) priority") == "it's low priority"
+    assert (
+        strip_entity_annotations('an [urgent]{"entity": "priority", "value": "high"} issue')
+        == "an urgent issue"
+    )
+    assert strip_entity_annotations("[Sam](person:owner) and [Jo](person)") == "Sam and Jo"
+    assert strip_entity_annotations("no [brackets] here (really)") == "no [brackets] here (really)"
+
+
+def test_rasa_nlu_yaml_is_read_intent_by_intent() -> None:
+    assert parse_rasa_nlu(RASA) == [
+        Utterance("open an urgent ticket", "open_incident"),
+        Utterance("I want to open an incident, but it's low priority", "open_incident"),
+        Utterance("open a case for Sam please", "open_incident"),
+        Utterance("hey", "greet"),
+        Utterance("good morning", "greet"),
+        Utterance("what's the weather", "weather"),
+        Utterance("will it rain", "weather"),
+    ]
+
+
+@pytest.mark.parametrize("raw", ["nlu: [unclosed", "version: '3.1'\n", "- a\n- b\n"])
+def test_what_is_not_rasa_nlu_data_is_an_error(raw: str) -> None:
+    with pytest.raises(DataError):
+        parse_rasa_nlu(raw)
+
+
+@pytest.mark.skipif(not SHARED_RASA.is_file(), reason="shared evaluation data not present")
+def test_the_shared_rasa_help_desk_file() -> None:
+    utterances, data_format = load_utterances(SHARED_RASA)
+    assert data_format == "rasa"
+    assert len({u.label for u in utterances}) == 14
+    assert "out_of_scope" in {u.label for u in utterances}
+    assert not any("[" in u.text or "{" in u.text for u in utterances)
+
+
+def test_csv_with_default_and_chosen_columns(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.csv"
+    plain.write_text('text,label\nmy vpn is down,network\n"printer, jammed",hardware\n,x\n')
+    assert read_csv(plain) == [
+        Utterance("my vpn is down", "network"),
+        Utterance("printer, jammed", "hardware"),
+    ]
+    tickets = tmp_path / "tickets.csv"
+    tickets.write_text("Document,Topic_group\nnew charger please,Purchase\n")
+    utterances, data_format = load_utterances(tickets, "Document", "Topic_group")
+    assert (utterances, data_format) == ([Utterance("new charger please", "Purchase")], "csv")
+    with pytest.raises(DataError, match="'Document', 'Topic_group'"):
+        read_csv(tickets)
+
+
+def test_unknown_files_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="does not exist"):
+        load_utterances(tmp_path / "missing.csv")
+    (tmp_path / "data.json").write_text("{}")
+    with pytest.raises(DataError, match="expected Rasa NLU YAML"):
+        load_utterances(tmp_path / "data.json")
+
+
+def test_duplicates_and_sampling() -> None:
+    rows = [Utterance("a", "x"), Utterance("a", "x"), Utterance("a", "y"), Utterance("b", "x")]
+    assert deduplicate(rows) == [Utterance("a", "x"), Utterance("a", "y"), Utterance("b", "x")]
+    assert sample(rows, None, 0) == rows
+    assert sample(rows, 2, 7) == sample(rows, 2, 7)
+    assert len(sample(rows, 2, 7)) == 2
+
+
+def synthetic(per_label: int = 10) -> tuple[list[str], list[str]]:
+    vocab = {
+        "network": "vpn wifi router dns ethernet proxy",
+        "account": "password login mfa locked username token",
+        "weather": "rain sunny forecast snow storm cloudy",
+    }
+    texts, labels = [], []
+    for label, words in vocab.items():
+        pool = words.split()
+        for i in range(per_label):
+            texts.append(" ".join(pool[(i + j) % len(pool)] for j in range(3)) + f" n{i}")
+            labels.append(label)
+    return texts, labels
+
+
+def test_cross_validation_on_a_separable_dataset() -> None:
+    texts, labels = synthetic()
+    result = cross_validate(embed(HashingEncoder(), texts), labels, folds=5, seed=0)
+    assert result["accuracy"] == 1.0
+    assert result["macro_f1"] == 1.0
+    assert result["per_label"]["weather"] == {"n": 10, "precision": 1.0, "recall": 1.0, "f1": 1.0}
+
+
+def test_cross_validation_scores_mistakes() -> None:
+    # Two labels drawn from the same words cannot be told apart: about half is wrong.
+    _, labels = synthetic()
+    labels = ["network" if label == "weather" else label for label in labels[:10]] + [
+        "account" if i % 2 else "other" for i in range(20)
+    ]
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(30, 8))
+    result = cross_validate(vectors, labels, folds=5, seed=0)
+    assert 0.0 <= result["accuracy"] < 0.9
+    assert set(result["per_label"]) == {"network", "account", "other"}
+
+
+def write_data(tmp_path: Path) -> tuple[Path, OrchestratorSettings]:
+    data = tmp_path / "data.csv"
+    rows = ["text,label"]
+    rows += [f"vpn wifi network problem {i},network" for i in range(6)]
+    rows += [f"password login account locked {i},account" for i in range(6)]
+    rows += [f"weather rain cake recipe {i},out_of_scope" for i in range(6)]
+    rows += [f"hello hi thanks {i},greet" for i in range(5)]
+    rows += ["only few,rare"] * 1
+    data.write_text("\n".join(rows) + "\n")
+    intents = tmp_path / "intents.yaml"
+    intents.write_text(INTENTS_FILE)
+    return data, OrchestratorSettings(intents_file=intents)
+
+
+def test_evaluate_reports_cv_and_refusal_figures(tmp_path: Path) -> None:
+    data, settings = write_data(tmp_path)
+    report = evaluate(
+        data, encoder=HashingEncoder(), settings=settings, conversational_labels=["greet"]
+    )
+    assert report["n"] == 23
+    assert report["labels"] == {"account": 6, "greet": 5, "network": 6, "out_of_scope": 6}
+    assert report["dropped_labels"] == {"rare": 1}
+    assert report["cv"]["accuracy"] > 0.9
+    refusal = report["refusal"]
+    assert refusal["intents_file"] == str(settings.intents_file)
+    assert refusal["out_of_scope_refused"]["n"] == 6
+    assert refusal["out_of_scope_refused"]["rate"] == 1.0
+    assert refusal["out_of_scope_refused"]["met"] is True
+    assert refusal["in_scope_wrongly_refused"]["labels"] == ["account", "network"]
+    assert refusal["in_scope_wrongly_refused"]["n"] == 12
+    assert refusal["in_scope_wrongly_refused"]["rate"] == 0.0
+    assert refusal["conversational_refused"]["n"] == 5
+    assert refusal["per_label"]["out_of_scope"]["refused"] == 6
+    assert "in-scope IT wrongly refused: 0/12 = 0.0%" in eval_intents.format_report(report)
+
+
+def test_no_out_of_scope_label_no_refusal_figures(tmp_path: Path) -> None:
+    data = tmp_path / "data.csv"
+    texts, labels = synthetic()
+    data.write_text(
+        "text,label\n" + "".join(f"{t},{x}\n" for t, x in zip(texts, labels, strict=True))
+    )
+    report = evaluate(data, encoder=HashingEncoder(), settings=OrchestratorSettings(), limit=20)
+    assert report["refusal"] is None
+    assert report["n"] == 20
+    assert report["limit"] == 20
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="deskpilot eval")
+    add_parser(parser.add_subparsers(dest="kind", required=True))
+    return parser.parse_args(argv)
+
+
+def test_the_command_prints_json_and_checks_targets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, settings = write_data(tmp_path)
+    monkeypatch.setenv("ORCHESTRATOR_INTENTS_FILE", str(settings.intents_file))
+    monkeypatch.setattr(
+        "orchestrator.embedding.QueryEncoder", lambda threads=None: HashingEncoder()
+    )
+    args = parse(
+        ["intents", "--data", str(data), "--json", "--check", "--conversational-labels", "greet"]
+    )
+    assert args.run is run_eval_intents
+    assert run_eval_intents(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["refusal"]["in_scope_wrongly_refused"]["met"] is True
+
+    assert run_eval_intents(parse(["intents", "--data", str(tmp_path / "none.csv")])) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -1,0 +1,124 @@
+"""``deskpilot eval retrieval``: end to end on a tiny corpus, and the scoring on known rankings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from deploy.eval_retrieval import Query, add_parser, is_relevant, run_eval_retrieval, score
+
+VPN = """---
+title: Reset your VPN password
+---
+
+Your VPN password expires every 180 days. Reset it in the self-service portal.
+
+1. Open the self-service portal.
+2. Choose Change VPN password and type the new password twice.
+"""
+PRINTER = """# Add a network printer
+
+Every floor has a shared laser printer. Add it once and print from any application.
+
+1. Open Settings and choose Printers and scanners.
+2. Click Add device and pick the printer named after your floor.
+"""
+WEBCAM = """# Fix a webcam that shows a black image
+
+Close other apps that use the camera, such as Teams or Zoom, then slide the privacy shutter open.
+"""
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="deskpilot eval")
+    add_parser(parser.add_subparsers(dest="kind", required=True))
+    return parser.parse_args(["retrieval", *argv])
+
+
+def test_eval_indexes_the_corpus_and_scores_the_queries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "kb"
+    (corpus / "hardware").mkdir(parents=True)
+    (corpus / "vpn-password.md").write_text(VPN)
+    (corpus / "hardware" / "printer.md").write_text(PRINTER)
+    (corpus / "webcam.md").write_text(WEBCAM)
+    queries = tmp_path / "queries.jsonl"
+    lines = [
+        {"query": "How do I reset my VPN password?", "relevant": ["vpn-password.md"]},
+        {"query": "install the printer on my floor", "relevant": ["hardware/printer.md"]},
+        # The relevant page is not in the corpus: a miss at every cutoff.
+        {"query": "my webcam picture is black", "relevant": ["missing.md"]},
+        # Two relevant pages, one of them in the corpus and found first: half recall.
+        {"query": "the camera image stays black", "relevant": ["webcam.md", "missing.md"]},
+    ]
+    queries.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+
+    code = run_eval_retrieval(
+        _parse(["--corpus", str(corpus), "--queries", str(queries), "--json", "--misses"])
+    )
+
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["n"] == 4
+    assert result["recall_at_1"] == result["recall_at_5"] == result["recall_at_10"] == 0.625
+    assert result["mrr"] == 0.75  # (1 + 1 + 0 + 1) / 4
+    assert result["documents"] == 3
+    assert result["chunks"] >= 3
+    assert result["chunks_per_second"] > 0
+    assert "best chunk" in result["ranking"]
+    assert [miss["query"] for miss in result["misses"]] == ["my webcam picture is black"]
+
+
+def test_eval_refuses_missing_files_and_bad_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"query": "no relevant list"}\n')
+
+    assert run_eval_retrieval(_parse(["--corpus", str(tmp_path / "nope"), "--queries", "q"])) == 2
+    assert run_eval_retrieval(_parse(["--corpus", str(tmp_path), "--queries", str(queries)])) == 2
+    assert "queries.jsonl:1" in capsys.readouterr().err
+
+
+def test_scores_of_known_rankings() -> None:
+    queries = [
+        Query("a", ("a.html",)),
+        Query("b", ("b.html",)),
+        Query("c", ("c.html",)),
+        Query("d", ("d.html", "e.html")),
+    ]
+    ranking = [f"file:///kb/{name}.html" for name in "xyzwvutsrqpo"]
+    rankings = [
+        ["file:///kb/a.html", *ranking],  # rank 1
+        [*ranking[:2], "file:///kb/b.html"],  # rank 3
+        [*ranking[:11], "file:///kb/c.html"],  # rank 12: past every cutoff
+        [*ranking[:4], "file:///kb/e.html", "file:///kb/d.html"],  # ranks 5 and 6
+    ]
+
+    result = score(queries, rankings, paths={})
+
+    assert result["n"] == 4
+    assert result["recall_at_1"] == 0.25
+    assert result["recall_at_5"] == pytest.approx((1 + 1 + 0 + 0.5) / 4, abs=1e-4)
+    assert result["recall_at_10"] == pytest.approx((1 + 1 + 0 + 1) / 4, abs=1e-4)
+    assert result["mrr"] == pytest.approx((1 + 1 / 3 + 0 + 1 / 5) / 4, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("url", "path", "names", "expected"),
+    [
+        ("https://kb/x", "/data/kb/a11y-mag.html", ["a11y-mag.html"], True),
+        ("https://kb/x", "/data/kb/a11y-mag.html", ["mag.html"], False),  # whole names only
+        ("https://help.example/net/wifi.html#top", None, ["wifi.html"], True),
+        ("file:///kb/hardware/printer.md", None, ["hardware/printer.md"], True),
+        ("file:///kb/printer.md", None, ["hardware/printer.md"], False),
+    ],
+)
+def test_relevance_is_a_path_suffix(
+    url: str, path: str | None, names: list[str], expected: bool
+) -> None:
+    assert is_relevant(url, path, names) is expected

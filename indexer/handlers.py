@@ -1,0 +1,74 @@
+"""The indexer's subscriptions: uploaded documents to ingest, documents to delete.
+
+Each handler runs the blocking work in a thread, then reports the outcome on
+``document.status`` (and ``chunks.indexed`` when chunks changed). Redelivery is harmless: the
+work is idempotent (see :mod:`indexer.uploads`) and the same status is simply reported again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from contracts.bus import Bus, Delivery
+from contracts.events import (
+    ChunksIndexed,
+    DocumentDeleted,
+    DocumentStatus,
+    DocumentSubmitted,
+    Event,
+)
+from contracts.topics import Group, Topic
+from indexer.uploads import UploadResult, UploadService
+
+
+def register(bus: Bus, uploads: UploadService) -> None:
+    async def on_submitted(event: DocumentSubmitted, delivery: Delivery) -> None:
+        try:
+            result = await asyncio.to_thread(
+                uploads.submit, event.document_id, event.filename, event.content_b64
+            )
+        except Exception as exc:
+            # Chroma or Redis failed. The bus retries; on the last attempt the admin learns it
+            # failed (the message then goes to the dead-letter stream, where it can be replayed).
+            if delivery.deliveries >= bus.settings.max_deliveries:
+                detail = (
+                    f"indexing failed {delivery.deliveries} times ({type(exc).__name__}); "
+                    "an operator can replay it: deskpilot dlq replay document.submitted"
+                )
+                await _report(bus, event, event.document_id, UploadResult("failed", detail=detail))
+            raise
+        await _report(bus, event, event.document_id, result)
+        if result.chunks_written:
+            await bus.publish(
+                Topic.CHUNKS_INDEXED,
+                ChunksIndexed(
+                    correlation_id=event.correlation_id,
+                    conversation_id=event.conversation_id,
+                    doc_ids=[event.document_id],
+                    urls=[result.url] if result.url else [],
+                    chunks=result.chunks_written,
+                ),
+            )
+        # The bytes are no longer needed (the extracted form is stored): keep the stream small.
+        await delivery.delete_entry()
+
+    async def on_deleted(event: DocumentDeleted, _: Delivery) -> None:
+        result = await asyncio.to_thread(uploads.delete, event.document_id)
+        await _report(bus, event, event.document_id, result)
+
+    bus.subscribe(Topic.DOCUMENT_SUBMITTED, DocumentSubmitted, on_submitted, group=Group.INDEXER)
+    bus.subscribe(Topic.DOCUMENT_DELETED, DocumentDeleted, on_deleted, group=Group.INDEXER)
+
+
+async def _report(bus: Bus, cause: Event, document_id: str, result: UploadResult) -> None:
+    await bus.publish(
+        Topic.DOCUMENT_STATUS,
+        DocumentStatus(
+            correlation_id=cause.correlation_id,
+            conversation_id=cause.conversation_id,
+            document_id=document_id,
+            status=result.status,
+            chunks=result.chunks,
+            detail=result.detail,
+        ),
+    )

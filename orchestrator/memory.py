@@ -1,0 +1,87 @@
+"""Conversation memory in Redis, so any replica can continue a conversation.
+
+It holds what a helpful colleague would remember between messages: the topic being discussed,
+facts the user already gave (operating system, device, application, error text), how many
+clarification rounds were spent, the checklist in progress and what was tried. It expires with
+the conversation (``ORCHESTRATOR_CONVERSATION_TTL_S``). Only redacted text is ever stored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel, Field
+
+from contracts.events import utcnow
+
+KEY_PREFIX = "deskpilot:orchestrator:conversation:"
+
+
+class StepOutcome(BaseModel):
+    step: str
+    outcome: str = Field(description="'failed' or 'fixed'.")
+
+
+class ChecklistState(BaseModel):
+    """A checklist being worked through, and what was tried (a ticket will want it)."""
+
+    url: str
+    title: str
+    steps: list[str]
+    current: int = 0
+    citation_snippet: str = ""
+    tried: list[StepOutcome] = Field(default_factory=list)
+
+
+class TurnSummary(BaseModel):
+    question: str
+    action: str
+    url: str | None = None
+
+
+class Conversation(BaseModel):
+    conversation_id: str
+    topic: str | None = Field(None, description="The standalone question being discussed.")
+    category: str | None = None
+    facts: dict[str, str] = Field(
+        default_factory=dict, description="What the user told us: os, device, application, error."
+    )
+    clarify_rounds: int = 0
+    asked: list[str] = Field(default_factory=list, description="Facts asked for in this topic.")
+    checklist: ChecklistState | None = None
+    technical: bool = False
+    history: list[TurnSummary] = Field(default_factory=list)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    def remember(self, question: str, action: str, url: str | None, keep: int = 12) -> None:
+        self.history.append(TurnSummary(question=question, action=action, url=url))
+        del self.history[:-keep]
+
+    def new_topic(self, topic: str, category: str | None) -> None:
+        """Start over on a new subject; facts about the user's setup stay."""
+        self.topic = topic
+        self.category = category
+        self.clarify_rounds = 0
+        self.asked = []
+        self.checklist = None
+
+
+class ConversationStore:
+    def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
+        self.client = client
+        self.ttl_s = ttl_s
+
+    async def load(self, conversation_id: str) -> Conversation:
+        raw = await self.client.get(KEY_PREFIX + conversation_id)
+        if raw:
+            return Conversation.model_validate_json(raw)
+        return Conversation(conversation_id=conversation_id)
+
+    async def save(self, conversation: Conversation) -> None:
+        conversation.updated_at = utcnow()
+        await self.client.set(
+            KEY_PREFIX + conversation.conversation_id,
+            conversation.model_dump_json(),
+            ex=self.ttl_s,
+        )

@@ -1,0 +1,224 @@
+"""The intent classifier: category, kind, queue and scope on phrasings it was not trained on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import OrchestratorSettings
+from orchestrator.embedding import QueryEncoder
+from orchestrator.intent import (
+    CATEGORIES,
+    KINDS,
+    IntentClassifier,
+    IntentExamplesError,
+    load_examples,
+)
+
+QUEUES = {
+    "connectivity": "Network",
+    "account": "Identity & Access",
+    "courses": "Training",
+    "documentation": "Service Desk",
+    "peripheral_exchange": "Hardware Logistics",
+    "peripheral_question": "Desktop Support",
+    "other": "Service Desk",
+}
+
+SMALL_FILE = """
+queues:
+  connectivity: Net Team
+  account: IAM Team
+categories:
+  connectivity:
+    informational: [how do I connect to the VPN, which wifi network is for staff]
+    troubleshooting: [the VPN keeps dropping, no internet on my laptop]
+  account:
+    informational: [how do I change my password, how do I set up MFA]
+    troubleshooting: [my account is locked, I forgot my password]
+conversational: [hello there, thanks a lot]
+out_of_scope: [what's the weather tomorrow, give me a lasagne recipe, who won the match]
+"""
+
+
+@pytest.fixture(scope="module")
+def encoder() -> QueryEncoder:
+    return QueryEncoder()
+
+
+@pytest.fixture(scope="module")
+def classifier(encoder: QueryEncoder) -> IntentClassifier:
+    return IntentClassifier.from_settings(encoder, OrchestratorSettings())
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("ORCHESTRATOR_INTENTS_FILE", "ORCHESTRATOR_SCOPE_THRESHOLD"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    ("text", "category", "kind"),
+    [
+        (
+            "my wireless connection drops every time I move to the kitchen",
+            "connectivity",
+            "troubleshooting",
+        ),
+        ("how can I get onto the corporate network from a cafe", "connectivity", "informational"),
+        ("I can't remember my login details", "account", "troubleshooting"),
+        ("how do I enable multi-factor authentication", "account", "informational"),
+        ("can I book the advanced Excel workshop", "courses", "informational"),
+        ("the e-learning module crashes halfway through", "courses", "troubleshooting"),
+        (
+            "where are the IT guidelines for using personal devices",
+            "documentation",
+            "informational",
+        ),
+        ("I'd like a replacement for my worn out headset", "peripheral_exchange", "informational"),
+        ("my power supply is broken", "peripheral_exchange", "troubleshooting"),
+        ("the printer on floor 2 won't print", "peripheral_question", "troubleshooting"),
+        ("how do I hook up an external display", "peripheral_question", "informational"),
+        ("Word crashes whenever I open a document", "other", "troubleshooting"),
+    ],
+)
+def test_category_and_kind_of_held_out_phrasings(
+    classifier: IntentClassifier, text: str, category: str, kind: str
+) -> None:
+    intent = classifier.classify(text)
+    assert (intent.category, intent.kind) == (category, kind)
+    assert intent.in_scope
+    assert not intent.conversational
+    assert 0.0 <= intent.category_confidence <= 1.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "is it going to snow tomorrow",
+        "how do I bake a chocolate cake",
+        "who is the president of France",
+        "who won the Super Bowl",
+        "tell me something funny",
+        "my fridge is too warm",
+        "can you walk my dog",
+        "gjkdfg",
+    ],
+)
+def test_off_topic_questions_are_refused(classifier: IntentClassifier, text: str) -> None:
+    intent = classifier.classify(text)
+    assert not intent.in_scope
+    assert intent.scope_score < classifier.scope_threshold
+    assert not intent.request_human
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "it doesn't work",
+        "I've got a problem",
+        "my computer is broken",
+        "hi there, the vpn isn't working",
+        "good morning, I forgot my password again",
+        "help, my laptop screen is black",
+    ],
+)
+def test_vague_complaints_and_greetings_with_a_problem_are_in_scope(
+    classifier: IntentClassifier, text: str
+) -> None:
+    intent = classifier.classify(text)
+    assert intent.in_scope
+    assert not intent.conversational
+    assert intent.kind == "troubleshooting"
+
+
+@pytest.mark.parametrize("text", ["thank you very much", "see ya later", "hey there"])
+def test_conversation_is_answered_not_refused(classifier: IntentClassifier, text: str) -> None:
+    intent = classifier.classify(text)
+    assert intent.in_scope
+    assert intent.conversational
+
+
+def test_asking_for_a_person_is_learned_too(classifier: IntentClassifier) -> None:
+    asks = classifier.classify_many(
+        ["connect me to someone from support", "please open a support case for this"]
+    )
+    assert all(intent.request_human and intent.in_scope for intent in asks)
+    assert not classifier.classify("how do I add the office printer?").request_human
+
+
+def test_categories_map_to_the_configured_queues(classifier: IntentClassifier) -> None:
+    assert load_examples().queues == QUEUES
+    assert classifier.classify("the VPN says authentication failed").queue == "Network"
+    assert classifier.classify("my laptop charger is broken").queue == "Hardware Logistics"
+    for intent in classifier.classify_many(["my account is locked", "enrol me in Excel"]):
+        assert intent.queue == QUEUES[intent.category]
+
+
+def test_batches_match_single_calls(classifier: IntentClassifier) -> None:
+    texts = ["my webcam shows nothing", "what's 7 plus 8"]
+    assert classifier.classify_many(texts) == [classifier.classify(text) for text in texts]
+    assert classifier.classify_many([]) == []
+
+
+def test_the_packaged_examples_cover_every_category_and_kind() -> None:
+    examples = load_examples()
+    assert set(examples.categories) == set(CATEGORIES)
+    for group in examples.categories.values():
+        assert len(group.informational) + len(group.troubleshooting) >= 35
+    for kind in KINDS:
+        assert sum(len(getattr(group, kind)) for group in examples.categories.values()) >= 140
+    assert sum(map(len, examples.out_of_scope.values())) >= 150
+    assert len(examples.request_human) >= 25
+
+
+def test_a_custom_examples_file_from_the_settings(
+    encoder: QueryEncoder, tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "intents.yaml"
+    path.write_text(SMALL_FILE)
+    clean_env.setenv("ORCHESTRATOR_INTENTS_FILE", str(path))
+    settings = OrchestratorSettings()
+    assert settings.intents_file == path
+    small = IntentClassifier.from_settings(encoder, settings)
+    intent = small.classify("my VPN connection is unstable")
+    assert (intent.category, intent.queue, intent.kind) == (
+        "connectivity",
+        "Net Team",
+        "troubleshooting",
+    )
+    assert small.classify("I'm locked out of my account").queue == "IAM Team"
+    assert not small.classify("will it rain on Sunday").in_scope
+    # No request_human examples: nothing is taken for a request for a person.
+    assert not small.classify("I want to talk to a human").request_human
+
+
+@pytest.mark.parametrize(
+    ("content", "hint"),
+    [
+        ("queues: [unclosed", "not valid YAML"),
+        ("- just\n- a list\n", "must be a mapping"),
+        (SMALL_FILE.replace("out_of_scope:", "off_topic:"), "out_of_scope"),
+        (SMALL_FILE.replace("  account: IAM Team\n", ""), "no queue for account"),
+        (SMALL_FILE.replace("connectivity:\n    inf", "printers:\n    inf"), "printers"),
+        (SMALL_FILE.replace("informational:", "how_to:"), "how_to"),
+        (SMALL_FILE.replace("[hello there, thanks a lot]", "['  ', thanks]"), "blank"),
+    ],
+)
+def test_a_malformed_examples_file_says_what_is_wrong(
+    tmp_path: Path, content: str, hint: str
+) -> None:
+    path = tmp_path / "intents.yaml"
+    path.write_text(content)
+    with pytest.raises(IntentExamplesError) as caught:
+        load_examples(path)
+    assert str(path) in str(caught.value)
+    assert hint in str(caught.value)
+
+
+def test_a_missing_examples_file_fails_at_start_up(encoder: QueryEncoder, tmp_path: Path) -> None:
+    settings = OrchestratorSettings(intents_file=tmp_path / "nope.yaml")
+    with pytest.raises(IntentExamplesError, match="cannot read intents file"):
+        IntentClassifier.from_settings(encoder, settings)

@@ -1,0 +1,254 @@
+"""Hybrid retrieval on a real Chroma collection with the real query encoder.
+
+Chunks are written as the indexer writes them (normalised embeddings of section path + body, the
+body as the document, the same metadata keys), straight into a persistent Chroma in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import pytest
+from chromadb.config import Settings
+
+from orchestrator.embedding import QueryEncoder
+from orchestrator.retrieval import (
+    HybridConfig,
+    Retriever,
+    chunk_os,
+    keyword_tokens,
+    light_stem,
+    normalise_os,
+)
+
+ARTICLES: list[tuple[str, str, str, str]] = [
+    # (url, title, section, body)
+    (
+        "https://kb.example/password",
+        "Reset your account password",
+        "Reset your account password",
+        "Forgot your password? Open the self-service portal, answer your security questions "
+        "and choose a new password of at least fourteen characters.",
+    ),
+    (
+        "https://kb.example/printer",
+        "Add a network printer",
+        "Add a network printer",
+        "Every floor has a shared laser printer. Open Settings, choose Printers and scanners "
+        "and click Add device.",
+    ),
+    (
+        "https://kb.example/licence",
+        "Licence server messages",
+        "Licence server messages",
+        "Message LX-7731 means the licence server has no free seat left for your team. "
+        "Close the application on another computer and try again later.",
+    ),
+    (
+        "https://kb.example/wifi",
+        "Connect to the office Wi-Fi",
+        "Connect to the office Wi-Fi",
+        "Join the NW-Corp network with your account name and password; guests use NW-Guest.",
+    ),
+]
+VPN_URL = "https://kb.example/vpn-client"
+VPN_BODY = "1. Download the VPN client installer.\n2. Run it and sign in with your account."
+
+
+@pytest.fixture(scope="module")
+def encoder() -> QueryEncoder:
+    return QueryEncoder()
+
+
+@pytest.fixture
+def collection(tmp_path: Path) -> Any:
+    client = chromadb.PersistentClient(
+        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
+    )
+    return client.get_or_create_collection(
+        f"test-{uuid.uuid4().hex[:12]}",
+        configuration={"hnsw": {"space": "cosine"}},
+        embedding_function=None,
+    )
+
+
+def add(
+    collection: Any,
+    encoder: QueryEncoder,
+    url: str,
+    title: str,
+    section: str,
+    body: str,
+    *,
+    index: int = 0,
+    os: str = "",
+) -> str:
+    """Write one chunk the way the indexer does; returns its id."""
+    chunk_id = hashlib.sha256(f"{url}\n{index}\n{body}".encode()).hexdigest()[:32]
+    collection.upsert(
+        ids=[chunk_id],
+        embeddings=encoder.encode([f"{section}\n\n{body}"]),
+        documents=[body],
+        metadatas=[
+            {
+                "doc_id": hashlib.sha256(url.encode()).hexdigest(),
+                "url": url,
+                "title": title,
+                "section": section,
+                "chunk_index": index,
+                "os": os,
+            }
+        ],
+    )
+    return chunk_id
+
+
+@pytest.fixture
+def kb(collection: Any, encoder: QueryEncoder) -> Any:
+    for url, title, section, body in ARTICLES:
+        add(collection, encoder, url, title, section, body)
+    for index, system in enumerate(("Windows", "macOS", "Linux")):
+        add(
+            collection,
+            encoder,
+            VPN_URL,
+            "Install the VPN client",
+            f"Install the VPN client > On {system}",
+            VPN_BODY,
+            index=index,
+        )
+    return collection
+
+
+def test_a_keyword_only_match_is_found(collection: Any, encoder: QueryEncoder) -> None:
+    for url, title, section, body in ARTICLES:
+        if url != "https://kb.example/licence":
+            add(collection, encoder, url, title, section, body)
+    # A chunk the dense model cannot find: its vector is that of unrelated text, as happens
+    # with identifiers and jargon the model never learnt.
+    collection.add(
+        ids=["licence"],
+        embeddings=encoder.encode(["A recipe for lemon cake with poppy seeds."]),
+        documents=["Message LX-7731 means the licence server has no free seat left."],
+        metadatas=[{"url": "https://kb.example/licence", "title": "Licences", "chunk_index": 0}],
+    )
+    question = "what does LX-7731 mean"
+
+    dense = Retriever(encoder, collection, HybridConfig(mode="dense")).search(question, 10)
+    hybrid = Retriever(encoder, collection).search(question, 2)
+
+    assert dense[-1].chunk_id == "licence"  # the dense ranker puts it last
+    (licence,) = [hit for hit in hybrid if hit.chunk_id == "licence"]
+    assert licence.keyword_score > 0
+    # Found by keywords, its score is still its cosine similarity (low), not a rank score.
+    cake = encoder.encode([question, "A recipe for lemon cake with poppy seeds."])
+    cosine = sum(x * y for x, y in zip(*cake, strict=True))
+    assert licence.score == pytest.approx(cosine, abs=1e-4)
+    assert licence.score < max(hit.score for hit in hybrid)
+
+
+def test_a_paraphrase_is_found(kb: Any, encoder: QueryEncoder) -> None:
+    retrieval = Retriever(encoder, kb).retrieve("I can't remember my login secret", 3)
+
+    best = retrieval.hits[0]
+    assert best.url == "https://kb.example/password"
+    assert best.fused_score > 0
+    assert retrieval.best_document[0].url == best.url
+    assert retrieval.confidence == max(hit.score for hit in retrieval.hits)
+
+
+@pytest.mark.parametrize(
+    ("os", "expected"),
+    [("windows", "Windows"), ("macos", "macOS"), ("mac", "macOS"), ("linux", "Linux")],
+)
+def test_the_users_operating_system_is_preferred(
+    kb: Any, encoder: QueryEncoder, os: str, expected: str
+) -> None:
+    hits = Retriever(encoder, kb).search("how do I install the VPN client", 3, os=os)
+
+    assert hits[0].section == f"Install the VPN client > On {expected}"
+    assert hits[0].os == normalise_os(os)
+
+
+def test_os_metadata_counts_and_any_stays_neutral(collection: Any, encoder: QueryEncoder) -> None:
+    body = "Open the Wi-Fi menu and pick the NW-Corp network."
+    add(collection, encoder, "https://kb.example/a", "Join Wi-Fi", "Join Wi-Fi", body, os="any")
+    add(collection, encoder, "https://kb.example/b", "Join Wi-Fi", "Join Wi-Fi", body, os="linux")
+    retriever = Retriever(encoder, collection)
+
+    for_linux = retriever.search("join the wifi", 2, os="linux")
+    for_windows = retriever.search("join the wifi", 2, os="windows")
+
+    best_unboosted = 3 / (60 + 1)  # first in all three rankings, no boost
+    assert for_linux[0].url == "https://kb.example/b"
+    assert for_linux[0].fused_score > best_unboosted
+    assert all(hit.fused_score <= best_unboosted + 1e-9 for hit in for_windows)
+
+
+def test_the_keyword_index_follows_the_collection(kb: Any, encoder: QueryEncoder) -> None:
+    retriever = Retriever(encoder, kb, HybridConfig(refresh_interval_s=0))
+    question = "QZ-5512"
+    assert all(hit.keyword_score == 0 for hit in retriever.search(question, 3))
+
+    new_id = add(
+        kb, encoder, "https://kb.example/plotter", "Plotters", "Plotters", "QZ-5512 needs A0."
+    )
+    after = retriever.search(question, 3)
+
+    assert after[0].chunk_id == new_id
+    assert after[0].keyword_score > 0
+
+    # A changed chunk (same count: one deleted, one added) is picked up too.
+    kb.delete(ids=[new_id])
+    add(kb, encoder, "https://kb.example/plotter", "Plotters", "Plotters", "RV-9000 needs A1.")
+    assert all(hit.keyword_score == 0 for hit in retriever.search(question, 3))
+    assert retriever.search("RV-9000", 1)[0].keyword_score > 0
+
+
+def test_the_refresh_check_is_throttled(kb: Any, encoder: QueryEncoder) -> None:
+    retriever = Retriever(encoder, kb, HybridConfig(refresh_interval_s=3600))
+    retriever.search("printer", 1)  # builds the index
+    add(kb, encoder, "https://kb.example/plotter", "Plotters", "Plotters", "QZ-5512 needs A0.")
+
+    assert all(hit.keyword_score == 0 for hit in retriever.search("QZ-5512", 3))
+    retriever.refresh(force=True)
+    assert retriever.search("QZ-5512", 1)[0].keyword_score > 0
+
+
+def test_an_empty_collection_gives_nothing(collection: Any, encoder: QueryEncoder) -> None:
+    retrieval = Retriever(encoder, collection).retrieve("how do I reset my password", 5)
+
+    assert retrieval.hits == []
+    assert retrieval.best_document == []
+    assert retrieval.confidence is None
+
+
+def test_keyword_tokens() -> None:
+    assert keyword_tokens("How do I connect to the office Wi-Fi's printers?") == [
+        "connect",
+        "office",
+        "wi",
+        "fi",
+        "wifi",
+        "printer",
+    ]
+    assert [light_stem(w) for w in ("policies", "boxes", "class", "status", "bus")] == [
+        "policy",
+        "boxe",
+        "class",
+        "status",
+        "bus",
+    ]
+
+
+def test_operating_systems_of_a_chunk() -> None:
+    assert chunk_os("Install > On Windows", "") == {"windows"}
+    assert chunk_os("Move windows between workspaces", "") == set()
+    assert chunk_os("Setup", "macOS, linux") == {"macos", "linux"}
+    assert chunk_os("Setup", "any") == set()
+    assert normalise_os("Mac OS") == "macos"
+    assert normalise_os("any") is None

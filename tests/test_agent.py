@@ -1,0 +1,119 @@
+"""The agent's decisions through the public API, on the real stack: each action and conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from deploy.runner import Stack
+from tests.support.stack import ask, running_stack
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with running_stack(tmp_path_factory.mktemp("agent")) as running:
+        yield running
+
+
+class Chat:
+    """One conversation, turn after turn."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.conversation_id = f"conv-{uuid4().hex[:12]}"
+
+    def say(self, text: str) -> dict[str, Any]:
+        response = ask(self.stack, text, conversation_id=self.conversation_id)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+
+def test_a_follow_up_is_searched_with_the_active_topic(stack: Stack) -> None:
+    chat = Chat(stack)
+    first = chat.say("How do I find my MAC address?")
+    assert first["action"] == "clarify"
+    assert any("operating system" in q for q in first["questions"])
+    second = chat.say("im on linux")
+    assert second["action"] == "answer"
+    assert second["citations"][0]["url"].endswith("/kb/find-ip-and-mac-address")
+    assert "On Linux" in second["answer"]
+    # Asked once; a later question in the same conversation uses what it knows.
+    third = chat.say("And how do I find my IP address?")
+    assert third["action"] == "answer"
+    assert "On Linux" in third["answer"]
+
+
+def test_vague_messages_get_questions_then_a_ticket_offer_at_the_cap(stack: Stack) -> None:
+    chat = Chat(stack)
+    first = chat.say("it's not working")
+    assert first["action"] == "clarify"
+    assert 1 <= len(first["questions"]) <= 3
+    second = chat.say("it just doesn't work, please help")
+    assert second["action"] == "clarify"
+    third = chat.say("it's broken!!")
+    assert third["action"] == "no_answer"
+    assert "ticket" in third["answer"]
+
+
+def test_a_troubleshooting_request_becomes_a_checklist_that_progresses(stack: Stack) -> None:
+    chat = Chat(stack)
+    first = chat.say("My webcam is not working in Teams meetings")
+    assert first["action"] == "checklist", first
+    steps = first["checklist"]["steps"]
+    assert 3 <= len(steps) <= 7
+    assert first["checklist"]["current"] == 0
+    assert first["citations"][0]["url"].endswith("/kb/fix-webcam-not-working")
+    second = chat.say("done, still broken")
+    assert second["action"] == "checklist"
+    assert second["checklist"]["current"] == 1
+    assert steps[1].split("\n")[0] in second["answer"]
+    third = chat.say("that fixed it")
+    assert third["action"] == "answer"
+    assert "glad" in third["answer"]
+
+
+def test_when_every_step_fails_a_ticket_is_offered(stack: Stack) -> None:
+    chat = Chat(stack)
+    first = chat.say("My Bluetooth mouse won't pair with my Windows laptop")
+    assert first["action"] == "checklist", first
+    body = first
+    for _ in range(len(first["checklist"]["steps"])):
+        body = chat.say("done, still broken")
+    assert body["action"] == "no_answer"
+    assert "create a ticket" in body["answer"]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What's the weather going to be like in Paris tomorrow?",
+        "Can you give me a good recipe for pancakes?",
+        "Who won the football world cup in 2014?",
+    ],
+)
+def test_questions_outside_it_support_are_declined_politely(stack: Stack, question: str) -> None:
+    body = Chat(stack).say(question)
+    assert body["action"] == "refuse"
+    assert body["citations"] == []
+    assert "VPN" in body["answer"]  # says what it can help with
+
+
+def test_a_greeting_is_answered_with_an_offer_to_help(stack: Stack) -> None:
+    body = Chat(stack).say("Hello!")
+    assert body["action"] == "clarify"
+    assert body["questions"]
+
+
+def test_an_informational_question_is_answered_with_cited_steps(stack: Stack) -> None:
+    body = Chat(stack).say("How do I request a second monitor?")
+    assert body["action"] == "answer"
+    assert body["citations"][0]["url"].endswith("/kb/request-second-monitor")
+    numbered = [line for line in body["answer"].splitlines() if line[:2] in {"1.", "2.", "3."}]
+    assert numbered
+    assert all(line.endswith("[1]") for line in numbered)
