@@ -159,6 +159,18 @@ def _join_overlapping(before: str, after: str) -> str:
     return before.rstrip() + "\n" + "\n".join(lines)
 
 
+def os_supplement(document: Sequence[Hit], passage: Hit, os: str | None) -> list[Hit]:
+    """The article's section for the user's OS, when the quoted passage is not already it.
+
+    General steps often end in "run the commands for your system below"; the user's own
+    system's section is then the part they need most.
+    """
+    if not os or section_os(passage) == os:
+        return []
+    own = [hit for hit in document if hit.url == passage.url and section_os(hit) == os]
+    return [whole_section(document, max(own, key=lambda hit: hit.score))] if own else []
+
+
 def cite_lines(text: str, marker: str) -> str:
     """Put the citation marker after every paragraph and step, never inside a code block."""
     out: list[str] = []
@@ -220,10 +232,11 @@ def compose_answer(
     citations += [citation(n, hit) for n, hit in enumerate(see_also, start=2)]
 
     parts = [f"From “{best.title}” [1]:"]
-    if heading := subsection(passage):
-        parts.append(f"{heading}:")
-    body = condensed(passage.text) if technical else passage.text
-    parts.append(cite_lines(body, "[1]"))
+    for quoted in [passage, *os_supplement(document, passage, os)]:
+        if heading := subsection(quoted):
+            parts.append(f"{heading}:")
+        body = condensed(quoted.text) if technical else quoted.text
+        parts.append(cite_lines(body, "[1]"))
     if see_also:
         related = "; ".join(f"{hit.title} [{n}]" for n, hit in enumerate(see_also, start=2))
         parts.append(f"See also: {related}.")

@@ -136,3 +136,24 @@ def checklist_feedback(text: str) -> Literal["fixed", "failed"] | None:
 
 def is_greeting(text: str) -> bool:
     return bool(GREETING.match(text))
+
+
+PLACEHOLDER = re.compile(r"<([A-Z][A-Z_]*?)_\d+>")
+PLACEHOLDER_WORDS = {
+    "PERSON": "someone",
+    "LOCATION": "a place",
+    "EMAIL_ADDRESS": "an email address",
+    "PHONE_NUMBER": "a phone number",
+    "URL": "a web address",
+    "IP_ADDRESS": "an IP address",
+    "PASSWORD": "a password",
+}
+
+
+def readable(text: str) -> str:
+    """The redacted text with placeholders read as plain words, for the models.
+
+    The classifier and the embedding model learned from ordinary sentences; "<LOCATION_1>" means
+    nothing to them, "a place" does.
+    """
+    return PLACEHOLDER.sub(lambda m: PLACEHOLDER_WORDS.get(m.group(1), "something"), text)

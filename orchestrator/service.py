@@ -50,6 +50,7 @@ from orchestrator.dialogue import (
     is_greeting,
     is_technical,
     is_vague,
+    readable,
 )
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import LLMProvider, NoLLM, generate_answer
@@ -136,8 +137,8 @@ class Orchestrator:
         if checklist is not None and in_progress and (feedback := checklist_feedback(text)):
             return self.advance_checklist(conversation, checklist, feedback)
         follow_up = is_follow_up(text, conversation)
-        query_text = f"{conversation.topic} {text}" if follow_up else text
-        intent = await asyncio.to_thread(self.intents.classify, text)
+        query_text = readable(f"{conversation.topic} {text}" if follow_up else text)
+        intent = await asyncio.to_thread(self.intents.classify, readable(text))
         if is_greeting(text) or (intent.conversational and not follow_up):
             if THANKS.search(text):
                 return compose_clarify([ANYTHING_ELSE], "You're welcome!"), "thanks"

@@ -80,7 +80,7 @@ def test_a_troubleshooting_request_becomes_a_checklist_that_progresses(stack: St
 
 def test_when_every_step_fails_a_ticket_is_offered(stack: Stack) -> None:
     chat = Chat(stack)
-    first = chat.say("My Bluetooth mouse won't pair with my Windows laptop")
+    first = chat.say("My headset isn't recognised in Teams")
     assert first["action"] == "checklist", first
     body = first
     for _ in range(len(first["checklist"]["steps"])):

@@ -166,3 +166,19 @@ def test_a_procedure_split_across_chunks_is_quoted_whole() -> None:
     assert steps_of(whole.text) == ["Ask your manager.", "Fill in the form.", "Wait for delivery."]
     assert whole.chunk_index == 0
     assert whole_section([other], other) is other
+
+
+def test_the_users_os_section_is_added_to_general_steps() -> None:
+    main = hit("https://kb/a", 0.60, STEPS, section="A", index=0)
+    linux = hit("https://kb/a", 0.58, "```\nip link\n```", section="A > On Linux", index=2)
+    mac = hit("https://kb/a", 0.59, "```\nifconfig\n```", section="A > On macOS", index=1)
+    body = compose_answer(
+        Retrieval([main], [main, mac, linux]),
+        threshold=0.4,
+        see_also_margin=0.1,
+        max_citations=3,
+        os="linux",
+    )
+    assert "On Linux:" in body.answer
+    assert "ip link" in body.answer
+    assert "ifconfig" not in body.answer

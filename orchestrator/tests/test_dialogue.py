@@ -12,6 +12,7 @@ from orchestrator.dialogue import (
     is_greeting,
     is_technical,
     is_vague,
+    readable,
     search_text,
 )
 from orchestrator.memory import Conversation
@@ -95,3 +96,11 @@ def test_greetings_and_technical_users() -> None:
     assert not is_greeting("hi, my vpn is down")
     assert is_technical("nslookup times out and the DNS server is 10.0.0.2")
     assert not is_technical("the internet doesn't work")
+
+
+def test_placeholders_read_as_plain_words() -> None:
+    assert readable("What is the capital of <LOCATION_1>?") == "What is the capital of a place?"
+    assert readable("mail <EMAIL_ADDRESS_2> and <CUSTOM_ID_1>") == (
+        "mail an email address and something"
+    )
+    assert readable("no placeholders here") == "no placeholders here"
