@@ -112,11 +112,15 @@ async def end_to_end(url: str, turns: int, concurrency: int) -> dict[str, float]
 
 
 def floor_turn_factory(args: argparse.Namespace) -> Callable[[str], Any]:
-    """The per-turn work of redactor and orchestrator, wired directly, on the stack's Chroma."""
+    """The per-turn work of redactor and orchestrator, wired directly, on the stack's Chroma:
+    redaction, intent classification, hybrid retrieval (one embedding each) and composition."""
     from deploy.runner import RunnerSettings, read_runtime
     from orchestrator.app import build_retriever
     from orchestrator.compose import compose_answer
     from orchestrator.config import OrchestratorSettings
+    from orchestrator.dialogue import readable
+    from orchestrator.embedding import QueryEncoder
+    from orchestrator.intent import IntentClassifier
     from redactor.config import RedactorSettings
     from redactor.service import Redactor
 
@@ -126,10 +130,13 @@ def floor_turn_factory(args: argparse.Namespace) -> Callable[[str], Any]:
         overrides |= {"chroma_host": runtime["chroma_host"], "chroma_port": runtime["chroma_port"]}
     redactor = Redactor(RedactorSettings(**overrides))
     settings = OrchestratorSettings(**overrides)
-    retriever = build_retriever(settings)
+    encoder = QueryEncoder(settings.torch_threads)
+    retriever = build_retriever(settings, encoder)
+    intents = IntentClassifier.from_settings(encoder, settings)
 
     def turn(text: str) -> Any:
-        redacted = redactor.redact(text).text
+        redacted = readable(redactor.redact(text).text)
+        intents.classify(redacted)
         retrieval = retriever.retrieve(redacted, settings.top_k)
         return compose_answer(
             retrieval,
