@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 import pytest
 
 from deploy.runner import Stack
+from tests.support import REPO_ROOT
 from tests.support.stack import ask, running_stack
 
 pytestmark = pytest.mark.slow
@@ -117,3 +122,31 @@ def test_an_informational_question_is_answered_with_cited_steps(stack: Stack) ->
     numbered = [line for line in body["answer"].splitlines() if line[:2] in {"1.", "2.", "3."}]
     assert numbered
     assert all(line.endswith("[1]") for line in numbered)
+
+
+def test_similar_resolved_cases_follow_the_knowledge_base_answer(
+    stack: Stack, tmp_path: Path
+) -> None:
+    cases = tmp_path / "resolved.csv"
+    cases.write_text(
+        "id,summary,symptoms,resolution,category\n"
+        "IT-9001,Monitor request for a standard desk,User asked for a second screen at their "
+        "desk,Approved by the manager and delivered with a DisplayPort cable,peripheral_exchange\n"
+        "IT-9002,Printer queue stuck on the 3rd floor,Jobs never print,Cleared the queue on "
+        "the print server,peripheral_question\n"
+    )
+    imported = subprocess.run(
+        [sys.executable, "-m", "deploy.cli", "cases", "import", str(cases)]
+        + ["--data-dir", str(stack.data_dir), "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
+    assert json.loads(imported.stdout.strip().splitlines()[-1])["written"] == 2
+    body = Chat(stack).say("How do I request a second monitor for my desk?")
+    assert body["action"] == "answer"
+    assert body["citations"][0]["url"].endswith("/kb/request-second-monitor")
+    assert [case["ticket_id"] for case in body["similar_cases"]] == ["IT-9001"]
+    assert "DisplayPort" in body["similar_cases"][0]["resolution"]
