@@ -51,6 +51,7 @@ from orchestrator.dialogue import (
     is_technical,
     is_vague,
     readable,
+    search_text,
 )
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import LLMProvider, NoLLM, generate_answer
@@ -133,11 +134,14 @@ class Orchestrator:
         conversation.technical = conversation.technical or is_technical(text)
         checklist = conversation.checklist
 
-        in_progress = checklist is not None and checklist.current < len(checklist.steps)
-        if checklist is not None and in_progress and (feedback := checklist_feedback(text)):
+        if (
+            checklist is not None
+            and checklist.current < len(checklist.steps)
+            and (feedback := checklist_feedback(text))
+        ):
             return self.advance_checklist(conversation, checklist, feedback)
         follow_up = is_follow_up(text, conversation)
-        query_text = readable(f"{conversation.topic} {text}" if follow_up else text)
+        query_text = readable(search_text(text, conversation))
         intent = await asyncio.to_thread(self.intents.classify, readable(text))
         if is_greeting(text) or (intent.conversational and not follow_up):
             if THANKS.search(text):

