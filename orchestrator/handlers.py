@@ -5,6 +5,7 @@ from __future__ import annotations
 from contracts.bus import Bus, Delivery
 from contracts.events import AnswerBody, QueryReceived, TurnReply
 from contracts.topics import Group, Topic
+from orchestrator.embedding import one_embedding_per_text
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState
 
@@ -15,8 +16,9 @@ class BusReplies:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
 
-    async def progress(self, turn: TurnState, stage: str) -> None:
-        await self.bus.publish(turn.reply_to, _reply(turn, kind="progress", stage=stage))
+    async def progress(self, turn: TurnState, stage: str, detail: str | None = None) -> None:
+        reply = _reply(turn, kind="progress", stage=stage, detail=detail)
+        await self.bus.publish(turn.reply_to, reply)
 
     async def answer(self, turn: TurnState, body: AnswerBody) -> None:
         await self.bus.publish(turn.reply_to, _reply(turn, kind="answer", body=body))
@@ -32,7 +34,8 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> None:
     replies = BusReplies(bus)
 
     async def on_query(event: QueryReceived, _: Delivery) -> None:
-        await orchestrator.handle_query(event, replies)
+        with one_embedding_per_text():  # the question is embedded once for the whole turn
+            await orchestrator.handle_query(event, replies)
 
     bus.subscribe(
         Topic.QUERY_RECEIVED,

@@ -41,7 +41,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -100,6 +100,11 @@ class HybridConfig:
     each ranking (60 is the value of the original RRF paper and the usual default). A weight of 0
     switches a ranker off (``mode`` does the same by name, for ablations). ``os_boost`` multiplies
     the fused score of a chunk for the user's operating system by ``1 + os_boost``.
+
+    The in-process snapshot is checked for changes every ``refresh_interval_s``; a dense hit it
+    does not hold rebuilds it at once, but not within ``rebuild_min_interval_s`` of the last
+    build, so a collection written continuously (a crawl being indexed) does not rebuild it per
+    question.
     """
 
     candidates: int = 50
@@ -109,6 +114,7 @@ class HybridConfig:
     document_weight: float = 1.0
     os_boost: float = 0.1
     refresh_interval_s: float = 5.0
+    rebuild_min_interval_s: float = 1.0
     mode: Mode = "hybrid"
 
     def __post_init__(self) -> None:
@@ -117,8 +123,8 @@ class HybridConfig:
         weights = (self.dense_weight, self.keyword_weight, self.document_weight)
         if self.rrf_k < 0 or min(weights) < 0:
             raise ValueError("rrf_k and the weights must not be negative")
-        if self.os_boost < 0 or self.refresh_interval_s < 0:
-            raise ValueError("os_boost and refresh_interval_s must not be negative")
+        if self.os_boost < 0 or min(self.refresh_interval_s, self.rebuild_min_interval_s) < 0:
+            raise ValueError("os_boost and the refresh intervals must not be negative")
 
 
 def open_collection(settings: ServiceSettings) -> Any:
@@ -254,15 +260,30 @@ class _Record:
     os: frozenset[str]
 
 
-class _KeywordIndex:
-    """An immutable BM25 snapshot of the collection; replaced whole when the collection changes."""
+class _Snapshot:
+    """An immutable in-process copy of the collection, replaced whole when the collection changes:
+    the BM25 index over every chunk, and every chunk's stored embedding.
 
-    def __init__(self, records: list[_Record], marker: str) -> None:
+    The embeddings let the per-document ranking, the cosines of keyword-only candidates and the
+    best document's chunks be computed here, exactly, instead of by three more Chroma round
+    trips per question; dense search itself always asks Chroma.
+    """
+
+    def __init__(self, records: list[_Record], embeddings: Any, marker: str) -> None:
         import bm25s
+        import numpy as np
 
         self.records = records
         self.marker = marker
         self.position = {record.chunk_id: i for i, record in enumerate(records)}
+        self.embeddings = np.asarray(embeddings, dtype=np.float32).reshape(len(records), -1)
+        self.openings = np.asarray(
+            [i for i, record in enumerate(records) if record.chunk_index == 0], dtype=np.int64
+        )
+        by_url: dict[str, list[int]] = {}
+        for i, record in enumerate(records):
+            by_url.setdefault(record.url, []).append(i)
+        self.by_url = {url: np.asarray(rows, dtype=np.int64) for url, rows in by_url.items()}
         self._bm25: Any = None
         corpus = [keyword_tokens(f"{record.section}\n{record.text}") or [""] for record in records]
         if records:
@@ -277,12 +298,38 @@ class _KeywordIndex:
         if not tokens:
             return []
         scores = self._bm25.get_scores(tokens)
-        import numpy as np
+        return _top(scores, limit, positive=True)
 
-        count = min(limit, len(scores))
-        top = np.argpartition(-scores, count - 1)[:count]
-        ranked = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))
-        return [(i, float(scores[i])) for i in ranked if scores[i] > 0]
+    def cosines(self, vector: Any, rows: Any) -> Any:
+        """Cosine similarity of the (unit-length) ``vector`` to the records at ``rows``."""
+        return self.embeddings[rows] @ vector
+
+    def openings_ranked(self, vector: Any, limit: int) -> list[tuple[int, float]]:
+        """Positions and cosines of the ``limit`` document openings closest to ``vector``."""
+        if not len(self.openings):
+            return []
+        scores = self.cosines(vector, self.openings)
+        return [(int(self.openings[i]), score) for i, score in _top(scores, limit)]
+
+    def document(self, vector: Any, url: str, limit: int) -> list[tuple[int, float]] | None:
+        """Positions and cosines of ``url``'s chunks closest to ``vector``; None if unknown."""
+        rows = self.by_url.get(url)
+        if rows is None:
+            return None
+        scores = self.cosines(vector, rows)
+        return [(int(rows[i]), score) for i, score in _top(scores, limit)]
+
+
+def _top(scores: Any, limit: int, *, positive: bool = False) -> list[tuple[int, float]]:
+    """Indices and values of the ``limit`` highest ``scores``, best first (ties by index)."""
+    import numpy as np
+
+    count = min(limit, len(scores))
+    if count <= 0:
+        return []
+    top = np.argpartition(-scores, count - 1)[:count]
+    ranked = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))
+    return [(i, float(scores[i])) for i in ranked if not positive or scores[i] > 0]
 
 
 _PAGE = 2000  # rows per collection.get, well under Chroma's per-call limits
@@ -309,17 +356,23 @@ def _marker(ids: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def _records(collection: Any) -> list[_Record]:
+def _records(collection: Any) -> tuple[list[_Record], list[Any]]:
+    """Every stored chunk and its embedding, page by page."""
     records: list[_Record] = []
+    embeddings: list[Any] = []
     offset = 0
     while True:
-        page = collection.get(include=["documents", "metadatas"], limit=_PAGE, offset=offset)
-        for chunk_id, text, meta in zip(
-            page["ids"], page["documents"] or [], page["metadatas"] or [], strict=True
+        page = collection.get(
+            include=["documents", "metadatas", "embeddings"], limit=_PAGE, offset=offset
+        )
+        vectors = page["embeddings"] if page["embeddings"] is not None else []
+        for chunk_id, text, meta, vector in zip(
+            page["ids"], page["documents"] or [], page["metadatas"] or [], vectors, strict=True
         ):
             records.append(_record(chunk_id, text, meta))
+            embeddings.append(vector)
         if len(page["ids"]) < _PAGE:
-            return records
+            return records, embeddings
         offset += _PAGE
 
 
@@ -354,8 +407,14 @@ class _Candidate:
 class Retriever:
     """Hybrid dense + keyword retrieval over one Chroma collection.
 
-    Thread-safe: ``retrieve`` may run in several worker threads at once; the keyword snapshot is
-    replaced atomically and rebuilt by one thread at a time.
+    One question costs one embedding and one Chroma query: the keyword ranking, the document
+    ranking, the cosines of keyword-only candidates and the best document's chunks come from the
+    in-process snapshot (see :class:`_Snapshot`). A dense hit the snapshot does not hold yet
+    (written since it was built) makes the next question check for changes at once, and its
+    document is then read from Chroma.
+
+    Thread-safe: ``retrieve`` may run in several worker threads at once; the snapshot is replaced
+    atomically and rebuilt by one thread at a time.
     """
 
     def __init__(
@@ -364,8 +423,9 @@ class Retriever:
         self.encoder = encoder
         self.collection = collection
         self.config = config or HybridConfig()
-        self._index: _KeywordIndex | None = None
+        self._index: _Snapshot | None = None
         self._checked_at = -math.inf
+        self._built_at = -math.inf
         self._refresh_lock = threading.Lock()
 
     def retrieve(
@@ -383,14 +443,18 @@ class Retriever:
         at most ``document_chunks``) let the answer quote its steps even when another of its
         sections (say, "when to contact the service desk") happened to match the words best.
         """
-        if k <= 0 or self.collection.count() == 0:
+        if k <= 0:
             return Retrieval([], [])
-        vector = self.encoder.encode([question])[0]
-        hits = self._hybrid(question, vector, k, normalise_os(os))
+        import numpy as np
+
+        vector = np.asarray(self.encoder.encode([question])[0], dtype=np.float32)
+        snapshot = self._snapshot()
+        hits = self._hybrid(question, vector, k, normalise_os(os), snapshot)
         if not hits:
             return Retrieval([], [])
-        best_document = self._dense(vector, document_chunks, where={"url": hits[0].url})
-        return Retrieval(hits, [self._hit(candidate) for candidate in best_document])
+        if snapshot is not None:
+            snapshot = self._index or snapshot  # rebuilt by ``_hybrid`` when it was stale
+        return Retrieval(hits, self._document(vector, hits[0], document_chunks, snapshot))
 
     def search(self, question: str, k: int, *, os: str | None = None) -> list[Hit]:
         """The ``k`` best chunks for ``question``, best first."""
@@ -401,9 +465,10 @@ class Retriever:
         return True
 
     def refresh(self, *, force: bool = False) -> None:
-        """Rebuild the keyword index if the collection changed since it was built.
+        """Rebuild the snapshot if the collection changed since it was built.
 
-        Called by ``retrieve``; checks at most every ``refresh_interval_s`` unless ``force``.
+        Called by ``retrieve``; checks at most every ``refresh_interval_s`` unless ``force``
+        (for a caller that knows new chunks were written, such as on ``chunks.indexed``).
         """
         if not force and time.monotonic() - self._checked_at < self.config.refresh_interval_s:
             return
@@ -413,12 +478,13 @@ class Retriever:
             marker = _marker(_all_ids(self.collection))
             if self._index is None or self._index.marker != marker:
                 started = time.perf_counter()
-                records = _records(self.collection)
+                records, embeddings = _records(self.collection)
                 # The marker of what was actually read: a write between the two reads is
                 # picked up by the next check instead of being hidden by the earlier marker.
-                self._index = _KeywordIndex(records, _marker(r.chunk_id for r in records))
+                self._index = _Snapshot(records, embeddings, _marker(r.chunk_id for r in records))
+                self._built_at = time.monotonic()
                 logger.info(
-                    "keyword index built: %d chunks in %.2fs",
+                    "retrieval snapshot built: %d chunks in %.2fs",
                     len(records),
                     time.perf_counter() - started,
                 )
@@ -426,30 +492,38 @@ class Retriever:
 
     # ----------------------------------------------------------------------------------------
 
-    def _hybrid(self, question: str, vector: list[float], k: int, os: str | None) -> list[Hit]:
+    def _hybrid(
+        self, question: str, vector: Any, k: int, os: str | None, snapshot: _Snapshot | None
+    ) -> list[Hit]:
         config = self.config
         dense_weight = config.dense_weight if config.mode != "keyword" else 0.0
         keyword_weight = config.keyword_weight if config.mode != "dense" else 0.0
         document_weight = config.document_weight if config.mode == "hybrid" else 0.0
         depth = max(config.candidates, k)
         candidates: dict[str, _Candidate] = {}
-        if dense_weight > 0 or keyword_weight == 0:
-            for rank, candidate in enumerate(self._dense(vector, depth), start=1):
-                candidate.dense_rank = rank
+        if dense_weight > 0 or keyword_weight == 0 or snapshot is None:
+            nearest = self._dense(vector, depth, snapshot=snapshot)
+            if snapshot is not None and any(
+                c.record.chunk_id not in snapshot.position for c in nearest
+            ):
+                # Chunks written since the snapshot: rebuild it now (at most once a second), so
+                # that they get their keyword and document ranks in this very answer.
+                snapshot = self._rebuilt(snapshot)
+            for rank, candidate in enumerate(nearest, 1):
+                candidate.dense_rank = rank if dense_weight > 0 else None
                 candidates[candidate.record.chunk_id] = candidate
-        if keyword_weight > 0:
-            index = self._keyword_index()
-            if index is not None:
-                for rank, (position, score) in enumerate(index.search(question, depth), 1):
-                    record = index.records[position]
-                    candidate = candidates.setdefault(record.chunk_id, _Candidate(record))
-                    candidate.keyword_rank, candidate.keyword_score = rank, score
+        if keyword_weight > 0 and snapshot is not None:
+            for rank, (position, score) in enumerate(snapshot.search(question, depth), 1):
+                record = snapshot.records[position]
+                candidate = candidates.setdefault(record.chunk_id, _Candidate(record))
+                candidate.keyword_rank, candidate.keyword_score = rank, score
         document_rank: dict[str, int] = {}
-        if document_weight > 0:
-            for candidate in self._dense(vector, depth, where={"chunk_index": 0}):
-                document_rank.setdefault(candidate.record.url, len(document_rank) + 1)
-                candidates.setdefault(candidate.record.chunk_id, candidate)
-        self._fill_cosines(vector, candidates)
+        if document_weight > 0 and snapshot is not None:
+            for position, cosine in snapshot.openings_ranked(vector, depth):
+                record = snapshot.records[position]
+                document_rank.setdefault(record.url, len(document_rank) + 1)
+                candidates.setdefault(record.chunk_id, _Candidate(record, cosine=cosine))
+        self._fill_cosines(vector, candidates, snapshot)
 
         for candidate in candidates.values():
             fused = 0.0
@@ -468,55 +542,103 @@ class Retriever:
         )
         return [self._hit(candidate) for candidate in ranked[:k]]
 
-    def _keyword_index(self) -> _KeywordIndex | None:
+    def _document(
+        self, vector: Any, best: Hit, limit: int, snapshot: _Snapshot | None
+    ) -> list[Hit]:
+        """The chunks of ``best``'s document closest to ``vector``: from the snapshot when it
+        holds ``best`` itself (so it holds that version of the document), else from Chroma."""
+        if limit <= 0:
+            return []
+        if snapshot is not None and best.chunk_id in snapshot.position:
+            rows = snapshot.document(vector, best.url, limit)
+            if rows is not None:
+                return [
+                    self._hit(_Candidate(snapshot.records[position], cosine=cosine))
+                    for position, cosine in rows
+                ]
+        return [self._hit(c) for c in self._dense(vector, limit, where={"url": best.url})]
+
+    def _rebuilt(self, stale: _Snapshot) -> _Snapshot:
+        """A snapshot that holds what was written since ``stale`` was built, unless one was
+        built less than ``rebuild_min_interval_s`` ago (then the next question checks)."""
+        if time.monotonic() - self._built_at < self.config.rebuild_min_interval_s:
+            self._checked_at = -math.inf
+            return stale
+        try:
+            self.refresh(force=True)
+        except Exception:
+            logger.exception("rebuilding the retrieval snapshot failed; using the previous one")
+        return self._index or stale
+
+    def _snapshot(self) -> _Snapshot | None:
+        if self.config.mode == "dense":
+            return None  # nothing here needs it
         try:
             self.refresh()
         except Exception:
-            # Keyword search is an improvement, not a dependency: answer from dense search (and
+            # The snapshot is an improvement, not a dependency: answer from dense search (and
             # the last good snapshot, if any) rather than fail the user's turn.
-            logger.exception("refreshing the keyword index failed; using the previous one")
+            logger.exception("refreshing the retrieval snapshot failed; using the previous one")
             self._checked_at = time.monotonic()
         return self._index
 
     def _dense(
-        self, vector: list[float], k: int, where: dict[str, Any] | None = None
+        self,
+        vector: Any,
+        k: int,
+        where: dict[str, Any] | None = None,
+        snapshot: _Snapshot | None = None,
     ) -> list[_Candidate]:
+        """The ``k`` chunks closest to ``vector`` by Chroma. With a snapshot, Chroma sends ids
+        and distances only (a third of the time of a full result); the texts come from the
+        snapshot, and only chunks written since it was built are fetched."""
         if k <= 0:
             return []
+        include = ["distances"] if snapshot is not None else ["documents", "metadatas", "distances"]
         result = self.collection.query(
-            query_embeddings=[vector],
-            n_results=k,
-            where=where,
-            include=["documents", "metadatas", "distances"],
+            query_embeddings=[vector], n_results=k, where=where, include=include
         )
+        ids, distances = result["ids"][0], result["distances"][0]
+        records: dict[str, _Record] = {}
+        if snapshot is None:
+            documents, metadatas = result["documents"][0], result["metadatas"][0]
+            for chunk_id, text, meta in zip(ids, documents, metadatas, strict=True):
+                records[chunk_id] = _record(chunk_id, text, meta)
+        else:
+            unknown = []
+            for chunk_id in ids:
+                if (position := snapshot.position.get(chunk_id)) is not None:
+                    records[chunk_id] = snapshot.records[position]
+                else:
+                    unknown.append(chunk_id)
+            if unknown:
+                fetched = self.collection.get(ids=unknown, include=["documents", "metadatas"])
+                for chunk_id, text, meta in zip(
+                    fetched["ids"],
+                    fetched["documents"] or [],
+                    fetched["metadatas"] or [],
+                    strict=True,
+                ):
+                    records[chunk_id] = _record(chunk_id, text, meta)
         return [
-            _Candidate(_record(chunk_id, text, meta), cosine=1.0 - float(distance))
-            for chunk_id, text, meta, distance in zip(
-                result["ids"][0],
-                result["documents"][0],
-                result["metadatas"][0],
-                result["distances"][0],
-                strict=True,
-            )
+            _Candidate(records[chunk_id], cosine=1.0 - float(distance))
+            for chunk_id, distance in zip(ids, distances, strict=True)
+            if chunk_id in records  # deleted between the query and the fetch
         ]
 
-    def _fill_cosines(self, vector: Sequence[float], candidates: dict[str, _Candidate]) -> None:
-        """Cosine similarity for candidates only the keyword ranker found, from their stored
+    def _fill_cosines(
+        self, vector: Any, candidates: dict[str, _Candidate], snapshot: _Snapshot | None
+    ) -> None:
+        """Cosine similarity for candidates only the keyword ranker found, from the snapshot's
         embeddings (normalised by the indexer, so a dot product with the normalised query)."""
         missing = [chunk_id for chunk_id, c in candidates.items() if c.cosine is None]
-        if not missing:
+        if not missing or snapshot is None:
             return
-        result = self.collection.get(ids=missing, include=["embeddings"])
-        embeddings = result["embeddings"]
-        stored = dict(zip(result["ids"], embeddings if embeddings is not None else [], strict=True))
-        for chunk_id in missing:
-            embedding = stored.get(chunk_id)
-            if embedding is None:  # deleted since the snapshot: drop it
-                del candidates[chunk_id]
-                continue
-            candidates[chunk_id].cosine = float(
-                sum(a * b for a, b in zip(vector, embedding, strict=True))
-            )
+        import numpy as np
+
+        rows = np.asarray([snapshot.position[chunk_id] for chunk_id in missing], dtype=np.int64)
+        for chunk_id, cosine in zip(missing, snapshot.cosines(vector, rows), strict=True):
+            candidates[chunk_id].cosine = float(cosine)
 
     @staticmethod
     def _hit(candidate: _Candidate) -> Hit:

@@ -7,15 +7,17 @@ body as the document, the same metadata keys), straight into a persistent Chroma
 from __future__ import annotations
 
 import hashlib
+import math
 import uuid
 from pathlib import Path
 from typing import Any
 
 import chromadb
+import numpy as np
 import pytest
 from chromadb.config import Settings
 
-from orchestrator.embedding import QueryEncoder
+from orchestrator.embedding import QueryEncoder, one_embedding_per_text
 from orchestrator.retrieval import (
     HybridConfig,
     Retriever,
@@ -252,3 +254,86 @@ def test_operating_systems_of_a_chunk() -> None:
     assert chunk_os("Setup", "any") == set()
     assert normalise_os("Mac OS") == "macos"
     assert normalise_os("any") is None
+
+
+PLOTTER_BODY = "1. Load A0 paper in the plotter.\n2. Choose the QZ-5512 profile."
+PLOTTER_QUESTION = "how do I load paper in the plotter"
+
+
+def test_a_chunk_written_after_the_snapshot_is_ranked_with_it_at_once(
+    kb: Any, encoder: QueryEncoder
+) -> None:
+    config = HybridConfig(refresh_interval_s=3600, rebuild_min_interval_s=0)
+    retriever = Retriever(encoder, kb, config)
+    retriever.search("printer", 1)  # builds the snapshot, and no check for an hour
+    url = "https://kb.example/plotter"
+    new_id = add(kb, encoder, url, "Use the plotter", "Plotter", PLOTTER_BODY)
+
+    retrieval = retriever.retrieve(PLOTTER_QUESTION, 3)
+
+    # Dense search sees Chroma as it is; the unknown chunk rebuilt the snapshot, so the chunk
+    # also has its keyword and document ranks, and its document comes from the new snapshot.
+    assert retrieval.hits[0].chunk_id == new_id
+    assert retrieval.hits[0].keyword_score > 0
+    assert [hit.chunk_id for hit in retrieval.best_document] == [new_id]
+
+
+def test_a_chunk_written_just_after_a_rebuild_is_read_from_chroma(
+    kb: Any, encoder: QueryEncoder
+) -> None:
+    config = HybridConfig(refresh_interval_s=3600, rebuild_min_interval_s=3600)
+    retriever = Retriever(encoder, kb, config)
+    retriever.search("printer", 1)
+    url = "https://kb.example/plotter"
+    new_id = add(kb, encoder, url, "Use the plotter", "Plotter", PLOTTER_BODY)
+
+    retrieval = retriever.retrieve(PLOTTER_QUESTION, 8)
+
+    fresh = [hit for hit in retrieval.hits if hit.chunk_id == new_id]
+    assert fresh, "dense search sees Chroma as it is"
+    assert (fresh[0].text, fresh[0].url, fresh[0].keyword_score) == (PLOTTER_BODY, url, 0)
+    vector = np.asarray(encoder.encode([PLOTTER_QUESTION])[0], dtype=np.float32)
+    document = retriever._document(vector, fresh[0], 12, retriever._index)
+    assert [hit.chunk_id for hit in document] == [new_id]  # not in the snapshot: from Chroma
+    # The throttle holds the rebuild back, but the next check is not an hour away.
+    assert retriever._checked_at == -math.inf
+
+
+def test_the_snapshot_gives_the_cosines_and_document_chroma_gives(
+    kb: Any, encoder: QueryEncoder
+) -> None:
+    question = "how do I install the VPN client on my Mac"
+    hybrid = Retriever(encoder, kb).retrieve(question, 5)
+    plain = Retriever(encoder, kb, HybridConfig(mode="dense")).retrieve(question, 5)
+
+    from_chroma = {hit.chunk_id: hit.score for hit in plain.hits}
+    assert {hit.chunk_id for hit in hybrid.hits} == set(from_chroma)
+    for hit in hybrid.hits:
+        assert hit.score == pytest.approx(from_chroma[hit.chunk_id], abs=1e-4)
+    assert [h.chunk_id for h in hybrid.best_document] == [h.chunk_id for h in plain.best_document]
+    assert [h.score for h in hybrid.best_document] == pytest.approx(
+        [h.score for h in plain.best_document], abs=1e-4
+    )
+
+
+def test_a_turn_embeds_its_question_once(encoder: QueryEncoder) -> None:
+    calls: list[list[str]] = []
+    original = encoder._encode
+
+    def counting(texts: list[str]) -> list[list[float]]:
+        calls.append(texts)
+        return original(texts)
+
+    encoder._encode = counting  # type: ignore[method-assign]
+    try:
+        with one_embedding_per_text():
+            first = encoder.encode(["reset my  password"])
+            again = encoder.encode(["reset my password", "add a printer"])
+        outside = encoder.encode(["reset my password"])
+    finally:
+        del encoder._encode
+
+    assert calls == [["reset my password"], ["add a printer"], ["reset my password"]]
+    assert again[0] == first[0] == outside[0]
+    again[0][0] = 42.0  # a caller's copy: the memo is not changed through it
+    assert first[0][0] != 42.0
