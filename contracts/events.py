@@ -181,32 +181,117 @@ class AttachmentExtracted(Event):
 
 
 class CrawlBudget(BaseModel):
-    max_pages: int = Field(10, ge=1)
-    max_depth: int = Field(2, ge=0)
-    deadline_s: float = Field(60.0, gt=0)
-    concurrency: int = Field(4, ge=1)
+    max_pages: int = Field(
+        10, ge=1, description="Pages published at most (skipped URLs do not count)."
+    )
+    max_depth: int = Field(2, ge=0, description="Links followed from a seed at most (seeds are 0).")
+    deadline_s: float = Field(60.0, gt=0, description="Seconds from the job's start to its end.")
+    concurrency: int = Field(4, ge=1, description="Pages of the job fetched at once, fleet-wide.")
 
 
 class ContextInsufficient(Event):
-    """The knowledge base could not answer; the crawler fleet should read the allowed sites."""
+    """The knowledge base could not answer; the crawler fleet should read the allowed sites.
 
-    question: str = Field(description="Redacted question.")
+    The crawler turns it into a crawl job (see the ``crawler`` package for the protocol). A
+    redelivered event does not start a second job: the job is keyed by ``job_id``.
+    """
+
+    question: str = Field(description="Redacted question; empty means breadth-first order.")
     seed_urls: list[str]
-    allowed_domains: list[str] = Field(default_factory=list)
+    allowed_domains: list[str] = Field(
+        default_factory=list,
+        description="Hosts the job may fetch, each also allowing its subdomains; empty means the "
+        "seed URLs' own hosts.",
+        examples=[["help.northwind.example"]],
+    )
     budget: CrawlBudget = Field(default_factory=CrawlBudget)
+    job_id: str = Field(
+        default_factory=new_id,
+        description="The crawl job's id: chosen by the requester so it can stop the job and match "
+        "``crawl.finished``.",
+    )
+    reply_to: str | None = Field(
+        None,
+        description="A gateway reply stream for progress (pages fetched out of the budget).",
+    )
+    source: str = Field(
+        "orchestrator", description="Who asked: orchestrator, cli, bench.", examples=["cli"]
+    )
+
+
+class PageLink(BaseModel):
+    """An outgoing link of a crawled page."""
+
+    url: str = Field(description="Absolute, normalised URL.")
+    text: str = Field("", description="Anchor text.")
 
 
 class CrawledPage(BaseModel):
-    url: str
+    url: str = Field(description="The page's normalised URL after redirects: the one to cite.")
     title: str
-    html: str
-    content_hash: str
+    html: str = Field(
+        "", description="Raw HTML; left empty by the crawler (the Markdown carries the content)."
+    )
+    content_hash: str = Field(description="SHA-256 of the extracted text.")
     fetched_at: datetime = Field(default_factory=utcnow)
+    requested_url: str | None = Field(None, description="The URL asked for, before redirects.")
+    markdown: str = Field("", description="The readable content as Markdown, title first.")
+    text: str = Field("", description="The readable content as plain text.")
+    links: list[PageLink] = Field(default_factory=list, description="Outgoing links, in order.")
+    depth: int = Field(0, ge=0, description="Links followed from a seed to reach the page.")
+    status: int = Field(200, description="HTTP status of the document.")
+    content_type: str = Field("text/html", examples=["text/html", "application/pdf"])
+    bytes: int = Field(0, ge=0, description="Size of the document as downloaded.")
+    ms: int = Field(0, ge=0, description="Time to fetch and render the page.")
 
 
 class PagesCrawled(Event):
     job_id: str
     pages: list[CrawledPage]
+
+
+class CrawlTask(Event):
+    """One URL of a crawl job for whichever crawler replica reads it (topic ``crawl.tasks``)."""
+
+    job_id: str
+    url: str = Field(description="Normalised URL to fetch.")
+    depth: int = Field(0, ge=0)
+    parent_url: str | None = Field(None, description="The page the link was found on.")
+    anchor: str = Field("", description="The link's anchor text.")
+    score: float = Field(0.0, description="The link planner's score when it was queued.")
+
+
+class CrawlStop(Event):
+    """Ask the fleet to end a crawl job early, e.g. because the answer is now known."""
+
+    job_id: str
+    reason: str = Field("enough", examples=["enough", "cancelled"])
+
+
+class CrawlPageSummary(BaseModel):
+    url: str
+    status: int
+    depth: int
+    title: str
+    bytes: int
+    ms: int
+
+
+class CrawlFinished(Event):
+    """A crawl job ended; published once per job (a redelivery may repeat it, same event id)."""
+
+    job_id: str
+    reason: Literal["max_pages", "deadline", "frontier_empty", "stopped"]
+    pages: list[CrawlPageSummary] = Field(
+        default_factory=list, description="Every page published, in the order it was fetched."
+    )
+    skipped: dict[str, int] = Field(
+        default_factory=dict,
+        description="URLs not published, by cause: robots, off_domain, duplicate, error, ...",
+        examples=[{"robots": 2, "duplicate": 1}],
+    )
+    duration_s: float = Field(0.0, ge=0)
+    pages_per_s: float = Field(0.0, ge=0)
 
 
 class ChunksIndexed(Event):

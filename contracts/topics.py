@@ -20,7 +20,15 @@ class Topic(StrEnum):
     QUERY_RECEIVED = "query.received"
     """Redacted user text; the orchestrator starts a turn from it."""
     CONTEXT_INSUFFICIENT = "context.insufficient"
+    """A turn needs more context: the crawler fleet starts a crawl job from it."""
     PAGES_CRAWLED = "pages.crawled"
+    """One event per page a crawl job fetched, with its Markdown; the indexer indexes it."""
+    CRAWL_TASKS = "crawl.tasks"
+    """Per-URL work of crawl jobs, shared by every crawler replica (internal to the fleet)."""
+    CRAWL_STOP = "crawl.stop"
+    """Ends a crawl job early (the orchestrator has enough)."""
+    CRAWL_FINISHED = "crawl.finished"
+    """A crawl job ended (budget, deadline, empty frontier or stop), with its summary."""
     CHUNKS_INDEXED = "chunks.indexed"
     ESCALATION_REQUESTED = "escalation.requested"
     TICKET_UPDATED = "ticket.updated"
@@ -65,6 +73,9 @@ def dead_letter_stream(topic: str) -> str:
 SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.MESSAGE_RECEIVED: (Group.REDACTOR,),
     Topic.QUERY_RECEIVED: (Group.ORCHESTRATOR,),
+    Topic.CONTEXT_INSUFFICIENT: (Group.CRAWLER,),
+    Topic.CRAWL_TASKS: (Group.CRAWLER,),
+    Topic.CRAWL_STOP: (Group.CRAWLER,),
     Topic.DOCUMENT_SUBMITTED: (Group.INDEXER,),
     Topic.DOCUMENT_DELETED: (Group.INDEXER,),
     Topic.DOCUMENT_STATUS: (Group.GATEWAY,),
