@@ -298,8 +298,11 @@ class ChunksIndexed(Event):
     """New or changed knowledge is searchable; a turn waiting on this correlation id resumes."""
 
     doc_ids: list[str] = Field(default_factory=list)
-    urls: list[str] = Field(default_factory=list)
-    chunks: int = Field(0, ge=0)
+    urls: list[str] = Field(
+        default_factory=list, description="URLs now searchable (written now or already current)."
+    )
+    chunks: int = Field(0, ge=0, description="Chunks written now; 0 when all were current.")
+    job_id: str | None = Field(None, description="The crawl job the pages came from, if any.")
 
 
 class DocumentSubmitted(Event):

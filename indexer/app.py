@@ -1,5 +1,5 @@
 """Wires the indexer: loads the embedding model and Chroma once, seeds the demo knowledge base,
-subscribes to uploaded and deleted documents.
+subscribes to uploaded and deleted documents and to crawled pages.
 
 On start it ingests the built-in demo articles (``INDEXER_SEED_DEMO_KB``); ingestion is
 idempotent, so on later starts nothing is written unless an article changed. The articles are
@@ -19,6 +19,7 @@ from contracts.heartbeat import Probe
 from contracts.runtime import Worker
 from indexer import handlers
 from indexer.config import IndexerSettings
+from indexer.crawled import CrawledPages
 from indexer.documents import DocumentStore, ingest_and_record
 from indexer.embedding import Embedder
 from indexer.service import Ingestor, demo_kb_path
@@ -39,7 +40,9 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
         collection = await asyncio.to_thread(open_collection, settings)
         ingestor = Ingestor(embedder, collection, settings)
         store = DocumentStore.from_url(settings.redis_url)
-        handlers.register(bus, UploadService(ingestor, collection, store))
+        handlers.register(
+            bus, UploadService(ingestor, collection, store), CrawledPages(ingestor, store)
+        )
         seeding: asyncio.Task[bool] | None = None
         if settings.seed_demo_kb:
             seeding = asyncio.create_task(_seed(ingestor, store))

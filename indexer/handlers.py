@@ -1,4 +1,5 @@
-"""The indexer's subscriptions: uploaded documents to ingest, documents to delete.
+"""The indexer's subscriptions: uploaded documents to ingest, documents to delete, pages the
+crawler fleet read.
 
 Each handler runs the blocking work in a thread, then reports the outcome on
 ``document.status`` (and ``chunks.indexed`` when chunks changed). Redelivery is harmless: the
@@ -16,12 +17,14 @@ from contracts.events import (
     DocumentStatus,
     DocumentSubmitted,
     Event,
+    PagesCrawled,
 )
 from contracts.topics import Group, Topic
+from indexer.crawled import CrawledPages
 from indexer.uploads import UploadResult, UploadService
 
 
-def register(bus: Bus, uploads: UploadService) -> None:
+def register(bus: Bus, uploads: UploadService, crawled: CrawledPages) -> None:
     async def on_submitted(event: DocumentSubmitted, delivery: Delivery) -> None:
         try:
             result = await asyncio.to_thread(
@@ -56,7 +59,24 @@ def register(bus: Bus, uploads: UploadService) -> None:
         result = await asyncio.to_thread(uploads.delete, event.document_id)
         await _report(bus, event, event.document_id, result)
 
+    async def on_pages_crawled(event: PagesCrawled, _: Delivery) -> None:
+        result = await asyncio.to_thread(crawled.index, event.pages)
+        # Also when nothing changed: the turn waiting on this correlation id searches again, and
+        # the pages it needs may have been indexed by an earlier crawl.
+        await bus.publish(
+            Topic.CHUNKS_INDEXED,
+            ChunksIndexed(
+                correlation_id=event.correlation_id,
+                conversation_id=event.conversation_id,
+                doc_ids=result.doc_ids,
+                urls=result.urls,
+                chunks=result.chunks_written,
+                job_id=event.job_id,
+            ),
+        )
+
     bus.subscribe(Topic.DOCUMENT_SUBMITTED, DocumentSubmitted, on_submitted, group=Group.INDEXER)
+    bus.subscribe(Topic.PAGES_CRAWLED, PagesCrawled, on_pages_crawled, group=Group.INDEXER)
     bus.subscribe(Topic.DOCUMENT_DELETED, DocumentDeleted, on_deleted, group=Group.INDEXER)
 
 

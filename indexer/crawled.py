@@ -1,0 +1,88 @@
+"""Pages the crawler fleet read: index each under its URL, so a waiting turn can cite it.
+
+A page arrives as Markdown (or plain text) extracted by the crawler. It is filed like any other
+document: its ``doc_id`` is the SHA-256 of its URL, so a page crawled again replaces its earlier
+version, an unchanged page (same content hash) writes nothing, and its extracted form is kept in
+the document store so ``deskpilot reindex`` keeps it. A page with no readable text is skipped.
+Nothing here knows about the message bus; the methods block (run them in a thread).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from contracts.events import CrawledPage
+from indexer.documents import DocumentStore
+from indexer.extract import ExtractedDocument, extract_markdown, extract_plain_text
+from indexer.service import Ingestor
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class CrawledResult:
+    """What became of one batch of crawled pages."""
+
+    doc_ids: list[str] = field(default_factory=list)
+    """Documents now in the index for the pages (written now or already current)."""
+    urls: list[str] = field(default_factory=list)
+    chunks_written: int = 0
+    unchanged: int = 0
+    """Pages whose indexed version was already the same."""
+    empty: list[str] = field(default_factory=list)
+    """URLs of pages with no readable text (not indexed)."""
+
+
+def page_document(page: CrawledPage) -> ExtractedDocument | None:
+    """The page as a document filed under its (final, normalised) URL; None without text."""
+    if page.markdown.strip():
+        doc = extract_markdown(page.markdown, fallback_title=page.title, fallback_url=page.url)
+    elif page.text.strip():
+        doc = extract_plain_text(page.text, fallback_title=page.title, fallback_url=page.url)
+    else:
+        return None
+    if not doc.sections:
+        return None
+    # The URL is the page's, whatever its Markdown claims in front matter: it is what the
+    # answer cites and what a re-crawl replaces.
+    return dataclasses.replace(doc, url=page.url, title=doc.title or page.title or page.url)
+
+
+class CrawledPages:
+    def __init__(self, ingestor: Ingestor, store: DocumentStore) -> None:
+        self._ingestor = ingestor
+        self._store = store
+
+    def index(self, pages: Sequence[CrawledPage]) -> CrawledResult:
+        """Index ``pages`` in one embedding batch; idempotent, so a redelivery is harmless."""
+        result = CrawledResult()
+        docs: list[ExtractedDocument] = []
+        for page in pages:
+            doc = page_document(page)
+            if doc is None:
+                result.empty.append(page.url)
+            else:
+                docs.append(doc)
+        if not docs:
+            return result
+        for doc in docs:
+            # Stored first: a re-index running meanwhile then keeps the chunks written next.
+            self._store.put(doc)
+        report = self._ingestor.ingest_documents(docs)
+        result.chunks_written = report.chunks_written
+        result.unchanged = report.files_unchanged
+        result.doc_ids = [doc.doc_id for doc in docs]
+        result.urls = [doc.url for doc in docs]
+        logger.info(
+            "crawled pages indexed",
+            extra={
+                "pages": len(docs),
+                "chunks_written": report.chunks_written,
+                "unchanged": report.files_unchanged,
+                "empty": len(result.empty),
+            },
+        )
+        return result
