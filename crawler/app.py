@@ -1,0 +1,108 @@
+"""Wires a crawler worker: the browser pool, the HTTP client, the embedding model and the job
+store are created once per process; the handlers share them; a background sweep ends jobs whose
+deadline passed while no page of theirs was completing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from contracts.bus import Bus
+from contracts.heartbeat import Probe
+from contracts.runtime import Worker
+from crawler import handlers
+from crawler.browser import BrowserPool
+from crawler.config import CrawlerSettings
+from crawler.fetch import REDIRECT_STATUSES, Fetcher
+from crawler.guard import AddressGuard
+from crawler.jobs import JobStore
+from crawler.planner import Encoder, LinkPlanner
+from crawler.ratelimit import HostLimiter
+from crawler.robots import MAX_ROBOTS_BYTES, RobotsCache
+from crawler.service import CrawlService, Topics
+from crawler.urls import normalise
+
+SERVICE = "crawler"
+ROBOTS_REDIRECTS = 5
+log = logging.getLogger("deskpilot.crawler")
+
+
+def create_worker(settings: CrawlerSettings | None = None) -> Worker:
+    settings = settings or CrawlerSettings()
+    bus = Bus(settings, SERVICE)
+
+    @asynccontextmanager
+    async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
+        encoder: Encoder | None = None
+        if settings.embeddings:
+            from crawler.embedding import shared_encoder
+
+            encoder = await asyncio.to_thread(shared_encoder, settings.torch_threads)
+        pool = BrowserPool(settings)
+        await pool.start()
+        fetcher = Fetcher(settings.user_agent, settings.page_timeout_s)
+        guard = AddressGuard(settings.allow_networks)
+
+        async def fetch_robots(url: str) -> tuple[int, bytes]:
+            for _ in range(ROBOTS_REDIRECTS + 1):
+                await guard.check(url)
+                response = await fetcher.get(
+                    url, max_bytes=MAX_ROBOTS_BYTES, want_body=lambda status, _: status < 300
+                )
+                location = response.headers.get("location")
+                if response.status in REDIRECT_STATUSES and location:
+                    url = normalise(location, url) or url
+                    continue
+                return response.status, response.body
+            return 404, b""  # a redirect loop: as if there were no robots.txt
+
+        prefix = settings.key_prefix
+        service = CrawlService(
+            settings,
+            jobs=JobStore(bus.redis, prefix, settings.job_ttl_s),
+            pool=pool,
+            fetcher=fetcher,
+            robots=RobotsCache(
+                bus.redis, fetch_robots, prefix=prefix, ttl_s=settings.robots_cache_s
+            ),
+            limiter=HostLimiter(
+                bus.redis,
+                prefix=prefix,
+                concurrency=settings.domain_concurrency,
+                requests_per_s=settings.domain_requests_per_s,
+                lease_ms=int(settings.page_timeout_s * 1000) + 5_000,
+            ),
+            guard=guard,
+            planner=LinkPlanner(encoder),
+            publisher=bus,
+            topics=Topics.for_namespace(settings.namespace),
+            worker_id=bus.consumer,
+        )
+        handlers.register(bus, service, concurrency=settings.contexts)
+        sweeper = asyncio.create_task(_sweep(service, settings.sweep_interval_s))
+
+        async def browser() -> bool:
+            return pool.healthy()
+
+        try:
+            yield {"browser": browser}
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await pool.close()
+            await fetcher.close()
+
+    return Worker(bus, resources)
+
+
+async def _sweep(service: CrawlService, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await service.sweep()
+        except Exception as exc:  # Redis away: the next round tries again
+            log.warning("deadline sweep failed", extra={"error": type(exc).__name__})

@@ -1,0 +1,154 @@
+"""Settings of the crawler service.
+
+Shared settings (Redis, node name, bus timings) come from
+:class:`contracts.settings.ServiceSettings`; the fields here are the crawler's own and are read from
+``CRAWLER_*`` variables, except ``CHROMIUM_PATH``, which is un-prefixed because every tool that
+drives the system browser reads it. A job's own budget (pages, depth, deadline, concurrency) and
+scope (seeds, allowed domains) travel in its ``context.insufficient`` event; the values here are
+the fleet's politeness and safety rules, the same for every job.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from contracts.settings import ServiceSettings
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class CrawlerSettings(ServiceSettings):
+    """How a crawler process drives its browser and how politely and safely it crawls."""
+
+    model_config = SettingsConfigDict(env_prefix="CRAWLER_")
+
+    chromium_path: Path = Field(
+        Path("/usr/bin/chromium"),
+        validation_alias=AliasChoices("CHROMIUM_PATH", "chromium_path"),
+        description="The system Chromium the crawler launches (Debian package `chromium`); "
+        "browsers are never downloaded.",
+    )
+    cdp_url: str | None = Field(
+        None,
+        description="Attach to a running Chromium over CDP (e.g. `http://browser:9222`) instead "
+        "of launching `CHROMIUM_PATH`.",
+    )
+    contexts: int = Field(
+        2,
+        ge=1,
+        le=32,
+        description="Browser contexts per worker: the pages one worker renders at once.",
+    )
+    recycle_after_pages: int = Field(
+        200,
+        ge=1,
+        description="Restart the browser after this many pages, so its memory stays flat.",
+    )
+    page_timeout_s: float = Field(
+        20.0, gt=0, description="Upper bound for one page: download, render and extraction."
+    )
+    render_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="How long a page's scripts may take to put content in the body after load.",
+    )
+    render_quiet_ms: int = Field(
+        100,
+        ge=0,
+        description="A rendered page is read once its DOM has not changed for this long.",
+    )
+    max_page_bytes: int = Field(
+        5 * 1024 * 1024, ge=1024, description="Larger documents are refused (`too_large`)."
+    )
+    max_redirects: int = Field(5, ge=0, description="Longer redirect chains are refused.")
+    max_markdown_chars: int = Field(
+        400_000, ge=1000, description="Extracted Markdown or text past this length is cut."
+    )
+    user_agent: str = Field(
+        "DeskpilotCrawler/0.1 (+https://github.com/deskpilot)",
+        description="User-Agent of every request; its first word is the robots.txt agent name.",
+    )
+    respect_robots: bool = Field(True, description="Honour robots.txt rules and crawl-delay.")
+    robots_cache_s: int = Field(
+        3600, ge=1, description="How long a site's robots.txt is reused (cached in Redis)."
+    )
+    max_crawl_delay_s: float = Field(
+        30.0,
+        ge=0,
+        description="A robots.txt crawl-delay above this is capped to it.",
+    )
+    domain_requests_per_s: float = Field(
+        4.0, gt=0, description="Requests per second per host, across the whole fleet."
+    )
+    domain_concurrency: int = Field(
+        4, ge=1, description="Requests in flight per host, across the whole fleet."
+    )
+    retry_attempts: int = Field(
+        3,
+        ge=1,
+        description="Tries of one page on 429/503, time-outs of the network or a browser crash.",
+    )
+    backoff_s: float = Field(
+        1.0, gt=0, description="First back-off after a 429/503 without Retry-After; doubles."
+    )
+    max_retry_after_s: float = Field(
+        60.0,
+        gt=0,
+        description="A Retry-After longer than this gives the page up instead of waiting.",
+    )
+    allow_networks: Annotated[list[IPNetwork], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated CIDRs exempt from the SSRF guard (e.g. `127.0.0.0/8` for a "
+        "site on this host); private, loopback, link-local and metadata addresses are refused "
+        "otherwise.",
+    )
+    embeddings: bool = Field(
+        True,
+        description="Score links with the packaged embedding model as well as keywords.",
+    )
+    torch_threads: int | None = Field(
+        None, ge=1, description="CPU threads torch may use; unset leaves torch's default."
+    )
+    max_links_per_page: int = Field(
+        300, ge=1, description="Links of one page the planner considers, in page order."
+    )
+    max_pages_per_pattern: int = Field(
+        8,
+        ge=1,
+        description="Pages per URL pattern (digits as wildcards) in one job: the guard against "
+        "calendar-style link traps.",
+    )
+    job_ttl_s: int = Field(
+        24 * 3600, ge=60, description="How long a job's state stays in Redis after it starts."
+    )
+    namespace: str = Field(
+        "",
+        pattern=r"^[A-Za-z0-9_.-]*$",
+        description="Prefix of the crawler's stream and key names, so that separate fleets (or "
+        "test runs) can share one Redis; leave unset where the other services must reach it.",
+    )
+    sweep_interval_s: float = Field(
+        1.0, gt=0, description="How often a worker looks for jobs past their deadline."
+    )
+
+    @field_validator("allow_networks", mode="before")
+    @classmethod
+    def _split_networks(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @property
+    def key_prefix(self) -> str:
+        """What every Redis key of the crawler starts with (before ``crawler:``)."""
+        return f"{self.namespace}:" if self.namespace else ""
+
+    @property
+    def robots_agent(self) -> str:
+        """The product token robots.txt groups are matched against."""
+        return self.user_agent.split("/", 1)[0].split()[0]

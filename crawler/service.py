@@ -1,0 +1,572 @@
+"""What a crawler worker does with a job request, a task and a stop; no broker in here.
+
+The steps of one task (one URL of a job), in order, each able to end it with an outcome that the
+job's counters record (``skipped`` in ``crawl.finished``):
+
+1. claim the URL for this task entry (a duplicate entry or a finished job ends here);
+2. scope: the URL is under an allowed domain (``off_domain``);
+3. for the URL and every redirect hop: scope again, the SSRF guard (``blocked``), robots.txt
+   (``robots``), the host's fleet-wide rate limit and crawl-delay, then one GET without following
+   redirects; more than ``CRAWLER_MAX_REDIRECTS`` hops is ``redirects``; 429/503 back the host
+   off (``Retry-After`` or doubling) and try again, up to ``CRAWLER_RETRY_ATTEMPTS``;
+4. the document: 4xx/5xx is ``error``, a type other than HTML or PDF is ``non_html``, a body over
+   ``CRAWLER_MAX_PAGE_BYTES`` is ``too_large``;
+5. HTML is rendered in the browser pool (scripts run, sub-requests routed), PDF text is read;
+   a browser crash retries the page; the whole page must finish within
+   ``CRAWLER_PAGE_TIMEOUT_S`` (``error`` otherwise);
+6. identical extracted text already published by the job is ``duplicate``;
+7. the page is published on ``pages.crawled``; its links are scored by the planner and queued;
+8. the outcome is recorded, the next best URLs are dispatched as tasks, progress goes to the
+   requester's reply stream, and if that was the job's last page, ``crawl.finished`` goes out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+from urllib.parse import urljoin
+
+import httpx
+
+from contracts.events import (
+    ContextInsufficient,
+    CrawledPage,
+    CrawlFinished,
+    CrawlPageSummary,
+    CrawlStop,
+    CrawlTask,
+    Event,
+    PageLink,
+    PagesCrawled,
+    TurnReply,
+)
+from contracts.topics import Topic
+from crawler.browser import BrowserCrashed, BrowserPool
+from crawler.config import CrawlerSettings
+from crawler.extract import ExtractedPage, extract_html, extract_pdf
+from crawler.fetch import (
+    HTML_TYPES,
+    PDF_TYPES,
+    REDIRECT_STATUSES,
+    THROTTLE_STATUSES,
+    Fetcher,
+    TooLarge,
+    retry_after_s,
+)
+from crawler.guard import AddressGuard, AddressRefused
+from crawler.jobs import Completion, Dispatched, JobStore, Queued
+from crawler.planner import Candidate, LinkPlanner
+from crawler.ratelimit import HostLimiter
+from crawler.robots import RobotsCache
+from crawler.urls import Scope, host_key, normalise, url_pattern
+
+log = logging.getLogger("deskpilot.crawler")
+
+SKIPPED_SUFFIXES = (
+    ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".ico", ".css", ".js", ".mjs", ".json",
+    ".xml", ".zip", ".gz", ".tar", ".tgz", ".mp3", ".mp4", ".webm", ".woff", ".woff2", ".ttf",
+    ".exe", ".dmg", ".iso",
+)  # fmt: skip
+"""Links that are obviously not pages are not even queued."""
+
+
+class Outcome(StrEnum):
+    PAGE = "page"
+    ROBOTS = "robots"
+    OFF_DOMAIN = "off_domain"
+    DUPLICATE = "duplicate"
+    ERROR = "error"
+    NON_HTML = "non_html"
+    TOO_LARGE = "too_large"
+    BLOCKED = "blocked"
+    REDIRECTS = "redirects"
+    CANCELLED = "cancelled"
+    DEADLINE = "deadline"
+
+
+class Publisher(Protocol):
+    async def publish(self, topic: str, event: Event) -> str: ...
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The streams the crawler reads and writes; a namespace prefixes all of them."""
+
+    requests: str
+    tasks: str
+    stop: str
+    pages: str
+    finished: str
+
+    @classmethod
+    def for_namespace(cls, namespace: str = "") -> Topics:
+        prefix = f"{namespace}." if namespace else ""
+        return cls(
+            requests=f"{prefix}{Topic.CONTEXT_INSUFFICIENT}",
+            tasks=f"{prefix}{Topic.CRAWL_TASKS}",
+            stop=f"{prefix}{Topic.CRAWL_STOP}",
+            pages=f"{prefix}{Topic.PAGES_CRAWLED}",
+            finished=f"{prefix}{Topic.CRAWL_FINISHED}",
+        )
+
+
+def stable_id(*parts: str) -> str:
+    """An event id derived from what the event is about, so a republished event de-duplicates."""
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+class _Throttled(Exception):
+    def __init__(self, site: str, wait_s: float | None) -> None:
+        super().__init__(site)
+        self.site = site
+        self.wait_s = wait_s
+
+
+@dataclass
+class _Document:
+    url: str
+    """Normalised: the page's identity."""
+    address: str
+    """As fetched (after redirects): what relative links resolve against."""
+    status: int
+    content_type: str
+    body: bytes
+    ms: int
+
+
+@dataclass
+class _Result:
+    outcome: Outcome
+    page: CrawledPage | None = None
+    links: list[Queued] = field(default_factory=list)
+    detail: str = ""
+
+
+class CrawlService:
+    def __init__(
+        self,
+        settings: CrawlerSettings,
+        jobs: JobStore,
+        pool: BrowserPool,
+        fetcher: Fetcher,
+        robots: RobotsCache,
+        limiter: HostLimiter,
+        guard: AddressGuard,
+        planner: LinkPlanner,
+        publisher: Publisher,
+        topics: Topics,
+        worker_id: str,
+    ) -> None:
+        self.settings = settings
+        self.jobs = jobs
+        self.pool = pool
+        self.fetcher = fetcher
+        self.robots = robots
+        self.limiter = limiter
+        self.guard = guard
+        self.planner = planner
+        self.publisher = publisher
+        self.topics = topics
+        self.worker_id = worker_id
+        self.agent = settings.robots_agent
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    async def start_job(self, request: ContextInsufficient, dispatcher: str) -> None:
+        """Create the job (once, whatever the redeliveries) and dispatch its first URLs."""
+        seeds: list[Queued] = []
+        for index, raw in enumerate(request.seed_urls):
+            url = normalise(raw)
+            if url is not None:
+                seeds.append(Queued(url, 1.0 - index * 1e-3, 0, url_pattern(url)))
+        created, batch = await self.jobs.create(request, seeds, dispatcher)
+        if created:
+            log.info(
+                "crawl job started",
+                extra={
+                    "job_id": request.job_id,
+                    "seeds": [s.url for s in seeds],
+                    "allowed": [
+                        r.domain
+                        for r in Scope.build(request.allowed_domains, [s.url for s in seeds]).rules
+                    ],
+                    "budget": request.budget.model_dump(),
+                },
+            )
+        await self._publish_tasks(request, batch)
+        if created and not seeds:
+            await self._finish(request.job_id, "frontier_empty")
+
+    async def stop_job(self, stop: CrawlStop) -> None:
+        await self.jobs.request_stop(stop.job_id)
+        await self._finish(stop.job_id, "stopped")
+
+    async def sweep(self) -> None:
+        """End jobs past their deadline (and announce ends whose announcer died)."""
+        now_ms = int(time.time() * 1000)
+        for job_id in await self.jobs.due(now_ms):
+            meta = await self.jobs.meta(job_id)
+            if not meta:
+                await self.jobs.settled(job_id)
+                continue
+            ended_now = await self.jobs.finish(job_id, "deadline", f"sweep:{self.worker_id}")
+            # Finished a while ago yet still listed: whoever ended it died before announcing.
+            orphaned = now_ms - int(meta.get("finished_ms", now_ms)) > 5_000
+            if ended_now or orphaned:
+                await self.announce(job_id)
+
+    async def _finish(self, job_id: str, reason: str) -> None:
+        if await self.jobs.finish(job_id, reason, self.worker_id):
+            await self.announce(job_id)
+
+    async def announce(self, job_id: str) -> None:
+        """Publish ``crawl.finished`` for a finished job (same event id however often)."""
+        spec = await self.jobs.spec(job_id)
+        meta = await self.jobs.meta(job_id)
+        if spec is None or meta.get("status") != "finished":
+            return
+        pages = await self.jobs.pages(job_id)
+        duration = max(0.0, (int(meta["finished_ms"]) - int(meta["started_ms"])) / 1000)
+        skipped = {
+            key.removeprefix("skip:"): int(value)
+            for key, value in meta.items()
+            if key.startswith("skip:") and int(value) > 0
+        }
+        for cause in ("robots", "off_domain", "duplicate", "error"):
+            skipped.setdefault(cause, 0)
+        finished = CrawlFinished(
+            event_id=stable_id(job_id, "finished"),
+            correlation_id=spec.correlation_id,
+            conversation_id=spec.conversation_id,
+            job_id=job_id,
+            reason=meta["reason"],
+            pages=pages,
+            skipped=skipped,
+            duration_s=round(duration, 3),
+            pages_per_s=round(len(pages) / duration, 3) if duration > 0 else 0.0,
+        )
+        await self.publisher.publish(self.topics.finished, finished)
+        await self.jobs.settled(job_id)
+        log.info(
+            "crawl job finished",
+            extra={
+                "job_id": job_id,
+                "reason": meta["reason"],
+                "pages": len(pages),
+                "skipped": skipped,
+            },
+        )
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    async def handle_task(self, task: CrawlTask, entry: str) -> None:
+        spec = await self.jobs.spec(task.job_id)
+        if spec is None:
+            return  # the job expired: nothing to do
+        state = await self.jobs.begin(task.job_id, task.url, entry)
+        if state in ("gone", "duplicate"):
+            return
+        if state == "done":  # redelivered after its outcome was recorded: replay the rest
+            completion = await self.jobs.complete(task.job_id, task.url, entry, Outcome.PAGE)
+            await self._after(spec, completion, None)
+            return
+        if state == "cancel":
+            result = _Result(Outcome.CANCELLED)
+        elif state == "late":
+            result = _Result(Outcome.DEADLINE)
+        else:
+            result = await self._crawl(spec, task)
+        if result.page is not None:
+            await self.publisher.publish(
+                self.topics.pages,
+                PagesCrawled(
+                    event_id=stable_id(spec.job_id, task.url, "page"),
+                    correlation_id=spec.correlation_id,
+                    conversation_id=spec.conversation_id,
+                    job_id=spec.job_id,
+                    pages=[result.page],
+                ),
+            )
+        summary = None
+        if result.page is not None:
+            page = result.page
+            summary = CrawlPageSummary(
+                url=page.url,
+                status=page.status,
+                depth=page.depth,
+                title=page.title,
+                bytes=page.bytes,
+                ms=page.ms,
+            )
+        if result.outcome is not Outcome.PAGE:
+            log.info(
+                "url skipped",
+                extra={
+                    "job_id": spec.job_id,
+                    "url": task.url,
+                    "outcome": str(result.outcome),
+                    "detail": result.detail,
+                    "entry": entry,
+                },
+            )
+        completion = await self.jobs.complete(
+            spec.job_id,
+            task.url,
+            entry,
+            result.outcome,
+            summary=summary,
+            links=result.links,
+            pattern_cap=self.settings.max_pages_per_pattern,
+        )
+        await self._after(spec, completion, result)
+
+    async def _after(
+        self, spec: ContextInsufficient, completion: Completion, result: _Result | None
+    ) -> None:
+        await self._publish_tasks(spec, completion.dispatched)
+        if (
+            result is not None
+            and result.page is not None
+            and spec.reply_to
+            and completion.state == "ok"
+        ):
+            await self.publisher.publish(
+                spec.reply_to,
+                TurnReply(
+                    correlation_id=spec.correlation_id,
+                    conversation_id=spec.conversation_id,
+                    kind="progress",
+                    stage="crawling",
+                    detail=f"{completion.published}/{spec.budget.max_pages} pages",
+                ),
+            )
+        if completion.finished:
+            await self.announce(spec.job_id)
+
+    async def _publish_tasks(self, spec: ContextInsufficient, batch: list[Dispatched]) -> None:
+        for item in batch:
+            await self.publisher.publish(
+                self.topics.tasks,
+                CrawlTask(
+                    event_id=stable_id(spec.job_id, item.url, "task"),
+                    correlation_id=spec.correlation_id,
+                    conversation_id=spec.conversation_id,
+                    job_id=spec.job_id,
+                    url=item.url,
+                    depth=item.depth,
+                    parent_url=item.parent,
+                    anchor=item.anchor,
+                    score=item.score,
+                ),
+            )
+
+    # -- one URL ---------------------------------------------------------------------------
+
+    async def _crawl(self, spec: ContextInsufficient, task: CrawlTask) -> _Result:
+        scope = Scope.build(spec.allowed_domains, spec.seed_urls)
+        if not scope.allows(task.url):
+            return _Result(Outcome.OFF_DOMAIN, detail="not under an allowed domain")
+        attempts = self.settings.retry_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                async with asyncio.timeout(self.settings.page_timeout_s):
+                    return await self._fetch_page(spec, task, scope)
+            except _Throttled as throttled:
+                wait = throttled.wait_s
+                if wait is None:
+                    wait = self.settings.backoff_s * 2 ** (attempt - 1)
+                if wait > self.settings.max_retry_after_s or attempt == attempts:
+                    return _Result(Outcome.ERROR, detail=f"throttled (retry after {wait:g}s)")
+                log.info(
+                    "host throttled us; backing off",
+                    extra={"site": throttled.site, "wait_s": wait, "attempt": attempt},
+                )
+                await self.limiter.back_off(throttled.site, wait)
+            except BrowserCrashed as crash:
+                log.warning(
+                    "browser crashed; retrying the page",
+                    extra={"url": task.url, "attempt": attempt, "error": str(crash)[:200]},
+                )
+                if attempt == attempts:
+                    return _Result(Outcome.ERROR, detail="browser crashed")
+            except TimeoutError:
+                return _Result(
+                    Outcome.ERROR, detail=f"page time limit ({self.settings.page_timeout_s:g}s)"
+                )
+            except TooLarge as exc:
+                return _Result(Outcome.TOO_LARGE, detail=str(exc))
+            except AddressRefused as exc:
+                return _Result(Outcome.BLOCKED, detail=str(exc))
+            except (OSError, ConnectionError) as exc:
+                if attempt == attempts:
+                    return _Result(Outcome.ERROR, detail=type(exc).__name__)
+            except Exception as exc:  # httpx and Playwright errors: this URL failed
+                if _is_transport_error(exc) and attempt < attempts:
+                    continue
+                return _Result(Outcome.ERROR, detail=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return _Result(Outcome.ERROR, detail="no attempts left")
+
+    async def _fetch_page(
+        self, spec: ContextInsufficient, task: CrawlTask, scope: Scope
+    ) -> _Result:
+        document = await self._download(task.url, scope)
+        if isinstance(document, _Result):
+            return document
+        if document.status >= 400:
+            return _Result(Outcome.ERROR, detail=f"HTTP {document.status}")
+        started = time.monotonic()
+        if document.content_type in PDF_TYPES:
+            extracted = await asyncio.to_thread(
+                extract_pdf,
+                document.body,
+                document.address,
+                max_chars=self.settings.max_markdown_chars,
+            )
+        else:
+
+            async def allow(url: str, _kind: str) -> bool:
+                if not scope.allows(url):
+                    return False
+                try:
+                    await self.guard.check(url)
+                except AddressRefused:
+                    return False
+                return True
+
+            rendered = await self.pool.render(
+                document.address, document.body, document.content_type, allow
+            )
+            extracted = await asyncio.to_thread(
+                extract_html,
+                rendered.html,
+                document.address,
+                max_links=self.settings.max_links_per_page,
+                max_chars=self.settings.max_markdown_chars,
+            )
+        owner = await self.jobs.claim_content(spec.job_id, extracted.content_hash, document.url)
+        if owner != document.url:
+            return _Result(Outcome.DUPLICATE, detail=f"same content as {owner}")
+        ms = document.ms + int((time.monotonic() - started) * 1000)
+        page = CrawledPage(
+            url=document.url,
+            requested_url=task.url,
+            title=extracted.title,
+            content_hash=extracted.content_hash,
+            markdown=extracted.markdown,
+            text=extracted.text,
+            links=[PageLink(url=link.url, text=link.anchor) for link in extracted.links],
+            depth=task.depth,
+            status=document.status,
+            content_type=document.content_type,
+            bytes=len(document.body),
+            ms=ms,
+        )
+        links = await self._plan(spec, task, extracted, scope)
+        return _Result(Outcome.PAGE, page=page, links=links)
+
+    async def _download(self, url: str, scope: Scope) -> _Document | _Result:
+        current = url  # as requested: a server may redirect /docs to /docs/, both normalise alike
+        hops = 0
+        while True:
+            if not scope.allows(current):
+                return _Result(
+                    Outcome.OFF_DOMAIN, detail=f"redirected off the allowed domains to {current}"
+                )
+            await self.guard.check(current)
+            delay = 0.0
+            if self.settings.respect_robots:
+                rules = await self.robots.rules_for(current)
+                if not rules.allowed(current, self.agent):
+                    return _Result(Outcome.ROBOTS, detail=f"robots.txt disallows {current}")
+                delay = min(rules.crawl_delay(self.agent) or 0.0, self.settings.max_crawl_delay_s)
+            site = host_key(current)
+            async with self.limiter.slot(site, delay):
+                response = await self.fetcher.get(
+                    current,
+                    max_bytes=self.settings.max_page_bytes,
+                    want_body=lambda status, kind: status < 300 and kind in HTML_TYPES | PDF_TYPES,
+                )
+            location = response.headers.get("location")
+            if response.status in REDIRECT_STATUSES and location:
+                hops += 1
+                if hops > self.settings.max_redirects:
+                    return _Result(
+                        Outcome.REDIRECTS,
+                        detail=f"more than {self.settings.max_redirects} redirects",
+                    )
+                target = urljoin(current, location.strip()).split("#", 1)[0]
+                if normalise(target) is None:
+                    return _Result(Outcome.ERROR, detail="redirect to an uncrawlable URL")
+                current = target
+                continue
+            if response.status in THROTTLE_STATUSES:
+                raise _Throttled(site, retry_after_s(response.headers.get("retry-after")))
+            identity = normalise(current) or current
+            if response.status >= 400:
+                return _Document(
+                    identity, current, response.status, response.content_type, b"", response.ms
+                )
+            if response.content_type not in HTML_TYPES | PDF_TYPES:
+                return _Result(Outcome.NON_HTML, detail=response.content_type or "no content type")
+            return _Document(
+                identity,
+                current,
+                response.status,
+                response.content_type,
+                response.body,
+                response.ms,
+            )
+
+    async def _plan(
+        self, spec: ContextInsufficient, task: CrawlTask, page: ExtractedPage, scope: Scope
+    ) -> list[Queued]:
+        depth = task.depth + 1
+        if depth > spec.budget.max_depth:
+            return []
+        links = [
+            link
+            for link in page.links
+            if scope.allows(link.url) and not link.url.lower().endswith(SKIPPED_SUFFIXES)
+        ]
+        fresh = await self.jobs.unseen(spec.job_id, [link.url for link in links])
+        links = [link for link, new in zip(links, fresh, strict=True) if new]
+        if not links:
+            return []
+        candidates = [
+            Candidate(link.url, link.anchor, link.context, depth, url_pattern(link.url))
+            for link in links
+        ]
+        counts = await self.jobs.pattern_counts(spec.job_id, [c.pattern for c in candidates])
+        planned = await asyncio.to_thread(self.planner.plan, spec.question, candidates, counts)
+        log.info(
+            "link plan",
+            extra={
+                "job_id": spec.job_id,
+                "page": task.url,
+                "candidates": len(planned),
+                "top": [
+                    {"url": p.candidate.url, "score": round(p.score, 3), "reason": p.reason}
+                    for p in planned[:5]
+                ],
+            },
+        )
+        return [
+            Queued(
+                p.candidate.url,
+                p.score,
+                depth,
+                p.candidate.pattern,
+                parent=task.url,
+                anchor=p.candidate.anchor,
+            )
+            for p in planned
+        ]
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    return isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException)
