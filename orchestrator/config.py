@@ -117,3 +117,9 @@ class OrchestratorSettings(ServiceSettings):
         description="Limit on one LLM call, retries included (streaming: until the first "
         "piece); past it the turn takes the deterministic path.",
     )
+    llm_stream_interval_s: float = Field(
+        0.1,
+        ge=0,
+        description="Least time between two `writing` progress replies, which carry the answer "
+        "written so far while the LLM streams it; 0 sends one per streamed piece.",
+    )

@@ -14,6 +14,13 @@ far, and logs each decision with its reason:
    assistant asks for it once;
 6. a troubleshooting request with a procedure of three or more steps becomes a checklist;
    anything else is answered by quoting the article's steps with citations.
+
+With an LLM configured, the model reads the message in one call (scope, kind, category, asks for
+a person: :func:`orchestrator.llm.read_message`) while the knowledge base is searched, and that
+reading takes the learned classifier's place in the steps above; when the model fails, times out
+or replies with anything but a valid reading, the classifier decides as it does without a model.
+The reason logged says which one did. The model also words the answer from the retrieved
+passages, and the user sees it being written (``writing`` progress).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import Protocol
+from typing import Final, Protocol
 
 from contracts.events import Action, AnswerBody, Citation, QueryReceived
 from orchestrator.cases import CaseRetriever
@@ -53,10 +60,10 @@ from orchestrator.dialogue import (
     readable,
     search_text,
 )
-from orchestrator.intent import IntentClassifier
-from orchestrator.llm import LLMProvider, NoLLM, generate_answer
+from orchestrator.intent import Intent, IntentClassifier
+from orchestrator.llm import LLMProvider, NoLLM, generate_answer, read_message
 from orchestrator.memory import ChecklistState, Conversation, ConversationStore, StepOutcome
-from orchestrator.retrieval import Retriever
+from orchestrator.retrieval import Retrieval, Retriever
 from orchestrator.state import TurnState, TurnStatus, TurnStore
 
 log = logging.getLogger("deskpilot.orchestrator")
@@ -70,12 +77,21 @@ OS_MATCH_MARGIN = 0.05
 WHAT_DO_YOU_NEED = "What do you need help with?"
 ANYTHING_ELSE = "Is there anything else I can help with?"
 THANKS = re.compile(r"\b(thanks?|thank you|thx|cheers)\b", re.IGNORECASE)
+# Ends of a decision's reason, with an LLM configured: who read the message.
+BY_LLM: Final = "; intent by the LLM"
+BY_CLASSIFIER: Final = "; intent by the classifier (no valid LLM reading)"
 
 
 class Replies(Protocol):
-    """Where a turn's progress and answer go (the gateway instance holding the user)."""
+    """Where a turn's progress and answer go (the gateway instance holding the user).
 
-    async def progress(self, turn: TurnState, stage: str) -> None: ...
+    Stages: ``searching``, ``composing``, and with an LLM ``writing``, whose ``detail`` is the
+    whole answer written so far (not a delta), at most once per
+    ``ORCHESTRATOR_LLM_STREAM_INTERVAL_S``. The answer replaces it, and may differ: the
+    extractive answer when the model failed along the way.
+    """
+
+    async def progress(self, turn: TurnState, stage: str, detail: str | None = None) -> None: ...
 
     async def answer(self, turn: TurnState, body: AnswerBody) -> None: ...
 
@@ -98,6 +114,7 @@ class Orchestrator:
         self.store = store
         self.conversations = conversations
         self.settings = settings
+        self._early: set[asyncio.Task[Retrieval]] = set()
 
     async def handle_query(self, query: QueryReceived, replies: Replies) -> None:
         """Answer a turn exactly once; a redelivered query re-sends the answer already given."""
@@ -142,27 +159,36 @@ class Orchestrator:
             return self.advance_checklist(conversation, checklist, feedback)
         follow_up = is_follow_up(text, conversation)
         query_text = readable(search_text(text, conversation))
-        intent = await asyncio.to_thread(self.intents.classify, readable(text))
+        early: asyncio.Task[Retrieval] | None = None
+        if self.llm.enabled:
+            # The model's reading is the slow step: search meanwhile (most messages are searched).
+            early = self.search_early(query_text, conversation.facts.get("os"))
+            intent, by = await self.read_intent(text, conversation)
+        else:
+            intent, by = await asyncio.to_thread(self.intents.classify, readable(text)), ""
         if is_greeting(text) or (intent.conversational and not follow_up):
             if THANKS.search(text):
-                return compose_clarify([ANYTHING_ELSE], "You're welcome!"), "thanks"
-            return compose_clarify([WHAT_DO_YOU_NEED], GREETING_TEXT), "greeting"
+                return compose_clarify([ANYTHING_ELSE], "You're welcome!"), "thanks" + by
+            return compose_clarify([WHAT_DO_YOU_NEED], GREETING_TEXT), "greeting" + by
         off_topic = not follow_up and not intent.in_scope
         cap = self.settings.clarify_cap
         if not follow_up and not off_topic and is_vague(text):
             if conversation.clarify_rounds >= cap:
-                return compose_text(CAP_TEXT, Action.NO_ANSWER), "still vague after the cap"
+                return compose_text(CAP_TEXT, Action.NO_ANSWER), "still vague after the cap" + by
             conversation.clarify_rounds += 1
             questions = [
                 q for q in VAGUE_QUESTIONS if "error" not in conversation.facts or "error" not in q
             ]
-            return compose_clarify(questions), "too vague to search"
+            return compose_clarify(questions), "too vague to search" + by
 
         await replies.progress(turn, "searching")
         os_name = conversation.facts.get("os")
-        retrieval = await asyncio.to_thread(
-            self.retriever.retrieve, query_text, self.settings.top_k, os=os_name
-        )
+        if early is not None:
+            retrieval = await early
+        else:
+            retrieval = await asyncio.to_thread(
+                self.retriever.retrieve, query_text, self.settings.top_k, os=os_name
+            )
         best = retrieval.confidence
         confidence = f"best similarity {best:.3f}" if best is not None else "no hits"
         covered = best is not None and best >= self.settings.relevance_threshold
@@ -170,9 +196,10 @@ class Orchestrator:
         # in the company's own articles (its product names, its jargon) outweighs the classifier.
         if off_topic and not covered:
             reason = f"outside IT support (scope score {intent.scope_score:.2f}; {confidence})"
-            return compose_text(REFUSE_TEXT, Action.REFUSE), reason
-        if follow_up:
+            return compose_text(REFUSE_TEXT, Action.REFUSE), reason + by
+        if follow_up and by != BY_LLM:
             # A follow-up ("im on linux") is the topic's kind of request, not a request of its own.
+            # (The model read it with the topic already.)
             intent = await asyncio.to_thread(self.intents.classify, query_text)
         if not covered:
             body = compose_answer(
@@ -181,7 +208,7 @@ class Orchestrator:
                 see_also_margin=self.settings.see_also_margin,
                 max_citations=self.settings.max_citations,
             )
-            return body, f"{confidence} below threshold {self.settings.relevance_threshold}"
+            return body, f"{confidence} below threshold {self.settings.relevance_threshold}" + by
         if not follow_up:
             conversation.new_topic(text, intent.category)
 
@@ -198,7 +225,7 @@ class Orchestrator:
         ):
             conversation.asked.append("os")
             conversation.clarify_rounds += 1
-            return compose_clarify([OS_QUESTION]), "the steps differ per operating system"
+            return compose_clarify([OS_QUESTION]), "the steps differ per operating system" + by
 
         await replies.progress(turn, "composing")
         passage = choose_passage(document, margin=0.15, os=os_name) or retrieval.hits[0]
@@ -212,7 +239,7 @@ class Orchestrator:
                 citation_snippet=snippet(passage.text),
             )
             reason = f"troubleshooting, {len(steps)} steps; {confidence}"
-            return compose_checklist(passage, steps, 0), reason
+            return compose_checklist(passage, steps, 0), reason + by
 
         body = compose_answer(
             retrieval,
@@ -225,7 +252,18 @@ class Orchestrator:
         if self.llm.enabled:
             # Grounded in the same passages; any failure falls back to the extractive answer.
             context = {hit.chunk_id: hit for hit in [passage, *retrieval.hits] if hit.score > 0}
-            body = await generate_answer(self.llm, text, list(context.values()), body)
+
+            async def writing(so_far: str) -> None:
+                await replies.progress(turn, "writing", so_far)
+
+            body = await generate_answer(
+                self.llm,
+                text,
+                list(context.values()),
+                body,
+                on_text=writing,
+                interval_s=self.settings.llm_stream_interval_s,
+            )
         if self.cases is not None and self.settings.cases_max:
             # After the knowledge base, and only when a resolved ticket is really alike.
             body.similar_cases = await asyncio.to_thread(
@@ -234,7 +272,31 @@ class Orchestrator:
                 self.settings.cases_max,
                 self.settings.cases_min_score,
             )
-        return body, f"{intent.kind} {intent.category}; {confidence}"
+        return body, f"{intent.kind} {intent.category}; {confidence}" + by
+
+    async def read_intent(self, text: str, conversation: Conversation) -> tuple[Intent, str]:
+        """The model's reading of ``text`` if it gives a valid one, else the classifier's; and
+        the end of the decision's reason that says which (:data:`BY_LLM`, :data:`BY_CLASSIFIER`).
+        """
+        reading = await read_message(
+            self.llm, text, list(self.intents.queues), topic=conversation.topic
+        )
+        if reading is not None:
+            return reading.as_intent(self.intents.queues), BY_LLM
+        intent = await asyncio.to_thread(self.intents.classify, readable(text))
+        return intent, BY_CLASSIFIER
+
+    def search_early(self, query_text: str, os_name: str | None) -> asyncio.Task[Retrieval]:
+        """Start retrieving now; a turn that turns out to need no search just drops the task."""
+        task = asyncio.create_task(
+            asyncio.to_thread(self.retriever.retrieve, query_text, self.settings.top_k, os=os_name)
+        )
+        # Held until done (the loop keeps only weak references); an error nobody awaited is
+        # consumed here rather than reported as "never retrieved".
+        self._early.add(task)
+        task.add_done_callback(self._early.discard)
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return task
 
     def advance_checklist(
         self, conversation: Conversation, checklist: ChecklistState, feedback: str

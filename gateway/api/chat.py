@@ -105,7 +105,10 @@ class _Connection:
             while True:
                 reply = await replies.get()
                 if reply.kind == "progress":
-                    await self.send({"type": "progress", "turn_id": turn_id, "stage": reply.stage})
+                    progress = {"type": "progress", "turn_id": turn_id, "stage": reply.stage}
+                    if reply.detail is not None:  # "writing": the answer so far
+                        progress["detail"] = reply.detail
+                    await self.send(progress)
                     continue
                 try:
                     answer = await self.turns.answer_of(reply)

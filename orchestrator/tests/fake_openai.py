@@ -7,8 +7,9 @@ authentication, request validation (model, messages, temperature, response_forma
 ``{"error": {"message", "type", "param", "code"}}``.
 
 What it answers is scripted per test: :meth:`FakeOpenAI.enqueue` queues the next replies (text,
-errors, delays, broken streams); with nothing queued, ``responder`` chooses the text from the
-request. Every request is recorded with its headers for assertions.
+errors, delays, broken streams); with nothing queued, ``responder`` chooses the reply (text or a
+:class:`Reply`) from the request, which suits callers whose requests interleave, such as a whole
+stack. Every request is recorded with its headers for assertions.
 
     with FakeOpenAI() as server:
         server.enqueue(Reply("Hello [1]"), rate_limited(retry_after="1"))
@@ -32,6 +33,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+TEST_KEY = "sk-test-0123456789abcdef"
+"""The API key the server accepts unless told otherwise."""
 ROLES = ("system", "user", "assistant", "tool", "developer")
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 
@@ -48,6 +51,8 @@ class Reply:
     """Wait before answering (before the first event, when streaming)."""
     chunks: list[str] | None = None
     """Streamed deltas; by default the content split after each space."""
+    chunk_delay_s: float = 0.0
+    """Wait before each streamed delta after the first, like a model generating tokens."""
     raw_body: str | None = None
     """Sent as is with status 200 instead of a completion (a broken server)."""
     cut_stream: bool = False
@@ -102,6 +107,23 @@ def invalid_request(message: str, param: str | None = None, code: str | None = N
     return Reply(status=400, error=error_body(message, "invalid_request_error", param, code))
 
 
+Responder = Callable[[dict[str, Any]], Reply | str]
+"""Chooses the reply to a valid request body when nothing is queued."""
+
+
+def reading(**changes: Any) -> str:
+    """A valid reply to Deskpilot's message-reading prompt (``orchestrator.llm.read_message``):
+    an in-scope informational request of category "other", with ``changes`` (valid or not)."""
+    values = {
+        "in_scope": True,
+        "conversational": False,
+        "kind": "informational",
+        "category": "other",
+        "wants_human": False,
+    }
+    return json.dumps({**values, **changes})
+
+
 def _words(text: str) -> int:
     return len(text.split())
 
@@ -111,14 +133,14 @@ class FakeOpenAI:
 
     def __init__(
         self,
-        api_key: str | None = "sk-test-0123456789abcdef",
+        api_key: str | None = TEST_KEY,
         models: tuple[str, ...] = ("fake-model",),
     ) -> None:
         self.api_key = api_key
         self.models = set(models)
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
-        self.responder: Callable[[dict[str, Any]], str] = lambda body: "OK"
+        self.responder: Responder = lambda body: "OK"
         self.app = self._build_app()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -130,7 +152,7 @@ class FakeOpenAI:
         for reply in replies:
             self.replies.append(Reply(reply) if isinstance(reply, str) else reply)
 
-    def reset(self, api_key: str | None = "sk-test-0123456789abcdef") -> None:
+    def reset(self, api_key: str | None = TEST_KEY) -> None:
         self.replies.clear()
         self.requests.clear()
         self.responder = lambda body: "OK"
@@ -214,7 +236,11 @@ class FakeOpenAI:
                     ),
                     status_code=404,
                 )
-            reply = self.replies.popleft() if self.replies else Reply(self.responder(body))
+            if self.replies:
+                reply = self.replies.popleft()
+            else:
+                chosen = self.responder(body)
+                reply = chosen if isinstance(chosen, Reply) else Reply(chosen)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             if reply.status != 200:
@@ -378,9 +404,9 @@ class FakeOpenAI:
         if pieces is None:
             pieces = [word + " " for word in reply.content.split(" ")]
             pieces[-1] = pieces[-1][:-1]
-        for piece in pieces:
+        for i, piece in enumerate(pieces):
+            await asyncio.sleep(reply.chunk_delay_s if i else 0)
             yield chunk({"content": piece})
-            await asyncio.sleep(0)
         if reply.cut_stream:
             return
         yield chunk({}, reply.finish_reason)

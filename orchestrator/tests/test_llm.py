@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Literal
 
 import pytest
@@ -19,6 +20,7 @@ from orchestrator.llm import (
     LLMError,
     LLMTimeout,
     LLMUnavailable,
+    MessageReading,
     NoLLM,
     OpenAICompatible,
     OpenAICompatibleConfig,
@@ -26,17 +28,21 @@ from orchestrator.llm import (
     decide_json,
     generate_answer,
     ground_citations,
+    preview_text,
+    read_message,
 )
 from orchestrator.retrieval import Hit
 from orchestrator.tests.fake_openai import (
+    TEST_KEY,
     FakeOpenAI,
     Reply,
     invalid_request,
     rate_limited,
+    reading,
     server_error,
 )
 
-KEY = "sk-test-0123456789abcdef"
+KEY = TEST_KEY
 QUESTION = "How do I reset my VPN password?"
 HELLO = [ChatMessage(role="user", content="Say hello.")]
 
@@ -68,18 +74,6 @@ EXTRACTIVE = AnswerBody(
 class Decision(BaseModel):
     action: Literal["answer", "clarify", "refuse"]
     reason: str
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(api_key=KEY) as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(server: FakeOpenAI) -> FakeOpenAI:
-    server.reset(api_key=KEY)
-    return server
 
 
 def config(fake: FakeOpenAI, **overrides: object) -> OpenAICompatibleConfig:
@@ -424,6 +418,95 @@ async def test_other_fields_of_the_extractive_answer_are_kept(
     assert body.questions == ["kept"]
 
 
+# --- streaming the answer ----------------------------------------------------------------------
+
+
+class Sink:
+    """Records what an answer's preview sink receives, and when."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.texts: list[str] = []
+        self.times: list[float] = []
+        self.fail = fail
+
+    async def __call__(self, text: str) -> None:
+        self.texts.append(text)
+        self.times.append(time.monotonic())
+        if self.fail:
+            raise RuntimeError("the reply stream is gone")
+
+
+async def test_the_answer_is_streamed_and_previewed_as_it_is_cited(
+    fake: FakeOpenAI, llm: OpenAICompatible
+) -> None:
+    # [2] arrives split over two deltas; [7] is outside the passages.
+    chunks = ["Connect to ", "NW-Corp [", "2]. Then ", "open the portal [1][7", "]."]
+    fake.enqueue(Reply(chunks=chunks, chunk_delay_s=0.02))
+    sink = Sink()
+    body = await generate_answer(llm, QUESTION, [VPN, WIFI], EXTRACTIVE, on_text=sink, interval_s=0)
+    assert fake.requests[0].body["stream"] is True
+    assert body.answer == "Connect to NW-Corp [1]. Then open the portal [2]."
+    assert [c.url for c in body.citations] == [WIFI.url, VPN.url]
+    # The whole text so far, numbered as in the answer; half-written markers held back.
+    assert sink.texts == [
+        "Connect to",
+        "Connect to NW-Corp",
+        "Connect to NW-Corp [1]. Then",
+        "Connect to NW-Corp [1]. Then open the portal [2]",
+        "Connect to NW-Corp [1]. Then open the portal [2].",
+    ]
+
+
+async def test_previews_come_at_most_once_per_interval(
+    fake: FakeOpenAI, llm: OpenAICompatible
+) -> None:
+    words = [f"word{i} " for i in range(12)]
+    fake.enqueue(Reply(chunks=[*words, "[1]."], chunk_delay_s=0.04))
+    sink = Sink()
+    body = await generate_answer(llm, QUESTION, [VPN], EXTRACTIVE, on_text=sink, interval_s=0.15)
+    assert body.answer.endswith("word11 [1].")
+    assert 1 <= len(sink.texts) < len(words)
+    gaps = [later - earlier for earlier, later in zip(sink.times, sink.times[1:], strict=False)]
+    assert all(gap >= 0.15 for gap in gaps), gaps
+    assert all(body.answer.startswith(text) for text in sink.texts)
+
+
+async def test_the_not_covered_signal_is_never_previewed(
+    fake: FakeOpenAI, llm: OpenAICompatible
+) -> None:
+    fake.enqueue(Reply(chunks=["NOT", "_IN_", "PASS", "AGES"]))
+    sink = Sink()
+    body = await generate_answer(llm, QUESTION, [VPN], EXTRACTIVE, on_text=sink, interval_s=0)
+    assert body == EXTRACTIVE
+    assert sink.texts == []
+
+
+def test_a_preview_shows_nothing_that_the_answer_would_not() -> None:
+    assert preview_text("  NOT_IN", [VPN]) == ""
+    assert preview_text("Open it [1] and [9", [VPN]) == "Open it [1] and"
+    assert preview_text("Open it [3]. Then [", [VPN]) == "Open it. Then"
+
+
+async def test_a_failing_preview_sink_does_not_cost_the_answer(
+    fake: FakeOpenAI, llm: OpenAICompatible
+) -> None:
+    fake.enqueue(Reply(chunks=["Open ", "the ", "portal ", "[1]."]))
+    sink = Sink(fail=True)
+    body = await generate_answer(llm, QUESTION, [VPN], EXTRACTIVE, on_text=sink, interval_s=0)
+    assert body.answer == "Open the portal [1]."
+    assert sink.texts == ["Open"]  # dropped after its first failure
+
+
+async def test_a_stream_broken_after_previews_falls_back(
+    fake: FakeOpenAI, llm: OpenAICompatible
+) -> None:
+    fake.enqueue(Reply("Open the portal [1] and then", cut_stream=True))
+    sink = Sink()
+    body = await generate_answer(llm, QUESTION, [VPN], EXTRACTIVE, on_text=sink, interval_s=0)
+    assert sink.texts  # the user saw it being written...
+    assert body == EXTRACTIVE  # ...and gets the extractive answer in its place
+
+
 # --- structured decisions ----------------------------------------------------------------------
 
 DECIDE = [
@@ -484,6 +567,89 @@ async def test_decide_json_returns_none_on_llm_error(
     assert len(fake.requests) == 1
 
 
+async def test_decide_json_with_one_attempt_asks_once(
+    fake: FakeOpenAI, llm: OpenAICompatible
+) -> None:
+    fake.enqueue("not json", '{"action": "answer", "reason": "second time"}')
+    assert await decide_json(llm, DECIDE, Decision, attempts=1) is None
+    assert len(fake.requests) == 1
+
+
+# --- reading a message -------------------------------------------------------------------------
+
+QUEUES = {"connectivity": "Network", "account": "Identity & Access", "other": "Service Desk"}
+READING = {
+    "in_scope": True,
+    "conversational": False,
+    "kind": "troubleshooting",
+    "category": "connectivity",
+    "wants_human": False,
+}
+
+
+def reading_json(**changes: object) -> str:
+    return reading(**{**READING, **changes})
+
+
+async def test_read_message_asks_once_with_the_message_topic_and_categories(
+    fake: FakeOpenAI, llm: OpenAICompatible
+) -> None:
+    fake.enqueue(reading_json(kind="informational"))
+    reading = await read_message(
+        llm, "im on <LOCATION_1> wifi", list(QUEUES), topic="How do I connect to the VPN?"
+    )
+    assert reading == MessageReading.model_validate({**READING, "kind": "informational"})
+    [request] = fake.requests
+    assert request.body["response_format"] == {"type": "json_object"}
+    system, user = request.messages
+    assert "- connectivity: network, Wi-Fi, VPN" in system["content"]
+    assert "- account:" in system["content"]
+    assert "courses" not in system["content"].split("JSON Schema")[0]  # not configured
+    assert '"wants_human"' in system["content"]  # the schema
+    assert "<topic>\nHow do I connect to the VPN?\n</topic>" in user["content"]
+    assert user["content"].endswith("<message>\nim on <LOCATION_1> wifi\n</message>")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply("Sure, that is a VPN question."),
+        Reply(reading_json(category="courses")),  # not a configured category
+        Reply(json.dumps({k: v for k, v in READING.items() if k != "kind"})),
+        Reply(reading_json(kind="urgent")),
+        invalid_request("Invalid 'messages[1].content': string too long.", "messages"),
+    ],
+)
+async def test_an_invalid_reading_is_none_after_one_call(
+    fake: FakeOpenAI, llm: OpenAICompatible, reply: Reply
+) -> None:
+    fake.enqueue(reply, reading_json())
+    assert await read_message(llm, "vpn drops", list(QUEUES)) is None
+    assert len(fake.requests) == 1
+
+
+def test_a_reading_becomes_an_intent_with_certain_scores() -> None:
+    reading = MessageReading.model_validate({**READING, "wants_human": True})
+    intent = reading.as_intent(QUEUES)
+    assert (intent.kind, intent.category, intent.queue) == (
+        "troubleshooting",
+        "connectivity",
+        "Network",
+    )
+    assert (intent.in_scope, intent.scope_score, intent.conversational) == (True, 1.0, False)
+    assert (intent.request_human, intent.request_human_score) == (True, 1.0)
+    # Like the classifier's: only in-scope messages are conversation or ask for a person.
+    off = MessageReading.model_validate(
+        {**READING, "in_scope": False, "conversational": True, "wants_human": True}
+    ).as_intent(QUEUES)
+    assert (off.in_scope, off.scope_score, off.conversational, off.request_human) == (
+        False,
+        0.0,
+        False,
+        False,
+    )
+
+
 # --- no LLM and configuration ------------------------------------------------------------------
 
 
@@ -496,6 +662,7 @@ async def test_no_llm_is_explicit() -> None:
         _ = [delta async for delta in provider.stream(HELLO)]
     assert await generate_answer(provider, QUESTION, [VPN], EXTRACTIVE) == EXTRACTIVE
     assert await decide_json(provider, DECIDE, Decision) is None
+    assert await read_message(provider, QUESTION, list(QUEUES)) is None
 
 
 def test_without_a_base_url_there_is_no_llm(monkeypatch: pytest.MonkeyPatch) -> None:

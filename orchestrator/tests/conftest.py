@@ -1,0 +1,23 @@
+"""Fixtures of the orchestrator's tests: the local chat-completions server (``fake_openai.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrator.tests.fake_openai import FakeOpenAI
+
+
+@pytest.fixture(scope="module")
+def openai_server() -> Iterator[FakeOpenAI]:
+    """One server per test module, on a free loopback port."""
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def fake(openai_server: FakeOpenAI) -> FakeOpenAI:
+    """The module's server, with no scripted replies, no recorded requests and the test key."""
+    openai_server.reset()
+    return openai_server
