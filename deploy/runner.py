@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import httpx
 from pydantic import Field
@@ -30,8 +30,10 @@ from pydantic_settings import SettingsConfigDict
 
 from contracts.settings import ServiceSettings
 
-SERVICES = ("redactor", "orchestrator", "indexer", "gateway")
+SERVICES = ("redactor", "orchestrator", "indexer", "crawler", "gateway")
 """Start order: workers first, the gateway (the only entry point) last."""
+OPTIONAL = frozenset({"crawler"})
+"""Started only where they can run (see :meth:`Stack.wanted`)."""
 
 RUNTIME_FILE = "runtime.json"
 
@@ -44,6 +46,13 @@ class RunnerSettings(ServiceSettings):
     max_backoff_s: float = Field(
         30.0, gt=0, description="Longest wait before restarting a crashed service."
     )
+    crawler: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Start the crawler fleet's worker: `auto` when a Chromium is found "
+        "(CHROMIUM_PATH, default /usr/bin/chromium, or CRAWLER_CDP_URL) and the `crawler` extra "
+        "is installed; `on` always; `off` never.",
+    )
+    crawler_workers: int = Field(1, ge=1, le=16, description="Crawler worker processes to start.")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -165,15 +174,36 @@ class Stack:
         self._start_chroma()
         env = self._service_env()
         for name in SERVICES:
-            child = Child(
-                name=name,
-                argv=[sys.executable, "-m", name],
-                env=env,
-                log_path=None if self.verbose else self.data_dir / "logs" / f"{name}.log",
-            )
-            child.start()
-            self.children.append(child)
+            if name in OPTIONAL and not self.wanted(name, env):
+                continue
+            replicas = self.settings.crawler_workers if name == "crawler" else 1
+            for replica in range(replicas):
+                label = name if replica == 0 else f"{name}-{replica + 1}"
+                child = Child(
+                    name=label,
+                    argv=[sys.executable, "-m", name],
+                    env=env,
+                    log_path=None if self.verbose else self.data_dir / "logs" / f"{label}.log",
+                )
+                child.start()
+                self.children.append(child)
         self._write_runtime()
+
+    def wanted(self, name: str, env: dict[str, str]) -> bool:
+        """Whether to start the optional service ``name`` (only the crawler, for now)."""
+        choice = self.settings.crawler
+        if choice != "auto":
+            return choice == "on"
+        import importlib.util
+
+        if importlib.util.find_spec("playwright") is None:
+            self.say("Crawling is off: the `crawler` extra is not installed.")
+            return False
+        browser = Path(env.get("CHROMIUM_PATH") or "/usr/bin/chromium")
+        if not env.get("CRAWLER_CDP_URL") and not os.access(browser, os.X_OK):
+            self.say(f"Crawling is off: no Chromium at {browser} (set CHROMIUM_PATH).")
+            return False
+        return True
 
     def _start_redis(self) -> None:
         explicit = "redis_url" in self.settings.model_fields_set

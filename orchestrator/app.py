@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -12,7 +13,8 @@ from contracts.runtime import Worker
 from orchestrator import handlers
 from orchestrator.cases import CaseRetriever, open_cases_collection
 from orchestrator.config import OrchestratorSettings
-from orchestrator.embedding import QueryEncoder
+from orchestrator.crawl import CrawlWaits, sweep_forever
+from orchestrator.embedding import QueryEncoder, one_embedding_per_text
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import build_provider
 from orchestrator.memory import ConversationStore
@@ -39,6 +41,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         retriever = await asyncio.to_thread(build_retriever, settings, encoder)
         intents = await asyncio.to_thread(IntentClassifier.from_settings, encoder, settings)
         llm = build_provider(settings)
+        waits = CrawlWaits(bus.redis)
         orchestrator = Orchestrator(
             retriever,
             intents,
@@ -47,8 +50,17 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             settings,
             llm,
             CaseRetriever(encoder, await asyncio.to_thread(open_cases_collection, settings)),
+            handlers.BusFleet(bus),
+            waits,
         )
-        handlers.register(bus, orchestrator, settings.concurrency)
+        replies = handlers.register(bus, orchestrator, settings.concurrency)
+
+        async def answer_late_turn(correlation_id: str) -> None:
+            with one_embedding_per_text():
+                await orchestrator.resume(correlation_id, replies, final=True)
+
+        # Turns whose crawl neither finished nor reported in time are answered anyway.
+        sweeper = asyncio.create_task(sweep_forever(waits, answer_late_turn))
 
         async def chroma() -> bool:
             return await asyncio.to_thread(retriever.ping)
@@ -56,6 +68,9 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         try:
             yield {"chroma": chroma}
         finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
             await llm.aclose()
 
     return Worker(bus, resources)

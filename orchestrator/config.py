@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from contracts.settings import ServiceSettings
 
@@ -123,3 +124,45 @@ class OrchestratorSettings(ServiceSettings):
         description="Least time between two `writing` progress replies, which carry the answer "
         "written so far while the LLM streams it; 0 sends one per streamed piece.",
     )
+
+    # Crawling the company's help sites when the knowledge base cannot answer (issue: agentic
+    # crawl loop). Seeds and allowed domains use un-prefixed names, like the LLM settings.
+    crawl_seed_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("CRAWL_SEED_URLS", "crawl_seed_urls"),
+        description="Comma-separated start pages of the help sites to read when the knowledge "
+        "base does not cover a question; none means never crawl.",
+    )
+    crawl_allowed_domains: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("CRAWL_ALLOWED_DOMAINS", "crawl_allowed_domains"),
+        description="Comma-separated hosts a crawl may read (each with its subdomains); none "
+        "means the seed URLs' own hosts.",
+    )
+    crawl_enabled: bool = Field(True, description="Crawl at all (with seed URLs configured).")
+    crawl_max_pages: int = Field(10, ge=1, description="Pages one turn's crawl may read.")
+    crawl_max_depth: int = Field(2, ge=0, description="Links followed from a seed at most.")
+    crawl_deadline_s: float = Field(
+        20.0,
+        gt=0,
+        description="Seconds a turn's crawl may take; then the turn is answered with what was "
+        "found. Keep it under the gateway's GATEWAY_TURN_TIMEOUT_S.",
+    )
+    crawl_grace_s: float = Field(
+        5.0,
+        ge=0,
+        description="Extra seconds after the crawl deadline for the last pages to be indexed "
+        "before the turn is answered without them.",
+    )
+    crawl_concurrency: int = Field(4, ge=1, description="Pages of one crawl fetched at once.")
+
+    @field_validator("crawl_seed_urls", "crawl_allowed_domains", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @property
+    def crawl_configured(self) -> bool:
+        return self.crawl_enabled and bool(self.crawl_seed_urls)

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from contracts.bus import Bus, Delivery
-from contracts.events import AnswerBody, QueryReceived, TurnReply
+from contracts.events import (
+    AnswerBody,
+    ChunksIndexed,
+    ContextInsufficient,
+    CrawlFinished,
+    CrawlStop,
+    QueryReceived,
+    TurnReply,
+)
 from contracts.topics import Group, Topic
 from orchestrator.embedding import one_embedding_per_text
 from orchestrator.service import Orchestrator
@@ -24,18 +34,49 @@ class BusReplies:
         await self.bus.publish(turn.reply_to, _reply(turn, kind="answer", body=body))
 
 
+class BusFleet:
+    """Crawl requests and early stops for the crawler fleet."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def request(self, request: ContextInsufficient) -> None:
+        await self.bus.publish(Topic.CONTEXT_INSUFFICIENT, request)
+
+    async def stop(self, turn: TurnState, job_id: str) -> None:
+        stop = CrawlStop(
+            correlation_id=turn.correlation_id,
+            conversation_id=turn.conversation_id,
+            job_id=job_id,
+            reason="enough",
+        )
+        await self.bus.publish(Topic.CRAWL_STOP, stop)
+
+
 def _reply(turn: TurnState, **fields: object) -> TurnReply:
     return TurnReply.model_validate(
         {"correlation_id": turn.correlation_id, "conversation_id": turn.conversation_id, **fields}
     )
 
 
-def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> None:
+def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusReplies:
     replies = BusReplies(bus)
 
     async def on_query(event: QueryReceived, _: Delivery) -> None:
         with one_embedding_per_text():  # the question is embedded once for the whole turn
             await orchestrator.handle_query(event, replies)
+
+    async def on_indexed(event: ChunksIndexed, _: Delivery) -> None:
+        if event.job_id is None:
+            # An upload: make it searchable here now (other replicas see it within seconds).
+            await asyncio.to_thread(orchestrator.retriever.refresh, force=True)
+            return
+        with one_embedding_per_text():
+            await orchestrator.resume(event.correlation_id, replies, final=False, indexed=event)
+
+    async def on_finished(event: CrawlFinished, _: Delivery) -> None:
+        with one_embedding_per_text():
+            await orchestrator.resume(event.correlation_id, replies, final=True)
 
     bus.subscribe(
         Topic.QUERY_RECEIVED,
@@ -44,3 +85,12 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> None:
         group=Group.ORCHESTRATOR,
         concurrency=concurrency,
     )
+    bus.subscribe(
+        Topic.CHUNKS_INDEXED,
+        ChunksIndexed,
+        on_indexed,
+        group=Group.ORCHESTRATOR,
+        concurrency=concurrency,
+    )
+    bus.subscribe(Topic.CRAWL_FINISHED, CrawlFinished, on_finished, group=Group.ORCHESTRATOR)
+    return replies

@@ -28,9 +28,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from typing import Final, Protocol
 
-from contracts.events import Action, AnswerBody, Citation, QueryReceived
+from contracts.events import (
+    Action,
+    AnswerBody,
+    ChunksIndexed,
+    Citation,
+    ContextInsufficient,
+    CrawlBudget,
+    QueryReceived,
+)
 from orchestrator.cases import CaseRetriever
 from orchestrator.compose import (
     CAP_TEXT,
@@ -50,6 +59,7 @@ from orchestrator.compose import (
     whole_section,
 )
 from orchestrator.config import OrchestratorSettings
+from orchestrator.crawl import CrawlWaits
 from orchestrator.dialogue import (
     checklist_feedback,
     detect_facts,
@@ -76,6 +86,14 @@ OS_QUESTION = "Which operating system are you on: Windows, macOS or Linux?"
 OS_MATCH_MARGIN = 0.05
 WHAT_DO_YOU_NEED = "What do you need help with?"
 ANYTHING_ELSE = "Is there anything else I can help with?"
+CRAWL_STARTED = "That isn't in the knowledge base yet, so I'm reading the IT help site for it."
+
+
+def crawled_nothing(pages: int) -> str:
+    plural = "s" if pages != 1 else ""
+    return f"I also read {pages} page{plural} of the IT help site without finding it."
+
+
 THANKS = re.compile(r"\b(thanks?|thank you|thx|cheers)\b", re.IGNORECASE)
 # Ends of a decision's reason, with an LLM configured: who read the message.
 BY_LLM: Final = "; intent by the LLM"
@@ -96,6 +114,14 @@ class Replies(Protocol):
     async def answer(self, turn: TurnState, body: AnswerBody) -> None: ...
 
 
+class CrawlFleet(Protocol):
+    """Where crawl requests go (the crawler fleet, through the bus)."""
+
+    async def request(self, request: ContextInsufficient) -> None: ...
+
+    async def stop(self, turn: TurnState, job_id: str) -> None: ...
+
+
 class Orchestrator:
     def __init__(
         self,
@@ -106,9 +132,13 @@ class Orchestrator:
         settings: OrchestratorSettings,
         llm: LLMProvider | None = None,
         cases: CaseRetriever | None = None,
+        fleet: CrawlFleet | None = None,
+        waits: CrawlWaits | None = None,
     ) -> None:
         self.llm = llm or NoLLM()
         self.cases = cases
+        self.fleet = fleet
+        self.waits = waits
         self.retriever = retriever
         self.intents = intents
         self.store = store
@@ -123,6 +153,9 @@ class Orchestrator:
             log.info("turn already answered; sending the same answer again")
             await replies.answer(turn, turn.answer)
             return
+        if turn is not None and turn.status is TurnStatus.CRAWLING:
+            log.info("turn already waits on a crawl; it is answered when the crawl has results")
+            return
         turn = TurnState(
             correlation_id=query.correlation_id,
             conversation_id=query.conversation_id,
@@ -134,19 +167,122 @@ class Orchestrator:
 
         conversation = await self.conversations.load(query.conversation_id)
         body, reason = await self.decide(query.text, conversation, turn, replies)
+        if body.action is Action.CRAWL:
+            await self.start_crawl(turn, conversation, replies, reason)
+            return
+        await self.finish(turn, conversation, body, reason, replies)
+
+    async def finish(
+        self,
+        turn: TurnState,
+        conversation: Conversation,
+        body: AnswerBody,
+        reason: str,
+        replies: Replies,
+    ) -> None:
+        """Record the turn as answered (with the conversation) and send the answer."""
         turn.status, turn.answer, turn.reason = TurnStatus.ANSWERED, body, reason
         conversation.remember(
-            query.text, body.action.value, body.citations[0].url if body.citations else None
+            turn.question, body.action.value, body.citations[0].url if body.citations else None
         )
         await self.conversations.save(conversation)
         await self.store.save(turn)
         log.info("decided", extra={"action": body.action.value, "reason": reason})
         await replies.answer(turn, body)
 
+    # -- crawling ------------------------------------------------------------------------------
+
+    def may_crawl(self) -> bool:
+        return self.fleet is not None and self.waits is not None and self.settings.crawl_configured
+
+    async def start_crawl(
+        self, turn: TurnState, conversation: Conversation, replies: Replies, reason: str
+    ) -> None:
+        """Ask the fleet to read the help sites; the turn waits in Redis, no worker waits."""
+        fleet, waits, settings = self.fleet, self.waits, self.settings
+        if fleet is None or waits is None:
+            raise RuntimeError("crawling needs a crawler fleet and the waits store")
+        turn.status, turn.reason = TurnStatus.CRAWLING, reason
+        turn.crawl_job_id = turn.correlation_id
+        await self.conversations.save(conversation)
+        await self.store.save(turn)
+        deadline = time.time() + settings.crawl_deadline_s + settings.crawl_grace_s
+        await waits.wait(turn.correlation_id, deadline)
+        await fleet.request(
+            ContextInsufficient(
+                correlation_id=turn.correlation_id,
+                conversation_id=turn.conversation_id,
+                question=turn.crawl_question or turn.question,
+                seed_urls=settings.crawl_seed_urls,
+                allowed_domains=settings.crawl_allowed_domains,
+                budget=CrawlBudget(
+                    max_pages=settings.crawl_max_pages,
+                    max_depth=settings.crawl_max_depth,
+                    deadline_s=settings.crawl_deadline_s,
+                    concurrency=settings.crawl_concurrency,
+                ),
+                job_id=turn.crawl_job_id,
+                reply_to=turn.reply_to,
+            )
+        )
+        log.info("decided", extra={"action": Action.CRAWL.value, "reason": reason})
+        await replies.progress(turn, "crawling", CRAWL_STARTED)
+
+    async def resume(
+        self,
+        correlation_id: str,
+        replies: Replies,
+        *,
+        final: bool,
+        indexed: ChunksIndexed | None = None,
+    ) -> None:
+        """Search again for a turn waiting on a crawl, and answer it if the knowledge base now
+        covers the question, or ``final``ly (the crawl ended or its deadline passed) anyway.
+
+        Runs under the turn's lock, so exactly one handler answers; a turn no longer waiting
+        is left alone, which makes redelivered events harmless.
+        """
+        if self.waits is None:
+            return
+        async with self.waits.lock(correlation_id):
+            turn = await self.store.get(correlation_id)
+            if turn is None or turn.status is not TurnStatus.CRAWLING:
+                await self.waits.done(correlation_id)
+                return
+            if indexed is not None and indexed.urls:
+                turn.crawl_urls = list(dict.fromkeys([*turn.crawl_urls, *indexed.urls]))
+                count = len(turn.crawl_urls)
+                await replies.progress(
+                    turn, "indexed", f"{count} page{'s' if count != 1 else ''} read and indexed"
+                )
+            # The pages were just written: search them now, not after the next periodic check.
+            await asyncio.to_thread(self.retriever.refresh, force=True)
+            conversation = await self.conversations.load(turn.conversation_id)
+            body, reason = await self.decide(
+                turn.question, conversation, turn, replies, allow_crawl=False
+            )
+            if body.action is Action.NO_ANSWER and not final:
+                await self.store.save(turn)  # not enough yet: wait for more pages
+                return
+            if not final and self.fleet is not None and turn.crawl_job_id:
+                await self.fleet.stop(turn, turn.crawl_job_id)  # enough: end the crawl early
+            if body.action is Action.NO_ANSWER and turn.crawl_urls:
+                body.answer = crawled_nothing(len(turn.crawl_urls)) + " " + body.answer
+            reason = f"{reason}; after crawling {len(turn.crawl_urls)} pages"
+            await self.finish(turn, conversation, body, reason, replies)
+            await self.waits.done(correlation_id)
+
     async def decide(
-        self, text: str, conversation: Conversation, turn: TurnState, replies: Replies
+        self,
+        text: str,
+        conversation: Conversation,
+        turn: TurnState,
+        replies: Replies,
+        *,
+        allow_crawl: bool = True,
     ) -> tuple[AnswerBody, str]:
-        """The reply to ``text`` and why; updates ``conversation`` in place."""
+        """The reply to ``text`` and why; updates ``conversation`` in place. ``crawl`` (when
+        ``allow_crawl``) means: not answered yet, read the help sites first."""
         conversation.facts.update(detect_facts(text))
         conversation.technical = conversation.technical or is_technical(text)
         checklist = conversation.checklist
@@ -201,6 +337,10 @@ class Orchestrator:
             # A follow-up ("im on linux") is the topic's kind of request, not a request of its own.
             # (The model read it with the topic already.)
             intent = await asyncio.to_thread(self.intents.classify, query_text)
+        if not covered and allow_crawl and self.may_crawl():
+            turn.crawl_question = query_text
+            reason = f"{confidence} below threshold {self.settings.relevance_threshold}"
+            return compose_text(CRAWL_STARTED, Action.CRAWL), f"{reason}; crawling" + by
         if not covered:
             body = compose_answer(
                 retrieval,

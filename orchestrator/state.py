@@ -19,6 +19,8 @@ KEY_PREFIX = "deskpilot:orchestrator:turn:"
 
 class TurnStatus(StrEnum):
     RECEIVED = "received"
+    CRAWLING = "crawling"
+    """Waiting for the crawler fleet; see :mod:`orchestrator.crawl`."""
     ANSWERED = "answered"
 
 
@@ -31,6 +33,13 @@ class TurnState(BaseModel):
     status: TurnStatus = TurnStatus.RECEIVED
     reason: str | None = Field(None, description="Why the decision was taken, for the logs.")
     answer: AnswerBody | None = None
+    crawl_job_id: str | None = Field(None, description="The crawl job the turn waits on.")
+    crawl_question: str | None = Field(
+        None, description="What the crawl looks for: the question with its conversation's topic."
+    )
+    crawl_urls: list[str] = Field(
+        default_factory=list, description="Crawled pages indexed for this turn so far."
+    )
     updated_at: datetime = Field(default_factory=utcnow)
 
 

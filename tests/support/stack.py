@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -25,8 +25,21 @@ FAST_ENV = {
 
 
 @contextmanager
-def running_stack(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
-    settings = RunnerSettings(data_dir=data_dir, ready_timeout_s=300, stop_timeout_s=30)
+def running_stack(
+    data_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    *,
+    crawler: Literal["on", "off"] = "off",
+    crawler_workers: int = 1,
+) -> Iterator[Stack]:
+    """The whole stack as ``deskpilot up`` starts it; the crawler only when a test needs it."""
+    settings = RunnerSettings(
+        data_dir=data_dir,
+        ready_timeout_s=300,
+        stop_timeout_s=30,
+        crawler=crawler,
+        crawler_workers=crawler_workers,
+    )
     stack = Stack(
         settings,
         port=free_port(),

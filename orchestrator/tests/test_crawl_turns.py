@@ -1,0 +1,300 @@
+"""Turns that wait on a crawl, with real Redis, a real Chroma collection and the real models.
+
+The crawler fleet's place is taken by a recorder of what the orchestrator asks of it (the bus
+path, with the real fleet, is tested on the stack in ``tests/test_crawl_loop.py``); the pages it
+would have read are written into the collection the way the indexer writes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import pytest
+import redis.asyncio as aioredis
+from chromadb.config import Settings
+
+from contracts.events import Action, AnswerBody, ChunksIndexed, ContextInsufficient, QueryReceived
+from orchestrator.config import OrchestratorSettings
+from orchestrator.crawl import DEADLINES_KEY, CrawlWaits, sweep_forever
+from orchestrator.embedding import QueryEncoder
+from orchestrator.intent import IntentClassifier
+from orchestrator.memory import ConversationStore
+from orchestrator.retrieval import HybridConfig, Retriever
+from orchestrator.service import Orchestrator
+from orchestrator.state import TurnState, TurnStatus, TurnStore
+from orchestrator.tests.test_retrieval import ARTICLES, add
+
+SEED = "http://help.example/index.html"
+PAGE = "http://help.example/badges/zephyr.html"
+QUESTION = "How do I load a new ribbon into the Zephyr badge printer?"
+PAGE_BODY = (
+    "To load a new ribbon into the Zephyr badge printer:\n"
+    "1. Open the printer's front cover.\n"
+    "2. Lift the print head and take out the empty ribbon cassette.\n"
+    "3. Slide the new ribbon cassette in until it clicks, then close the cover."
+)
+
+
+class RecordingFleet:
+    def __init__(self) -> None:
+        self.requests: list[ContextInsufficient] = []
+        self.stops: list[str] = []
+
+    async def request(self, request: ContextInsufficient) -> None:
+        self.requests.append(request)
+
+    async def stop(self, turn: TurnState, job_id: str) -> None:
+        self.stops.append(job_id)
+
+
+class RecordingReplies:
+    def __init__(self) -> None:
+        self.progress_seen: list[tuple[str, str | None]] = []
+        self.answers: list[AnswerBody] = []
+
+    async def progress(self, turn: TurnState, stage: str, detail: str | None = None) -> None:
+        self.progress_seen.append((stage, detail))
+
+    async def answer(self, turn: TurnState, body: AnswerBody) -> None:
+        self.answers.append(body)
+
+
+@pytest.fixture(scope="module")
+def encoder() -> QueryEncoder:
+    return QueryEncoder()
+
+
+@pytest.fixture(scope="module")
+def intents(encoder: QueryEncoder) -> IntentClassifier:
+    return IntentClassifier.from_settings(encoder, OrchestratorSettings())
+
+
+@pytest.fixture
+def collection(tmp_path: Path, encoder: QueryEncoder) -> Any:
+    client = chromadb.PersistentClient(
+        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
+    )
+    kb = client.get_or_create_collection(
+        f"test-{uuid.uuid4().hex[:12]}",
+        configuration={"hnsw": {"space": "cosine"}},
+        embedding_function=None,
+    )
+    for url, title, section, body in ARTICLES:
+        add(kb, encoder, url, title, section, body)
+    return kb
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(redis_url)
+    await client.flushdb()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def fleet() -> RecordingFleet:
+    return RecordingFleet()
+
+
+def make_orchestrator(
+    encoder: QueryEncoder,
+    intents: IntentClassifier,
+    collection: Any,
+    redis: aioredis.Redis,
+    fleet: RecordingFleet,
+    **settings: Any,
+) -> Orchestrator:
+    config = OrchestratorSettings(crawl_seed_urls=[SEED], cases_max=0, **settings)
+    return Orchestrator(
+        Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
+        intents,
+        TurnStore(redis, 600),
+        ConversationStore(redis, 600),
+        config,
+        fleet=fleet,
+        waits=CrawlWaits(redis, lock_wait_s=5),
+    )
+
+
+def query(text: str = QUESTION) -> QueryReceived:
+    return QueryReceived(
+        correlation_id=uuid.uuid4().hex,
+        conversation_id=uuid.uuid4().hex,
+        user_id="u1",
+        text=text,
+        reply_to="reply.test",
+    )
+
+
+def indexed(event: QueryReceived, *urls: str) -> ChunksIndexed:
+    return ChunksIndexed(
+        correlation_id=event.correlation_id,
+        conversation_id=event.conversation_id,
+        urls=list(urls),
+        chunks=1,
+        job_id=event.correlation_id,
+    )
+
+
+@pytest.fixture
+def orchestrator(
+    encoder: QueryEncoder,
+    intents: IntentClassifier,
+    collection: Any,
+    redis: aioredis.Redis,
+    fleet: RecordingFleet,
+) -> Orchestrator:
+    return make_orchestrator(encoder, intents, collection, redis, fleet)
+
+
+async def test_a_question_the_kb_lacks_waits_on_a_crawl_and_is_answered_from_the_page(
+    orchestrator: Orchestrator,
+    fleet: RecordingFleet,
+    collection: Any,
+    encoder: QueryEncoder,
+    redis: aioredis.Redis,
+) -> None:
+    event, replies = query(), RecordingReplies()
+
+    await orchestrator.handle_query(event, replies)
+
+    assert replies.answers == []  # not answered yet, and no worker waits
+    assert ("crawling", replies.progress_seen[-1][1]) == replies.progress_seen[-1]
+    (request,) = fleet.requests
+    assert request.seed_urls == [SEED]
+    assert request.job_id == request.correlation_id == event.correlation_id
+    assert request.reply_to == "reply.test"
+    assert "Zephyr" in request.question
+    turn = await orchestrator.store.get(event.correlation_id)
+    assert turn is not None
+    assert turn.status is TurnStatus.CRAWLING
+    assert await redis.zscore(DEADLINES_KEY, event.correlation_id) is not None
+
+    # The indexer wrote the crawled page and said so.
+    add(collection, encoder, PAGE, "Zephyr badge printer ribbons", "Load a ribbon", PAGE_BODY)
+    await orchestrator.resume(
+        event.correlation_id, replies, final=False, indexed=indexed(event, PAGE)
+    )
+
+    (answer,) = replies.answers
+    assert answer.action in {Action.ANSWER, Action.CHECKLIST}
+    assert answer.citations[0].url == PAGE
+    assert "front cover" in answer.answer
+    assert ("indexed", "1 page read and indexed") in replies.progress_seen
+    assert fleet.stops == [event.correlation_id]  # enough: the crawl ends early
+    assert await redis.zscore(DEADLINES_KEY, event.correlation_id) is None
+    turn = await orchestrator.store.get(event.correlation_id)
+    assert turn is not None
+    assert turn.status is TurnStatus.ANSWERED
+
+    # A redelivered chunks.indexed or crawl.finished changes nothing.
+    await orchestrator.resume(event.correlation_id, replies, final=True)
+    assert len(replies.answers) == 1
+
+
+async def test_pages_that_do_not_answer_keep_the_turn_waiting_until_the_crawl_ends(
+    orchestrator: Orchestrator, fleet: RecordingFleet, collection: Any, encoder: QueryEncoder
+) -> None:
+    event, replies = query(), RecordingReplies()
+    await orchestrator.handle_query(event, replies)
+    other = "http://help.example/parking.html"
+    add(collection, encoder, other, "Parking", "Parking", "Visitors park on level -2 of garage B.")
+
+    await orchestrator.resume(
+        event.correlation_id, replies, final=False, indexed=indexed(event, other)
+    )
+    assert replies.answers == []
+
+    await orchestrator.resume(event.correlation_id, replies, final=True)
+    (answer,) = replies.answers
+    assert answer.action is Action.NO_ANSWER
+    assert answer.answer.startswith("I also read 1 page of the IT help site")
+    assert fleet.stops == []  # it ended by itself
+
+
+async def test_a_turn_past_its_deadline_is_answered_once_by_the_sweep(
+    encoder: QueryEncoder,
+    intents: IntentClassifier,
+    collection: Any,
+    redis: aioredis.Redis,
+    fleet: RecordingFleet,
+) -> None:
+    # Two replicas, no crawler: nothing but the deadline resumes the turn.
+    replicas = [
+        make_orchestrator(
+            encoder, intents, collection, redis, fleet, crawl_deadline_s=0.2, crawl_grace_s=0
+        )
+        for _ in range(2)
+    ]
+    event, replies = query(), RecordingReplies()
+    await replicas[0].handle_query(event, replies)
+    assert replies.answers == []
+
+    sweeps = [
+        asyncio.create_task(
+            sweep_forever(
+                replica.waits,  # type: ignore[arg-type]
+                lambda cid, r=replica: r.resume(cid, replies, final=True),  # type: ignore[misc]
+                interval_s=0.05,
+            )
+        )
+        for replica in replicas
+    ]
+    try:
+        async with asyncio.timeout(20):
+            while not replies.answers:
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # both sweeps ran again meanwhile
+    finally:
+        for sweep in sweeps:
+            sweep.cancel()
+        await asyncio.gather(*sweeps, return_exceptions=True)
+
+    (answer,) = replies.answers
+    assert answer.action is Action.NO_ANSWER
+    assert await redis.zcard(DEADLINES_KEY) == 0
+
+
+async def test_concurrent_resumptions_answer_once(
+    orchestrator: Orchestrator, collection: Any, encoder: QueryEncoder
+) -> None:
+    event, replies = query(), RecordingReplies()
+    await orchestrator.handle_query(event, replies)
+    add(collection, encoder, PAGE, "Zephyr badge printer ribbons", "Load a ribbon", PAGE_BODY)
+
+    await asyncio.gather(
+        orchestrator.resume(
+            event.correlation_id, replies, final=False, indexed=indexed(event, PAGE)
+        ),
+        orchestrator.resume(event.correlation_id, replies, final=True),
+        orchestrator.resume(
+            event.correlation_id, replies, final=False, indexed=indexed(event, PAGE)
+        ),
+    )
+
+    assert len(replies.answers) == 1
+    assert replies.answers[0].citations[0].url == PAGE
+
+
+async def test_without_seed_urls_the_turn_is_answered_at_once(
+    encoder: QueryEncoder,
+    intents: IntentClassifier,
+    collection: Any,
+    redis: aioredis.Redis,
+    fleet: RecordingFleet,
+) -> None:
+    orchestrator = make_orchestrator(encoder, intents, collection, redis, fleet)
+    orchestrator.settings.crawl_seed_urls = []
+    replies = RecordingReplies()
+
+    await orchestrator.handle_query(query(), replies)
+
+    assert fleet.requests == []
+    (answer,) = replies.answers
+    assert answer.action is Action.NO_ANSWER
