@@ -15,6 +15,7 @@ import hashlib
 import io
 import re
 from dataclasses import dataclass, field
+from urllib.parse import urljoin
 
 from bs4 import BeautifulSoup
 from bs4.element import Comment, NavigableString, PageElement, Tag
@@ -142,21 +143,21 @@ class _Markdown:
         inner = "".join(self.inline(child, markup=markup) for child in node.children)
         if not markup or not inner.strip():
             return inner
-        if node.name in ("strong", "b"):
-            return f"**{inner.strip()}** "
-        if node.name in ("em", "i"):
-            return f"*{inner.strip()}* "
-        if node.name == "code":
-            return f"`{inner.strip()}`"
-        return inner
+        mark = {"strong": "**", "b": "**", "em": "*", "i": "*", "code": "`"}.get(node.name)
+        if mark is None:
+            return inner
+        # Whitespace at the edges stays outside the marks, or "**90 days **" would not render.
+        lead = " " if inner[:1].isspace() else ""
+        trail = " " if inner[-1:].isspace() else ""
+        return f"{lead}{mark}{inner.strip()}{mark}{trail}"
 
     def walk(self, node: Tag, depth: int = 0) -> None:
         inline_run: list[PageElement] = []
 
         def flush() -> None:
             if inline_run:
-                md = _clean(" ".join(self.inline(n) for n in inline_run))
-                txt = _clean(" ".join(self.inline(n, markup=False) for n in inline_run))
+                md = _clean("".join(self.inline(n) for n in inline_run))
+                txt = _clean("".join(self.inline(n, markup=False) for n in inline_run))
                 self.block(md, txt)
                 inline_run.clear()
 
@@ -215,8 +216,8 @@ class _Markdown:
             parts = [
                 c for c in item.children if not (isinstance(c, Tag) and c.name in ("ul", "ol"))
             ]
-            md = _clean(" ".join(self.inline(p) for p in parts))
-            txt = _clean(" ".join(self.inline(p, markup=False) for p in parts))
+            md = _clean("".join(self.inline(p) for p in parts))
+            txt = _clean("".join(self.inline(p, markup=False) for p in parts))
             if md:
                 indent = "  " * level
                 self.block(f"{indent}{marker} {md}", f"{indent}{marker} {txt}")
@@ -273,7 +274,7 @@ def extract_html(
     base = url
     base_tag = soup.find("base", href=True)
     if isinstance(base_tag, Tag):
-        base = normalise(str(base_tag["href"]), url) or url
+        base = urljoin(url, str(base_tag["href"]))
     links = _links(soup, base, max_links)
     title_tag = soup.find("title")
     title = _clean(title_tag.get_text(" ")) if isinstance(title_tag, Tag) else ""

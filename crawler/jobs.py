@@ -12,7 +12,9 @@ and expire ``CRAWLER_JOB_TTL_S`` after the job starts; ``<ns>`` is ``CRAWLER_NAM
 ``...:frontier``                sorted set: URLs waiting, scored by the link planner (best first)
 ``...:links``                   hash: URL → JSON of how it was found (depth, parent, anchor)
 ``...:seen``                    set: every URL ever queued (the visited set: never queued twice)
-``...:patterns``                hash: URL pattern → URLs queued (the link-trap cap)
+``...:patterns``                hash: URL pattern → URLs queued (the planner's novelty), and
+                                ``chain|<pattern>`` → those found on a page of the same
+                                pattern (capped: a calendar's next-month chain is a trap)
 ``...:state``                   hash: URL → ``q`` (dispatched), ``f:<entry>`` (being fetched by the
                                 task stream entry), ``d:<outcome>`` (done)
 ``...:batch``                   hash: dispatcher → JSON of the URLs it dispatched (replayed, never
@@ -81,15 +83,18 @@ local function dispatch(meta, frontier, links, state, batch, who)
     redis.call('HSET', batch, who, encoded)
     return encoded
 end
+-- items: {url, score, link json, pattern, chained (1: found on a page of the same pattern)}
 local function enqueue(meta, frontier, links, seen, patterns, items, cap)
     for _, l in ipairs(items) do
         if redis.call('SADD', seen, l[1]) == 1 then
-            if hnum(patterns, l[4]) < cap then
+            local chain = 'chain|' .. l[4]
+            if l[5] == 1 and hnum(patterns, chain) >= cap then
+                redis.call('HINCRBY', meta, 'skip:trap', 1)
+            else
+                if l[5] == 1 then redis.call('HINCRBY', patterns, chain, 1) end
                 redis.call('HINCRBY', patterns, l[4], 1)
                 redis.call('ZADD', frontier, l[2], l[1])
                 redis.call('HSET', links, l[1], l[3])
-            else
-                redis.call('HINCRBY', meta, 'skip:trap', 1)
             end
         end
     end
@@ -223,6 +228,8 @@ class Queued:
     pattern: str
     parent: str | None = None
     anchor: str = ""
+    chained: bool = False
+    """Found on a page of the same pattern (``/calendar/2031/7`` on ``/calendar/2031/6``)."""
 
 
 @dataclass(frozen=True)
@@ -281,6 +288,7 @@ def _encode_queued(items: list[Queued]) -> str:
                     {"depth": q.depth, "parent": q.parent, "anchor": q.anchor, "score": q.score}
                 ),
                 q.pattern,
+                1 if q.chained else 0,
             ]
             for q in items
         ]

@@ -12,7 +12,8 @@ The frontier is best-first. A link's score is
   calendar page ranks below its first article;
 * depth: links far from the seeds cost a little.
 
-Without a question every link scores ``-depth``: plain breadth-first order.
+Without a question every link scores ``-depth`` (less a hair per position on the page): plain
+breadth-first order.
 """
 
 from __future__ import annotations
@@ -107,9 +108,10 @@ class LinkPlanner:
             return []
         question_terms = terms(question)
         if not question_terms:
+            # Breadth first; within a depth, in the order the page lists them.
             return [
-                PlannedLink(c, -float(c.depth), 0.0, 0.0, 1.0, ())
-                for c in sorted(candidates, key=lambda c: c.depth)
+                PlannedLink(c, -float(c.depth) - i * 1e-6, 0.0, 0.0, 1.0, ())
+                for i, c in sorted(enumerate(candidates), key=lambda ic: (ic[1].depth, ic[0]))
             ]
         similarities = [0.0] * len(candidates)
         if self.encoder is not None:

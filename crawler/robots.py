@@ -9,6 +9,7 @@ The text is cached in Redis under ``<ns>crawler:robots:<scheme://host:port>`` fo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -64,16 +65,25 @@ class RobotsCache:
         self.prefix = prefix
         self.ttl_s = ttl_s
         self._parsed: dict[str, tuple[float, RobotsRules]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
     def key(self, site: str) -> str:
         return f"{self.prefix}crawler:robots:{site}"
 
     async def rules_for(self, url: str) -> RobotsRules:
         site = host_key(url)
-        now = time.monotonic()
         cached = self._parsed.get(site)
-        if cached is not None and cached[0] > now:
+        if cached is not None and cached[0] > time.monotonic():
             return cached[1]
+        # One download per site and process, however many pages ask at once.
+        async with self._locks.setdefault(site, asyncio.Lock()):
+            cached = self._parsed.get(site)
+            if cached is not None and cached[0] > time.monotonic():
+                return cached[1]
+            return await self._load(site)
+
+    async def _load(self, site: str) -> RobotsRules:
+        now = time.monotonic()
         stored = await self.redis.get(self.key(site))
         raw = stored.encode() if isinstance(stored, str) else stored
         if raw is None:

@@ -543,6 +543,7 @@ class CrawlService:
         ]
         counts = await self.jobs.pattern_counts(spec.job_id, [c.pattern for c in candidates])
         planned = await asyncio.to_thread(self.planner.plan, spec.question, candidates, counts)
+        here = url_pattern(task.url)
         log.info(
             "link plan",
             extra={
@@ -563,6 +564,7 @@ class CrawlService:
                 p.candidate.pattern,
                 parent=task.url,
                 anchor=p.candidate.anchor,
+                chained=p.candidate.pattern == here,
             )
             for p in planned
         ]
