@@ -303,6 +303,11 @@ class ChunksIndexed(Event):
     )
     chunks: int = Field(0, ge=0, description="Chunks written now; 0 when all were current.")
     job_id: str | None = Field(None, description="The crawl job the pages came from, if any.")
+    source_event_id: str | None = Field(
+        None,
+        description="The event whose content was indexed (a ``pages.crawled`` event's id), so a "
+        "waiting turn counts each crawled page once however often it is redelivered.",
+    )
 
 
 class DocumentSubmitted(Event):

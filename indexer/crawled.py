@@ -3,7 +3,9 @@
 A page arrives as Markdown (or plain text) extracted by the crawler. It is filed like any other
 document: its ``doc_id`` is the SHA-256 of its URL, so a page crawled again replaces its earlier
 version, an unchanged page (same content hash) writes nothing, and its extracted form is kept in
-the document store so ``deskpilot reindex`` keeps it. A page with no readable text is skipped.
+the document store so ``deskpilot reindex`` keeps it. A page with no readable text is skipped, and
+list items that are only links (a hub page's table of contents) are left out, as they are for
+HTML files.
 Nothing here knows about the message bus; the methods block (run them in a thread).
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -36,10 +39,39 @@ class CrawledResult:
     """URLs of pages with no readable text (not indexed)."""
 
 
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*?)\s*$")
+_LINK_MARKUP = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+
+
+def without_link_lists(markdown: str, anchors: set[str]) -> str:
+    """``markdown`` without list items that are nothing but one of the page's links.
+
+    A hub page ("Drawing tablets: - Calibrate the pen - Order nibs") names the topics it links
+    to; indexed as it is, it matches a question as well as the page that answers it, and says
+    nothing. HTML files lose such link lists in the indexer's own extraction; crawled pages
+    arrive as Markdown, where the page's outgoing links tell which items were links.
+    """
+    if not anchors:
+        return markdown
+    kept = []
+    for line in markdown.splitlines():
+        item = _LIST_ITEM.match(line)
+        if item and _norm(_LINK_MARKUP.sub(r"\1", item.group(1))) in anchors:
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
 def page_document(page: CrawledPage) -> ExtractedDocument | None:
     """The page as a document filed under its (final, normalised) URL; None without text."""
-    if page.markdown.strip():
-        doc = extract_markdown(page.markdown, fallback_title=page.title, fallback_url=page.url)
+    anchors = {_norm(link.text) for link in page.links if link.text.strip()}
+    markdown = without_link_lists(page.markdown, anchors)
+    if markdown.strip():
+        doc = extract_markdown(markdown, fallback_title=page.title, fallback_url=page.url)
     elif page.text.strip():
         doc = extract_plain_text(page.text, fallback_title=page.title, fallback_url=page.url)
     else:

@@ -72,6 +72,7 @@ def register(bus: Bus, uploads: UploadService, crawled: CrawledPages) -> None:
                 urls=result.urls,
                 chunks=result.chunks_written,
                 job_id=event.job_id,
+                source_event_id=event.event_id,
             ),
         )
 

@@ -57,7 +57,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
 
         async def answer_late_turn(correlation_id: str) -> None:
             with one_embedding_per_text():
-                await orchestrator.resume(correlation_id, replies, final=True)
+                await orchestrator.resume(correlation_id, replies, deadline=True)
 
         # Turns whose crawl neither finished nor reported in time are answered anyway.
         sweeper = asyncio.create_task(sweep_forever(waits, answer_late_turn))

@@ -155,6 +155,12 @@ class OrchestratorSettings(ServiceSettings):
         "before the turn is answered without them.",
     )
     crawl_concurrency: int = Field(4, ge=1, description="Pages of one crawl fetched at once.")
+    crawl_enough_words: int = Field(
+        25,
+        ge=0,
+        description="Words an answer found while the crawl runs must quote to end the crawl "
+        "early (a checklist always does); thinner pages (a hub listing links) let it go on.",
+    )
 
     @field_validator("crawl_seed_urls", "crawl_allowed_domains", mode="before")
     @classmethod

@@ -72,11 +72,11 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
             await asyncio.to_thread(orchestrator.retriever.refresh, force=True)
             return
         with one_embedding_per_text():
-            await orchestrator.resume(event.correlation_id, replies, final=False, indexed=event)
+            await orchestrator.resume(event.correlation_id, replies, indexed=event)
 
     async def on_finished(event: CrawlFinished, _: Delivery) -> None:
         with one_embedding_per_text():
-            await orchestrator.resume(event.correlation_id, replies, final=True)
+            await orchestrator.resume(event.correlation_id, replies, finished=len(event.pages))
 
     bus.subscribe(
         Topic.QUERY_RECEIVED,

@@ -94,6 +94,18 @@ def crawled_nothing(pages: int) -> str:
     return f"I also read {pages} page{plural} of the IT help site without finding it."
 
 
+_MARKER = re.compile(r"\[\d+\]")
+_WORD = re.compile(r"\w+")
+
+
+def answer_words(text: str) -> int:
+    """Words an answer quotes, without its source line ("From “…” [1]:") and citation marks."""
+    lines = text.splitlines()
+    if lines and lines[0].startswith("From "):
+        lines = lines[1:]
+    return len(_WORD.findall(_MARKER.sub(" ", "\n".join(lines))))
+
+
 THANKS = re.compile(r"\b(thanks?|thank you|thx|cheers)\b", re.IGNORECASE)
 # Ends of a decision's reason, with an LLM configured: who read the message.
 BY_LLM: Final = "; intent by the LLM"
@@ -228,16 +240,30 @@ class Orchestrator:
         log.info("decided", extra={"action": Action.CRAWL.value, "reason": reason})
         await replies.progress(turn, "crawling", CRAWL_STARTED)
 
+    def enough(self, body: AnswerBody) -> bool:
+        """Whether an answer found while the crawl runs is worth ending it for: a checklist, or
+        an answer that says something. A page that only names the topic (a hub page, a heading
+        with a line under it) is covered by the threshold yet answers nothing; a better page is
+        usually a link away, and the crawl goes on to it."""
+        if body.action is Action.CHECKLIST:
+            return True
+        if body.action is not Action.ANSWER:
+            return False
+        return answer_words(body.answer) >= self.settings.crawl_enough_words
+
     async def resume(
         self,
         correlation_id: str,
         replies: Replies,
         *,
-        final: bool,
         indexed: ChunksIndexed | None = None,
+        finished: int | None = None,
+        deadline: bool = False,
     ) -> None:
-        """Search again for a turn waiting on a crawl, and answer it if the knowledge base now
-        covers the question, or ``final``ly (the crawl ended or its deadline passed) anyway.
+        """Search again for a turn waiting on a crawl; answer it once the knowledge base covers
+        the question well :meth:`enough`, and in any case once the crawl is over: it
+        ``finished`` (publishing that many pages) and the indexer indexed them all, or the
+        turn's ``deadline`` passed.
 
         Runs under the turn's lock, so exactly one handler answers; a turn no longer waiting
         is left alone, which makes redelivered events harmless.
@@ -249,22 +275,32 @@ class Orchestrator:
             if turn is None or turn.status is not TurnStatus.CRAWLING:
                 await self.waits.done(correlation_id)
                 return
-            if indexed is not None and indexed.urls:
-                turn.crawl_urls = list(dict.fromkeys([*turn.crawl_urls, *indexed.urls]))
-                count = len(turn.crawl_urls)
-                await replies.progress(
-                    turn, "indexed", f"{count} page{'s' if count != 1 else ''} read and indexed"
-                )
+            if indexed is not None:
+                source = indexed.source_event_id or indexed.event_id
+                if source not in turn.crawl_indexed:
+                    turn.crawl_indexed.append(source)
+                if indexed.urls:
+                    turn.crawl_urls = list(dict.fromkeys([*turn.crawl_urls, *indexed.urls]))
+                    count = len(turn.crawl_urls)
+                    plural = "s" if count != 1 else ""
+                    await replies.progress(
+                        turn, "indexed", f"{count} page{plural} read and indexed"
+                    )
+            if finished is not None:
+                turn.crawl_published = finished
+            over = deadline or (
+                turn.crawl_published is not None and len(turn.crawl_indexed) >= turn.crawl_published
+            )
             # The pages were just written: search them now, not after the next periodic check.
             await asyncio.to_thread(self.retriever.refresh, force=True)
             conversation = await self.conversations.load(turn.conversation_id)
             body, reason = await self.decide(
                 turn.question, conversation, turn, replies, allow_crawl=False
             )
-            if body.action is Action.NO_ANSWER and not final:
+            if not over and not self.enough(body):
                 await self.store.save(turn)  # not enough yet: wait for more pages
                 return
-            if not final and self.fleet is not None and turn.crawl_job_id:
+            if turn.crawl_published is None and self.fleet is not None and turn.crawl_job_id:
                 await self.fleet.stop(turn, turn.crawl_job_id)  # enough: end the crawl early
             if body.action is Action.NO_ANSWER and turn.crawl_urls:
                 body.answer = crawled_nothing(len(turn.crawl_urls)) + " " + body.answer

@@ -40,6 +40,13 @@ class TurnState(BaseModel):
     crawl_urls: list[str] = Field(
         default_factory=list, description="Crawled pages indexed for this turn so far."
     )
+    crawl_indexed: list[str] = Field(
+        default_factory=list,
+        description="The crawled-page events indexed so far (ids of `pages.crawled` events).",
+    )
+    crawl_published: int | None = Field(
+        None, description="Pages the finished crawl published; None while it runs."
+    )
     updated_at: datetime = Field(default_factory=utcnow)
 
 

@@ -92,3 +92,27 @@ def test_front_matter_does_not_move_a_page_to_another_url(
     result = CrawledPages(ingestor, store).index([page(markdown=claimed)])
 
     assert result.urls == [URL]
+
+
+def test_a_hub_pages_link_list_is_left_out(ingestor: Ingestor, store: DocumentStore) -> None:
+    hub = page(
+        url="http://help.example/tablets/",
+        markdown="# Drawing tablets\n\nThe design team uses Wacom tablets.\n\n"
+        "- Calibrate the Wacom tablet pen\n- [Order spare pen nibs](nibs.html)\n"
+        "- Keep the tablet away from radiators.\n",
+        links=[
+            {
+                "url": "http://help.example/tablets/calibrate.html",
+                "text": "Calibrate the Wacom tablet pen",
+            },
+            {"url": "http://help.example/tablets/nibs.html", "text": "Order  spare pen nibs"},
+        ],
+    )
+
+    doc = page_document(hub)
+
+    assert doc is not None
+    assert "design team uses Wacom tablets" in doc.text
+    assert "radiators" in doc.text  # a list item that is not a link stays
+    assert "Calibrate" not in doc.text
+    assert "nibs" not in doc.text

@@ -139,6 +139,7 @@ def indexed(event: QueryReceived, *urls: str) -> ChunksIndexed:
         urls=list(urls),
         chunks=1,
         job_id=event.correlation_id,
+        source_event_id="pages-" + "+".join(urls),
     )
 
 
@@ -178,9 +179,7 @@ async def test_a_question_the_kb_lacks_waits_on_a_crawl_and_is_answered_from_the
 
     # The indexer wrote the crawled page and said so.
     add(collection, encoder, PAGE, "Zephyr badge printer ribbons", "Load a ribbon", PAGE_BODY)
-    await orchestrator.resume(
-        event.correlation_id, replies, final=False, indexed=indexed(event, PAGE)
-    )
+    await orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, PAGE))
 
     (answer,) = replies.answers
     assert answer.action in {Action.ANSWER, Action.CHECKLIST}
@@ -194,7 +193,7 @@ async def test_a_question_the_kb_lacks_waits_on_a_crawl_and_is_answered_from_the
     assert turn.status is TurnStatus.ANSWERED
 
     # A redelivered chunks.indexed or crawl.finished changes nothing.
-    await orchestrator.resume(event.correlation_id, replies, final=True)
+    await orchestrator.resume(event.correlation_id, replies, finished=1)
     assert len(replies.answers) == 1
 
 
@@ -206,12 +205,10 @@ async def test_pages_that_do_not_answer_keep_the_turn_waiting_until_the_crawl_en
     other = "http://help.example/parking.html"
     add(collection, encoder, other, "Parking", "Parking", "Visitors park on level -2 of garage B.")
 
-    await orchestrator.resume(
-        event.correlation_id, replies, final=False, indexed=indexed(event, other)
-    )
+    await orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, other))
     assert replies.answers == []
 
-    await orchestrator.resume(event.correlation_id, replies, final=True)
+    await orchestrator.resume(event.correlation_id, replies, finished=1)
     (answer,) = replies.answers
     assert answer.action is Action.NO_ANSWER
     assert answer.answer.startswith("I also read 1 page of the IT help site")
@@ -240,7 +237,7 @@ async def test_a_turn_past_its_deadline_is_answered_once_by_the_sweep(
         asyncio.create_task(
             sweep_forever(
                 replica.waits,  # type: ignore[arg-type]
-                lambda cid, r=replica: r.resume(cid, replies, final=True),  # type: ignore[misc]
+                lambda cid, r=replica: r.resume(cid, replies, deadline=True),  # type: ignore[misc]
                 interval_s=0.05,
             )
         )
@@ -269,13 +266,9 @@ async def test_concurrent_resumptions_answer_once(
     add(collection, encoder, PAGE, "Zephyr badge printer ribbons", "Load a ribbon", PAGE_BODY)
 
     await asyncio.gather(
-        orchestrator.resume(
-            event.correlation_id, replies, final=False, indexed=indexed(event, PAGE)
-        ),
-        orchestrator.resume(event.correlation_id, replies, final=True),
-        orchestrator.resume(
-            event.correlation_id, replies, final=False, indexed=indexed(event, PAGE)
-        ),
+        orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, PAGE)),
+        orchestrator.resume(event.correlation_id, replies, finished=1),
+        orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, PAGE)),
     )
 
     assert len(replies.answers) == 1
@@ -298,3 +291,43 @@ async def test_without_seed_urls_the_turn_is_answered_at_once(
     assert fleet.requests == []
     (answer,) = replies.answers
     assert answer.action is Action.NO_ANSWER
+
+
+async def test_a_page_that_only_names_the_topic_does_not_end_the_crawl(
+    orchestrator: Orchestrator, fleet: RecordingFleet, collection: Any, encoder: QueryEncoder
+) -> None:
+    event, replies = query(), RecordingReplies()
+    await orchestrator.handle_query(event, replies)
+    hub = "http://help.example/badges/"
+    add(collection, encoder, hub, "Zephyr badge printer", "Zephyr badge printer", "Ribbons.")
+
+    await orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, hub))
+    assert replies.answers == []  # covered, but says nothing: the crawl goes on
+    assert fleet.stops == []
+
+    add(collection, encoder, PAGE, "Zephyr badge printer ribbons", "Load a ribbon", PAGE_BODY)
+    await orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, PAGE))
+    (answer,) = replies.answers
+    assert answer.citations[0].url == PAGE
+    assert fleet.stops == [event.correlation_id]
+
+
+async def test_a_finished_crawl_waits_for_its_last_pages_to_be_indexed(
+    orchestrator: Orchestrator, fleet: RecordingFleet, collection: Any, encoder: QueryEncoder
+) -> None:
+    event, replies = query(), RecordingReplies()
+    await orchestrator.handle_query(event, replies)
+    other = "http://help.example/parking.html"
+    add(collection, encoder, other, "Parking", "Parking", "Visitors park on level -2 of garage B.")
+    await orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, other))
+    await orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, other))
+
+    # The crawl published two pages; one was indexed (its redelivery counts once).
+    await orchestrator.resume(event.correlation_id, replies, finished=2)
+    assert replies.answers == []
+
+    add(collection, encoder, PAGE, "Zephyr badge printer ribbons", "Load a ribbon", PAGE_BODY)
+    await orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, PAGE))
+    (answer,) = replies.answers
+    assert answer.citations[0].url == PAGE
+    assert fleet.stops == []  # it had ended already

@@ -1,0 +1,130 @@
+"""The agentic crawl loop through the public API, on the real stack with a real crawler.
+
+A question whose answer is on the company's help site (served here on loopback from
+``tests/sites/help``) but not in the knowledge base: the orchestrator asks the crawler fleet, the
+crawler reads the site with the system Chromium, the indexer indexes the pages, and the turn is
+answered with a citation to the crawled page, while the user watches the progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+
+from crawler.tests.siteserver import SiteServer
+from deploy.runner import Stack
+from tests.support.stack import ask, running_stack
+
+pytestmark = pytest.mark.slow
+
+SITE = Path(__file__).parent / "sites"
+QUESTION = "How do I calibrate the Wacom drawing tablet pen?"
+ANSWER_PAGE = "/help/tablets/wacom-calibrate.html"
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[SiteServer]:
+    with SiteServer(SITE) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, site: SiteServer) -> Iterator[Stack]:
+    if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():
+        pytest.skip("no Chromium here: install Debian's chromium package (CI does)")
+    env = {
+        "CRAWL_SEED_URLS": site.url("/help/index.html"),
+        "CRAWLER_ALLOW_NETWORKS": "127.0.0.0/8",
+        "ORCHESTRATOR_CRAWL_MAX_PAGES": "8",
+        "ORCHESTRATOR_CRAWL_CONCURRENCY": "2",
+        "ORCHESTRATOR_CRAWL_DEADLINE_S": "40",
+        "GATEWAY_TURN_TIMEOUT_S": "60",
+    }
+    with running_stack(tmp_path_factory.mktemp("crawl"), env, crawler="on") as running:
+        yield running
+
+
+def settled(site: SiteServer, quiet_s: float = 2.0, timeout_s: float = 30.0) -> int:
+    """How many requests the site had once none arrived for ``quiet_s``."""
+    deadline = time.monotonic() + timeout_s
+    count, since = len(site.paths()), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = len(site.paths())
+        if now != count:
+            count, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return count
+    raise AssertionError(f"the site kept being fetched: {site.paths()}")
+
+
+async def chat(stack: Stack, text: str) -> list[dict[str, Any]]:
+    """Every frame of one turn over the WebSocket, up to and including the answer."""
+    url = stack.url.replace("http://", "ws://") + "/ws/chat"
+    frames: list[dict[str, Any]] = []
+    async with websockets.connect(url) as ws:
+        assert json.loads(await ws.recv())["type"] == "ready"
+        await ws.send(json.dumps({"type": "message", "text": text}))
+        async with asyncio.timeout(90):
+            while True:
+                frame = json.loads(await ws.recv())
+                frames.append(frame)
+                if frame["type"] in ("answer", "error"):
+                    return frames
+
+
+def test_a_question_only_the_help_site_answers_is_answered_from_the_crawled_page(
+    stack: Stack, site: SiteServer
+) -> None:
+    frames = asyncio.run(chat(stack, QUESTION))
+
+    answer = frames[-1]
+    assert answer["type"] == "answer", frames
+    body = answer  # the answer frame carries the answer's fields
+    assert body["action"] in ("answer", "checklist"), body
+    urls = [citation["url"] for citation in body["citations"]]
+    assert urls[0].endswith(ANSWER_PAGE), urls
+    assert "crosshair" in body["answer"]
+
+    # Progress, in order: the search, the crawl starting, pages fetched, pages indexed.
+    stages = [f.get("stage") for f in frames if f["type"] == "progress"]
+    assert "crawling" in stages
+    assert "indexed" in stages
+    assert stages.index("searching") < stages.index("crawling") < stages.index("indexed")
+    # The crawler's own frames: pages fetched out of the budget, counting up.
+    fetched = [
+        int(match.group(1))
+        for f in frames
+        if f.get("stage") == "crawling"
+        and (match := re.fullmatch(r"(\d+)/8 pages", f.get("detail") or ""))
+    ]
+    assert fetched, [f.get("detail") for f in frames]
+    assert fetched == sorted(fetched)
+    # The crawler really fetched the page it cites, and no page twice.
+    paths = site.paths()
+    assert ANSWER_PAGE in paths
+    pages = [path for path in paths if path.endswith(".html")]
+    assert len(pages) == len(set(pages))
+
+
+def test_a_follow_up_reuses_the_crawled_pages_without_crawling_again(
+    stack: Stack, site: SiteServer
+) -> None:
+    before = settled(site)  # the first turn's crawl stops after its in-flight pages
+
+    response = ask(stack, "The cursor lands beside the tip of my Wacom pen, what do I do?")
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["action"] in ("answer", "checklist"), body
+    assert body["citations"][0]["url"].endswith(ANSWER_PAGE)
+    assert len(site.paths()) == before  # answered from the index: nothing fetched
