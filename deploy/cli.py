@@ -16,7 +16,15 @@ Runner = Callable[[argparse.Namespace], int]
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     """The parser, and for each command path ("eval intents") the function that runs it."""
-    from deploy import cases_cli, eval_intents, eval_retrieval, ingest_cli, reindex_cli
+    from deploy import (
+        bench_crawl,
+        cases_cli,
+        crawl_cli,
+        eval_intents,
+        eval_retrieval,
+        ingest_cli,
+        reindex_cli,
+    )
 
     parser = argparse.ArgumentParser(prog="deskpilot", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -35,6 +43,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["reindex"] = reindex_cli.run_reindex
     cases_cli.add_parser(commands)
     runners["cases"] = cases_cli.run_cases
+    crawl_cli.add_parser(commands)
+    runners["crawl"] = crawl_cli.run_crawl
 
     ask = commands.add_parser("ask", help="ask the running stack a question")
     ask.add_argument("question")
@@ -54,6 +64,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     chat.add_argument("--skip-floor", action="store_true")
     add_data_dir_argument(chat)
     runners["bench chat"] = _bench_chat
+    bench_crawl.add_parser(bench_kinds)
+    runners["bench crawl"] = bench_crawl.run_crawl_bench
 
     evaluate = commands.add_parser("eval", help="quality evaluations")
     evaluations = evaluate.add_subparsers(dest="kind", required=True)

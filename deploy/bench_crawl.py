@@ -1,0 +1,663 @@
+"""``deskpilot bench crawl``: the crawler fleet against crawl4ai on a static site served here.
+
+One run:
+
+1. serves ``--site`` on loopback the way GitHub Pages serves a static build (``/a/b`` is
+   ``a/b.html`` or ``a/b/index.html``; a folder without its slash redirects), on a threaded server;
+2. starts ``--workers`` crawler processes (as ``deskpilot crawl`` does: own namespace, private
+   valkey unless ``--redis-url``) with the politeness limits lifted (per-host rate and
+   concurrency), and crawls the whole site from ``--seed`` breadth-first, ``--concurrency`` pages
+   at once; with ``--fetches N`` it crawls the site again with fresh jobs until N page fetches;
+3. samples the resident memory of each worker with its Chromium (the process tree, psutil) all
+   along: the peak, and once idle after the first crawl (warmed up) and after the last, for the
+   drift;
+4. crawls the same site with the baseline at the same concurrency in a process of its own
+   (:mod:`deploy.crawl_baseline`: crawl4ai's BFS deep crawl when crawl4ai is installed, else a
+   plain Playwright BFS, labelled as such) and samples its memory the same way;
+5. measures extraction coverage: for every page read, the share of the words of a direct
+   HTML-to-text pass of the served file (BeautifulSoup ``get_text``) found in the extracted
+   text, once for the whole page and once for its content (see :func:`reference_texts`): the
+   fleet's extractor leaves navigation, headers, footers and sidebars out on purpose.
+
+Throughput counts *distinct pages of the site* (served files) per second, so a crawler that reads
+``/a`` and ``/a.html`` separately is not credited twice; fetches per second counts every document
+fetched and rendered. Page time is the crawler's own per-page time (fetch, render, extract).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from deploy.bench import percentile
+
+MB = 1024 * 1024
+BASELINES = ("auto", "crawl4ai", "playwright", "none")
+BASELINE_TIMEOUT_S = 1800.0
+TARGET_RATIO = 1.5
+TARGET_DRIFT = 0.20
+TARGET_COVERAGE = 0.95
+
+
+def add_parser(bench_kinds: Any) -> argparse.ArgumentParser:
+    """Add ``crawl`` to ``deskpilot bench``'s kinds."""
+    parser: argparse.ArgumentParser = bench_kinds.add_parser(
+        "crawl",
+        help="crawler fleet throughput, memory and extraction against crawl4ai",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--site", type=Path, required=True, help="folder of a static site")
+    parser.add_argument("--seed", default="/", help="path of the first page (default /)")
+    parser.add_argument("--workers", type=int, default=2, help="crawler processes")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="pages at once, fleet-wide and for the baseline (default: 2 per worker)",
+    )
+    parser.add_argument("--pages", type=int, default=2000, help="pages per crawl at most")
+    parser.add_argument("--max-depth", type=int, default=50)
+    parser.add_argument(
+        "--fetches",
+        type=int,
+        default=0,
+        help="crawl again with fresh jobs until this many page fetches (memory drift)",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=300.0,
+        help="seconds one crawl may take before the fleet ends it (its reason is then deadline)",
+    )
+    parser.add_argument("--baseline", choices=BASELINES, default="auto")
+    parser.add_argument("--redis-url", default=None, help="default: a private valkey-server")
+    parser.add_argument("--json", action="store_true")
+    return parser
+
+
+# -- the site ------------------------------------------------------------------------------------
+
+
+def site_file(root: Path, url_path: str) -> Path | None:
+    """The file a static host serves for ``url_path``: as is, ``.html`` added, or the folder's
+    ``index.html``; None outside ``root`` or when there is none."""
+    root = root.resolve()
+    relative = unquote(url_path).lstrip("/")
+    for candidate in (relative, f"{relative}.html", f"{relative.rstrip('/')}/index.html"):
+        path = (root / candidate.lstrip("/")).resolve()
+        if path.is_file() and path.is_relative_to(root):
+            return path
+    return None
+
+
+class _StaticHandler(SimpleHTTPRequestHandler):
+    """Serves files as :func:`site_file` finds them; a folder without its slash redirects to it
+    (as the standard handler does) only when no ``.html`` file of its name exists; a folder
+    without ``index.html`` is not found (never listed)."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as a real static host
+
+    def translate_path(self, path: str) -> str:
+        local = super().translate_path(path)
+        wants_folder = path.split("?", 1)[0].endswith("/")
+        if not wants_folder and not os.path.isfile(local) and os.path.isfile(f"{local}.html"):
+            return f"{local}.html"
+        return local
+
+    def list_directory(self, path: str | os.PathLike[str]) -> None:
+        self.send_error(404, "Not found")
+        return None
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+class StaticSite:
+    """``root`` on a loopback port, on a thread per connection."""
+
+    def __init__(self, root: Path) -> None:
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 256  # browsers open many connections at once
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                return  # a client that hung up mid-response (a crawler giving up a page)
+
+        self.root = root.resolve()
+        self._httpd = Server(("127.0.0.1", 0), partial(_StaticHandler, directory=str(self.root)))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def url(self, path: str = "/") -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}{path}"
+
+    def __enter__(self) -> StaticSite:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+# -- memory --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Resident memory of a process tree: RSS summed (what ``ps`` shows, counting pages that
+    Chromium's processes share once per process) and PSS (shared pages split among sharers)."""
+
+    rss: int = 0
+    pss: int = 0
+
+    def max(self, other: Memory) -> Memory:
+        return Memory(max(self.rss, other.rss), max(self.pss, other.pss))
+
+
+def tree_memory(pid: int) -> Memory:
+    """Memory of a process and all its descendants (a worker, its Playwright driver, Chromium)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return Memory()
+    rss = pss = 0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            info = process.memory_full_info()
+            rss += info.rss
+            pss += getattr(info, "pss", info.rss)
+    return Memory(rss, pss)
+
+
+class MemorySampler:
+    """Samples the tree memory of some processes every ``interval_s`` on a thread; keeps the
+    peak of each."""
+
+    def __init__(self, pids: Sequence[int], interval_s: float = 0.5) -> None:
+        self.pids = list(pids)
+        self.interval_s = interval_s
+        self.peak = {pid: Memory() for pid in self.pids}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def snapshot(self) -> dict[int, Memory]:
+        now = {pid: tree_memory(pid) for pid in self.pids}
+        for pid, memory in now.items():
+            self.peak[pid] = self.peak[pid].max(memory)
+        return now
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.snapshot()
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+# -- extraction coverage -------------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+_INVISIBLE = ("script", "style", "noscript", "template", "svg", "head")
+_CHROME_TAGS = ("nav", "header", "footer", "aside")
+_CHROME_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
+
+
+def words(text: str) -> Counter[str]:
+    return Counter(_WORD.findall(text.lower()))
+
+
+def reference_texts(html: str) -> tuple[str, str]:
+    """Direct HTML-to-text passes (BeautifulSoup ``get_text``) of a served page: the whole body,
+    and its content: ``<main>`` (else the body) without what the page marks up as its chrome
+    (``nav``, ``header``, ``footer``, ``aside`` and the ARIA roles of the same)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html, "html.parser")
+    for tag in soup(list(_INVISIBLE)):
+        tag.decompose()
+    whole = (soup.body or soup).get_text(" ")
+    for tag in [*soup(list(_CHROME_TAGS)), *soup.find_all(role=list(_CHROME_ROLES))]:
+        tag.decompose()
+    content = soup.find("main") or soup.body or soup
+    return whole, content.get_text(" ")
+
+
+def covered(reference: Counter[str], extracted: Counter[str]) -> float:
+    """Share of the reference's words (with repeats) that the extracted text has too."""
+    total = sum(reference.values())
+    if not total:
+        return 1.0
+    return sum(min(count, extracted[word]) for word, count in reference.items()) / total
+
+
+@dataclass
+class Coverage:
+    page: list[float] = field(default_factory=list)
+    content: list[float] = field(default_factory=list)
+    worst: tuple[float, str] = (2.0, "")
+
+    def add(self, reference_html: str, extracted: str, url: str) -> None:
+        whole, content = reference_texts(reference_html)
+        text = words(extracted)
+        self.page.append(covered(words(whole), text))
+        share = covered(words(content), text)
+        self.content.append(share)
+        self.worst = min(self.worst, (share, url))
+
+    def summary(self) -> dict[str, Any]:
+        if not self.content:
+            return {"pages": 0}
+        return {
+            "pages": len(self.content),
+            "content_mean": round(statistics.fmean(self.content), 4),
+            "content_min": round(min(self.content), 4),
+            "page_mean": round(statistics.fmean(self.page), 4),
+            "page_min": round(min(self.page), 4),
+            "worst_content_page": self.worst[1],
+        }
+
+
+def coverage_of(root: Path, pages: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Coverage of ``(url, extracted text)`` pairs against the files ``root`` serves for them."""
+    result = Coverage()
+    for url, text in pages:
+        path = site_file(root, urlsplit(url).path)
+        if path is not None and path.suffix == ".html":
+            result.add(path.read_text(errors="replace"), text, url)
+    return result.summary()
+
+
+def distinct_files(root: Path, urls: Sequence[str]) -> int:
+    return len({site_file(root, urlsplit(url).path) for url in urls} - {None})
+
+
+# -- the fleet's run -----------------------------------------------------------------------------
+
+
+@dataclass
+class FleetRun:
+    jobs: list[Any] = field(default_factory=list)
+    """``crawl.finished`` of every job, the first one the full crawl that is compared."""
+    first_pages: list[tuple[str, str]] = field(default_factory=list)
+    peak: list[Memory] = field(default_factory=list)
+    warm: list[Memory] = field(default_factory=list)
+    """Each worker's memory when idle after the first crawl (browser and caches warmed up)."""
+    end: list[Memory] = field(default_factory=list)
+    """... and when idle after the last crawl."""
+    worker_logs: str | None = None
+    """Kept when a crawl ran into its deadline."""
+
+
+def fetches_of(finished: Any) -> int:
+    """Documents a job fetched and rendered: published pages, duplicates and failed pages."""
+    skipped = finished.skipped
+    return int(len(finished.pages) + skipped.get("duplicate", 0) + skipped.get("error", 0))
+
+
+async def run_fleet(
+    seed: str, workers: int, concurrency: int, args: argparse.Namespace, say: Any
+) -> FleetRun:
+    from deploy.crawlfleet import Fleet, FleetOptions, JobClient, new_namespace, redis_for
+
+    options = FleetOptions(
+        workers=workers,
+        contexts=max(1, math.ceil(concurrency / workers)),
+        allow_networks=["127.0.0.0/8"],
+        env={
+            "CRAWLER_DOMAIN_REQUESTS_PER_S": "1000",
+            "CRAWLER_DOMAIN_CONCURRENCY": str(max(16, concurrency * 2)),
+        },
+    )
+    namespace = new_namespace("bench")
+    with (
+        redis_for(args.redis_url, None, private=True) as target,
+        Fleet(target.url, namespace, options) as fleet,
+    ):
+        async with JobClient(target.url, namespace, source="bench") as client:
+            try:
+                await fleet.wait_ready(client.redis)
+                return await crawl_until(client, fleet, seed, concurrency, args, say)
+            finally:
+                await client.forget_namespace()
+
+
+async def crawl_until(
+    client: Any, fleet: Any, seed: str, concurrency: int, args: argparse.Namespace, say: Any
+) -> FleetRun:
+    """Crawl the site once, then again with fresh jobs until ``args.fetches`` page fetches."""
+    run = FleetRun()
+    total = 0
+    with MemorySampler(fleet.pids) as sampler:
+        while not run.jobs or total < args.fetches:
+            request = client.request(
+                [seed],
+                allowed=[],
+                max_pages=args.pages,
+                max_depth=args.max_depth,
+                deadline_s=args.deadline,
+                concurrency=concurrency,
+            )
+            outcome = await client.run(
+                request, timeout_s=args.deadline + 60, alive=fleet.check_alive
+            )
+            finished = outcome.finished
+            run.jobs.append(finished)
+            total += fetches_of(finished)
+            idle = sampler.snapshot()
+            if len(run.jobs) == 1:
+                run.warm = [idle[pid] for pid in fleet.pids]
+                pages = await client.pages(finished.job_id)
+                run.first_pages = [(page.url, page.text) for page in pages]
+            run.end = [idle[pid] for pid in fleet.pids]
+            say(
+                f"  crawl {len(run.jobs)}: {len(finished.pages)} pages in "
+                f"{finished.duration_s:.1f} s ({finished.reason}), {total} fetches so far"
+            )
+            if finished.reason == "deadline":
+                fleet.keep_logs = True  # a page that never completed: keep what the workers said
+                run.worker_logs = str(fleet.log_dir)
+            if not finished.pages:
+                break  # nothing to crawl: more jobs would never add fetches
+        run.peak = [sampler.peak[pid] for pid in fleet.pids]
+    return run
+
+
+# -- the baseline's run --------------------------------------------------------------------------
+
+
+def baseline_kind(choice: str) -> str | None:
+    if choice != "auto":
+        return None if choice == "none" else choice
+    import importlib.util
+
+    return "crawl4ai" if importlib.util.find_spec("crawl4ai") is not None else "playwright"
+
+
+def run_baseline(
+    kind: str, seed: str, concurrency: int, args: argparse.Namespace
+) -> tuple[dict[str, Any], Memory]:
+    """Run :mod:`deploy.crawl_baseline` in its own process; its output and peak tree memory."""
+    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as folder:
+        out = Path(folder) / "result.json"
+        env = {
+            **os.environ,
+            # crawl4ai keeps a database and caches in ~/.crawl4ai; its LLM client would fetch a
+            # price list from the network when imported.
+            "CRAWL4_AI_BASE_DIRECTORY": folder,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "deploy.crawl_baseline",
+            kind,
+            "--url",
+            seed,
+            "--concurrency",
+            str(concurrency),
+            "--max-pages",
+            str(args.pages),
+            "--max-depth",
+            str(args.max_depth),
+            "--out",
+            str(out),
+        ]
+        log_path = Path(folder) / "baseline.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command,
+                cwd=Path(__file__).resolve().parents[1],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        with MemorySampler([process.pid]) as sampler:
+            try:
+                code = process.wait(timeout=BASELINE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+                code = -9
+        if code != 0 or not out.exists():
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the {kind} baseline failed (exit {code}):\n{tail}")
+        result: dict[str, Any] = json.loads(out.read_text())
+        return result, sampler.peak[process.pid]
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def _rate(count: int, seconds: float) -> float:
+    return round(count / seconds, 3) if seconds > 0 else 0.0
+
+
+def _mb(size: int) -> float:
+    return round(size / MB, 1)
+
+
+def _change(before: int, after: int) -> float:
+    return (after - before) / before if before else 0.0
+
+
+def fleet_figures(root: Path, run: FleetRun) -> dict[str, Any]:
+    first = run.jobs[0]
+    times = [page.ms for page in first.pages]
+    distinct = distinct_files(root, [page.url for page in first.pages])
+    figures: dict[str, Any] = {
+        "pages": distinct,
+        "fetches": fetches_of(first),
+        "duration_s": first.duration_s,
+        "pages_per_s": _rate(distinct, first.duration_s),
+        "fetches_per_s": _rate(fetches_of(first), first.duration_s),
+        "p50_ms": percentile(times, 50) if times else None,
+        "p95_ms": percentile(times, 95) if times else None,
+        "skipped": first.skipped,
+        "reason": first.reason,
+        "peak_rss_mb_per_worker": [_mb(memory.rss) for memory in run.peak],
+        "peak_pss_mb_per_worker": [_mb(memory.pss) for memory in run.peak],
+        "jobs": len(run.jobs),
+        "jobs_pages_per_s": [job.pages_per_s for job in run.jobs],
+        "jobs_reasons": [job.reason for job in run.jobs],
+        "worker_logs": run.worker_logs,
+        "total_fetches": sum(fetches_of(job) for job in run.jobs),
+    }
+    if len(run.jobs) > 1:
+        rss = [_change(warm.rss, end.rss) for warm, end in zip(run.warm, run.end, strict=True)]
+        pss = [_change(warm.pss, end.pss) for warm, end in zip(run.warm, run.end, strict=True)]
+        figures["rss_drift"] = {
+            "after_warmup_rss_mb": [_mb(memory.rss) for memory in run.warm],
+            "at_end_rss_mb": [_mb(memory.rss) for memory in run.end],
+            "rss_drift_pct": [round(d * 100, 1) for d in rss],
+            "after_warmup_pss_mb": [_mb(memory.pss) for memory in run.warm],
+            "at_end_pss_mb": [_mb(memory.pss) for memory in run.end],
+            "pss_drift_pct": [round(d * 100, 1) for d in pss],
+            "max_abs_rss_drift_pct": round(max(abs(d) for d in rss) * 100, 1),
+        }
+    return figures
+
+
+def baseline_figures(root: Path, result: dict[str, Any], peak: Memory) -> dict[str, Any]:
+    fetched = [page for page in result["pages"] if page.get("ok")]
+    times = [page["ms"] for page in fetched]
+    distinct = distinct_files(root, [page["url"] for page in fetched])
+    duration = float(result["duration_s"])
+    return {
+        "kind": result["kind"],
+        "pages": distinct,
+        "fetches": len(fetched),
+        "failed": len(result["pages"]) - len(fetched),
+        "duration_s": round(duration, 3),
+        "pages_per_s": _rate(distinct, duration),
+        "fetches_per_s": _rate(len(fetched), duration),
+        "p50_ms": percentile(times, 50) if times else None,
+        "p95_ms": percentile(times, 95) if times else None,
+        "peak_rss_mb": _mb(peak.rss),
+        "peak_pss_mb": _mb(peak.pss),
+    }
+
+
+def _ratio(ours: float, theirs: float) -> float | None:
+    return round(ours / theirs, 2) if theirs else None
+
+
+def run_crawl_bench(args: argparse.Namespace) -> int:
+    from deploy.crawlfleet import reporting_errors
+
+    return reporting_errors("deskpilot bench crawl", lambda: _bench(args))
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from deploy.crawlfleet import CrawlSetupError, check_browser
+
+    root: Path = args.site
+    if not root.is_dir():
+        raise CrawlSetupError(f"{root} is not a folder")
+    workers = args.workers
+    concurrency = args.concurrency or 2 * workers
+    if workers < 1 or concurrency < 1 or args.pages < 1:
+        raise CrawlSetupError("--workers, --concurrency and --pages must be 1 or more")
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    load_before = os.getloadavg()[0]
+    failed = ""
+    report: dict[str, Any] = {
+        "site": str(root),
+        "seed": args.seed,
+        "workers": workers,
+        "concurrency": concurrency,
+    }
+    check_browser()
+    with StaticSite(root) as site:
+        seed = site.url(args.seed)
+        say(f"crawling {seed} with {workers} workers, {concurrency} pages at once ...")
+        fleet = asyncio.run(run_fleet(seed, workers, concurrency, args, say))
+        report["deskpilot"] = fleet_figures(root, fleet)
+        coverage = {"deskpilot": coverage_of(root, fleet.first_pages)}
+        kind = baseline_kind(args.baseline)
+        if kind is not None:
+            say(f"crawling it with the {kind} baseline ...")
+            try:
+                result, peak = run_baseline(kind, seed, concurrency, args)
+            except RuntimeError as exc:
+                failed = str(exc)
+            else:
+                report["baseline"] = baseline = baseline_figures(root, result, peak)
+                report["ratio"] = {
+                    name: _ratio(report["deskpilot"][name], baseline[name])
+                    for name in ("pages_per_s", "fetches_per_s")
+                }
+                coverage["baseline"] = coverage_of(
+                    root, [(p["url"], p["text"]) for p in result["pages"] if p.get("ok")]
+                )
+    report["coverage"] = coverage
+    report["load_avg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    report["targets"] = _targets(report)
+    if failed:
+        report["baseline_error"] = failed
+    if args.json:
+        print(json.dumps(report))
+    else:
+        _print(report)
+    if failed:
+        print(f"deskpilot bench crawl: {failed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _targets(report: dict[str, Any]) -> dict[str, bool | None]:
+    ratio = report.get("ratio", {}).get("pages_per_s")
+    drift = report["deskpilot"].get("rss_drift")
+    coverage = report["coverage"]["deskpilot"].get("content_min")
+    return {
+        "throughput_ratio_at_least_1_5": None if ratio is None else ratio >= TARGET_RATIO,
+        "rss_flat_within_20_pct": None
+        if drift is None
+        else drift["max_abs_rss_drift_pct"] <= TARGET_DRIFT * 100,
+        "coverage_min_at_least_95_pct": None if coverage is None else coverage >= TARGET_COVERAGE,
+    }
+
+
+def _lines(report: dict[str, Any]) -> Iterator[str]:
+    ours = report["deskpilot"]
+    yield (
+        f"site {report['site']} from {report['seed']}: {report['workers']} workers, "
+        f"{report['concurrency']} pages at once"
+    )
+    yield (
+        f"deskpilot fleet: {ours['pages']} pages ({ours['fetches']} fetches) in "
+        f"{ours['duration_s']:.2f} s = {ours['pages_per_s']:.2f} pages/s; page time p50 "
+        f"{ours['p50_ms']} ms, p95 {ours['p95_ms']} ms; peak memory per worker with its "
+        "Chromium (RSS / PSS) "
+        + ", ".join(
+            f"{rss:.0f} / {pss:.0f} MB"
+            for rss, pss in zip(
+                ours["peak_rss_mb_per_worker"], ours["peak_pss_mb_per_worker"], strict=True
+            )
+        )
+    )
+    drift = ours.get("rss_drift")
+    if drift:
+        yield (
+            f"memory over {ours['total_fetches']} fetches ({ours['jobs']} crawls), RSS after "
+            f"warm-up {drift['after_warmup_rss_mb']} MB, at the end {drift['at_end_rss_mb']} MB: "
+            f"drift {drift['rss_drift_pct']} % (PSS {drift['pss_drift_pct']} %)"
+        )
+    baseline = report.get("baseline")
+    if baseline:
+        yield (
+            f"{baseline['kind']}: {baseline['pages']} pages ({baseline['fetches']} fetches) in "
+            f"{baseline['duration_s']:.2f} s = {baseline['pages_per_s']:.2f} pages/s; page time "
+            f"p50 {baseline['p50_ms']} ms, p95 {baseline['p95_ms']} ms; peak memory (RSS / PSS) "
+            f"{baseline['peak_rss_mb']:.0f} / {baseline['peak_pss_mb']:.0f} MB"
+        )
+        ratio = report["ratio"]
+        yield (
+            f"ratio deskpilot / baseline: {ratio['pages_per_s']} (pages/s), "
+            f"{ratio['fetches_per_s']} (fetches/s)"
+        )
+    for name, figures in report["coverage"].items():
+        if figures.get("pages"):
+            yield (
+                f"coverage ({name}): content mean {figures['content_mean']:.1%}, min "
+                f"{figures['content_min']:.1%}; whole page mean {figures['page_mean']:.1%}, min "
+                f"{figures['page_min']:.1%} ({figures['pages']} pages)"
+            )
+    yield f"load average (1 min) before / after: {report['load_avg_1m']}"
+    yield f"targets: {report['targets']}"
+
+
+def _print(report: dict[str, Any]) -> None:
+    for line in _lines(report):
+        print(line)
