@@ -135,8 +135,11 @@ class Bus:
         async def on_reclaimed(msg: RedisStreamMessage) -> None:
             await self._deliver(topic, group, model, handler, msg, reclaimed=True)
 
+        # A read takes no more entries than the handler can work on at once. Unbounded, the
+        # first XREADGROUP moves a whole backlog into this consumer's pending list: replicas
+        # started for it find nothing to do, and the group's lag (what KEDA scales on) reads 0.
         self.broker.subscriber(
-            stream=StreamSub(topic, group=group, consumer=self.consumer),
+            stream=StreamSub(topic, group=group, consumer=self.consumer, max_records=concurrency),
             ack_policy=AckPolicy.NACK_ON_ERROR,
             max_workers=concurrency,
             title=f"{topic}:{group}",
