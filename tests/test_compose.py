@@ -26,8 +26,10 @@ DOCKERFILE = REPO / "deploy" / "Dockerfile"
 BASE_IMAGE = "python:3.13-slim"
 
 # The deployable services of this repository; each is a top-level package and a pip extra.
-SERVICES = ("gateway", "redactor", "orchestrator", "indexer")
+SERVICES = ("gateway", "redactor", "orchestrator", "indexer", "crawler")
 PUBLISHED = {"gateway"}
+# Workers compose.yaml itself runs several of, sharing their consumer group.
+REPLICATED = ("crawler", "indexer")
 
 # Any attempt to reach the network from the validator fails fast instead of succeeding.
 _NO_NETWORK = {
@@ -199,3 +201,79 @@ def test_scale_override_only_names_services_of_compose() -> None:
     replicas = {name: spec.get("deploy", {}).get("replicas") for name, spec in override.items()}
     assert replicas.get("redactor", 0) > 1
     assert replicas.get("orchestrator", 0) > 1
+
+
+def replicas(spec: dict[str, Any]) -> int:
+    return int(spec.get("deploy", {}).get("replicas", 1))
+
+
+def test_crawler_and_indexer_run_with_replicas() -> None:
+    services = load_compose()["services"]
+    for name in REPLICATED:
+        assert replicas(services[name]) > 1, f"{name}: deploy.replicas"
+
+
+@pytest.mark.parametrize("document", COMPOSE_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_replicated_services_name_their_consumers_after_the_container(document: Path) -> None:
+    # An empty DESKPILOT_NODE means the container's hostname, unique per replica; one fixed
+    # value would give every replica the same consumer name and heartbeat key.
+    base = load_compose()["services"]
+    for name, spec in load_compose(document)["services"].items():
+        if replicas(spec) > 1:
+            environment = {**base[name].get("environment", {}), **spec.get("environment", {})}
+            assert not environment.get("DESKPILOT_NODE"), f"{name}: DESKPILOT_NODE is fixed"
+
+
+def test_worker_health_checks_ask_for_their_own_heartbeat() -> None:
+    services = load_compose()["services"]
+    for name in SERVICES:
+        if name in PUBLISHED:
+            continue
+        test = services[name]["healthcheck"]["test"]
+        assert test == ["CMD", "python", "-m", "contracts.heartbeat", "check", name], name
+
+
+_SIZE = re.compile(r"^(\d+)\s*([kmg]?)b?$", re.IGNORECASE)
+
+
+def test_crawler_has_room_for_chromium() -> None:
+    crawler = load_compose()["services"]["crawler"]
+    shm = str(crawler.get("shm_size", ""))
+    match = _SIZE.match(shm)
+    assert match, f"crawler: shm_size {shm!r} is missing or not a size"
+    number, unit = int(match.group(1)), match.group(2).lower()
+    size = number * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit]
+    assert size >= 256 * 2**20, f"crawler: shm_size {shm} is below Chromium's needs"
+    assert crawler["environment"].get("CHROMIUM_PATH") == "/usr/bin/chromium"
+    # The crawler needs Redis only; Chroma is the indexer's.
+    assert set(crawler["depends_on"]) == {"redis"}
+
+
+def dockerfile_instructions() -> list[str]:
+    """The Dockerfile's instructions with continuation lines joined and comments dropped."""
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    return [i.strip() for i in re.split(r"(?<!\\)\n", "\n".join(lines)) if i.strip()]
+
+
+def test_only_the_crawler_image_installs_chromium() -> None:
+    instructions = [" ".join(i.split()) for i in dockerfile_instructions()]
+    installs = [i for i in instructions if "apt-get install" in i and "chromium" in i]
+    assert len(installs) == 1, "deploy/Dockerfile must install chromium in one place"
+    # Chosen by SERVICE in a shell case: only the crawler's branch names chromium.
+    branches = dict(re.findall(r"(\S+)\) packages=\"([^\"]*)\"", installs[0]))
+    assert "chromium" in branches.get("crawler", "").split(), branches
+    others = {name: packages for name, packages in branches.items() if name != "crawler"}
+    assert others, "no branch for the other services"
+    assert not any("chromium" in packages for packages in others.values()), others
+    assert "--no-install-recommends" in installs[0]
+
+
+def test_no_browser_is_downloaded() -> None:
+    for path in (DOCKERFILE, *COMPOSE_FILES):
+        code = "\n".join(
+            line
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if not line.lstrip().startswith("#")
+        )
+        assert "playwright install" not in code, f"{path.name} downloads a browser"

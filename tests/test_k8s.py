@@ -1,0 +1,559 @@
+"""The Kubernetes manifests in deploy/k8s/ are well-formed and agree with the repository.
+
+No cluster runs in CI and nothing is downloaded, so the built-in kinds are checked against the
+object models of the ``kubernetes`` Python client (installed with chromadb): every field must be
+one the API knows, of the right type, and required fields must be present. KEDA's kinds are
+checked structurally against the fields KEDA documents. Then the manifests are held against the
+code: each Deployment runs a service package of this repository, names its consumers after the
+pod, probes with the heartbeat check and outlives the graceful timeout; each ScaledObject scales
+an existing Deployment on every stream its consumer group reads (``contracts.topics``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from contracts import heartbeat
+from contracts.settings import ServiceSettings
+from contracts.topics import SUBSCRIPTIONS, Group
+from deploy.envdoc import table
+
+REPO = Path(__file__).resolve().parents[1]
+K8S = REPO / "deploy" / "k8s"
+STORES = K8S / "stores"
+
+API_VERSIONS = {
+    "ConfigMap": "v1",
+    "Secret": "v1",
+    "Service": "v1",
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "ScaledObject": "keda.sh/v1alpha1",
+    "TriggerAuthentication": "keda.sh/v1alpha1",
+    "Kustomization": "kustomize.config.k8s.io/v1beta1",
+}
+BUILT_IN = {"ConfigMap", "Secret", "Service", "Deployment", "StatefulSet"}
+SCALED_SERVICES = {"crawler", "indexer"}
+HEARTBEAT_CHECK = ["python", "-m", "contracts.heartbeat", "check"]
+
+# The redis-streams trigger's metadata as KEDA documents it (keda.sh/docs/*/scalers/redis-streams).
+REDIS_STREAMS_METADATA = {
+    "address",
+    "addressFromEnv",
+    "host",
+    "hostFromEnv",
+    "port",
+    "portFromEnv",
+    "usernameFromEnv",
+    "passwordFromEnv",
+    "stream",
+    "consumerGroup",
+    "pendingEntriesCount",
+    "streamLength",
+    "lagCount",
+    "activationLagCount",
+    "enableTLS",
+    "unsafeSsl",
+    "databaseIndex",
+}
+SCALED_OBJECT_SPEC = {
+    "scaleTargetRef",
+    "pollingInterval",
+    "cooldownPeriod",
+    "initialCooldownPeriod",
+    "idleReplicaCount",
+    "minReplicaCount",
+    "maxReplicaCount",
+    "fallback",
+    "advanced",
+    "triggers",
+}
+TRIGGER_FIELDS = {"type", "name", "metadata", "authenticationRef", "metricType", "useCachedMetrics"}
+# Read only by KEDA's scaler (from the scaled pods' environment), not by any Deskpilot service.
+KEDA_ONLY_VARIABLES = {"REDIS_ADDRESS", "REDIS_PASSWORD"}
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def manifest_files(folder: Path = K8S) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def load_documents(path: Path) -> list[dict[str, Any]]:
+    documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+    for document in documents:
+        assert isinstance(document, dict), f"{path}: a document is not a mapping"
+    return documents
+
+
+def kustomization(folder: Path) -> dict[str, Any]:
+    (document,) = load_documents(folder / "kustomization.yaml")
+    return document
+
+
+def resources(folder: Path = K8S) -> list[dict[str, Any]]:
+    """Every object the kustomization in ``folder`` applies (sub-kustomizations excluded)."""
+    objects = []
+    for name in kustomization(folder)["resources"]:
+        objects.extend(load_documents(folder / name))
+    return objects
+
+
+def of_kind(kind: str, objects: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    found = [o for o in (resources() if objects is None else objects) if o["kind"] == kind]
+    by_name = {o["metadata"]["name"]: o for o in found}
+    assert len(by_name) == len(found), f"two {kind}s share a name"
+    return by_name
+
+
+def only_container(workload: dict[str, Any]) -> dict[str, Any]:
+    containers = workload["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1, f"{workload['metadata']['name']}: one container expected"
+    container: dict[str, Any] = containers[0]
+    return container
+
+
+def service_packages() -> set[str]:
+    """Top-level packages that run as a service (``python -m NAME``)."""
+    return {p.parent.name for p in REPO.glob("*/__main__.py")}
+
+
+def config_data() -> dict[str, str]:
+    data: dict[str, str] = of_kind("ConfigMap")["deskpilot-config"]["data"]
+    return data
+
+
+def secret_data() -> dict[str, str]:
+    data: dict[str, str] = of_kind("Secret")["deskpilot-secrets"]["stringData"]
+    return data
+
+
+# -- structural validation of built-in kinds against the kubernetes client's models -------------
+
+_CONTAINER_TYPE = re.compile(r"^(list|dict)\[(?:str, )?(.+)\]$", re.IGNORECASE)
+_PRIMITIVES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "bool": (bool,),
+    "float": (float, int),
+    "object": (object,),
+    "datetime": (str,),
+    "date": (str,),
+}
+
+
+def model_errors(data: Any, type_name: str, where: str) -> list[str]:
+    """Differences between ``data`` and the Kubernetes API type ``type_name`` (e.g. V1Deployment).
+
+    Unknown fields, wrong types and missing required fields are reported; the models' own
+    client-side validation finds the last (their constructors refuse a required field of None).
+    """
+    from kubernetes import client
+
+    match = _CONTAINER_TYPE.match(type_name)
+    if match:
+        kind, inner = match.group(1).lower(), match.group(2)
+        if kind == "list":
+            if not isinstance(data, list):
+                return [f"{where}: expected a list"]
+            return [e for i, v in enumerate(data) for e in model_errors(v, inner, f"{where}[{i}]")]
+        if not isinstance(data, dict):
+            return [f"{where}: expected a mapping"]
+        return [e for k, v in data.items() for e in model_errors(v, inner, f"{where}.{k}")]
+    if type_name in _PRIMITIVES:
+        expected = _PRIMITIVES[type_name]
+        if type_name == "int" and isinstance(data, bool):
+            return [f"{where}: expected int, got bool"]
+        return [] if isinstance(data, expected) else [f"{where}: expected {type_name}"]
+    model = getattr(client, type_name)
+    if not isinstance(data, dict):
+        return [f"{where}: expected a {type_name} mapping"]
+    by_key = {key: attribute for attribute, key in model.attribute_map.items()}
+    errors = []
+    for key, value in data.items():
+        if key not in by_key:
+            errors.append(f"{where}.{key}: not a field of {type_name}")
+            continue
+        errors.extend(model_errors(value, model.openapi_types[by_key[key]], f"{where}.{key}"))
+    if not errors:
+        present = {by_key[key]: value for key, value in data.items()}
+        # Nested models stay plain here; only this level's required fields are checked.
+        try:
+            model(**present)
+        except ValueError as exc:
+            errors.append(f"{where}: {exc}")
+    return errors
+
+
+def built_in_type(document: dict[str, Any]) -> str:
+    return f"V1{document['kind']}"
+
+
+# -- parsing and kinds -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def all_documents() -> list[tuple[Path, dict[str, Any]]]:
+    files = manifest_files()
+    assert files, "deploy/k8s/ holds no manifests"
+    return [(path, document) for path in files for document in load_documents(path)]
+
+
+def test_every_manifest_parses_with_a_known_kind_and_api_version(
+    all_documents: list[tuple[Path, dict[str, Any]]],
+) -> None:
+    for path, document in all_documents:
+        kind = document.get("kind")
+        assert kind in API_VERSIONS, f"{path.name}: unexpected kind {kind!r}"
+        assert document.get("apiVersion") == API_VERSIONS[kind], f"{path.name}: {kind}"
+        assert document.get("metadata", {}).get("name"), f"{path.name}: {kind} without a name"
+        assert "namespace" not in document["metadata"], (
+            f"{path.name}: manifests stay namespace-free"
+        )
+
+
+@pytest.mark.parametrize("folder", [K8S, STORES], ids=["k8s", "stores"])
+def test_kustomization_lists_exactly_the_manifests_beside_it(folder: Path) -> None:
+    document = kustomization(folder)
+    assert document["apiVersion"] == API_VERSIONS["Kustomization"]
+    assert document["kind"] == "Kustomization"
+    listed = document["resources"]
+    assert len(listed) == len(set(listed)), "a resource is listed twice"
+    beside = {p.name for p in folder.glob("*.yaml") if p.name != "kustomization.yaml"}
+    assert set(listed) == beside, f"listed {sorted(listed)}, present {sorted(beside)}"
+
+
+def test_built_in_kinds_match_the_kubernetes_api(
+    all_documents: list[tuple[Path, dict[str, Any]]],
+) -> None:
+    pytest.importorskip("kubernetes", reason="the kubernetes client comes with chromadb")
+    checked = 0
+    for path, document in all_documents:
+        if document["kind"] in BUILT_IN:
+            errors = model_errors(document, built_in_type(document), path.name)
+            assert not errors, "\n".join(errors)
+            checked += 1
+    assert checked >= len(service_packages()), "fewer built-in objects than services"
+
+
+def test_the_structural_check_rejects_broken_manifests() -> None:
+    pytest.importorskip("kubernetes", reason="the kubernetes client comes with chromadb")
+    deployment = of_kind("Deployment")["crawler"]
+    broken = yaml.safe_load(yaml.safe_dump(deployment))
+    container = broken["spec"]["template"]["spec"]["containers"][0]
+    container["readinesProbe"] = container.pop("readinessProbe")  # a typo
+    del container["name"]  # required
+    broken["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = "45"  # not an int
+    errors = "\n".join(model_errors(broken, "V1Deployment", "broken"))
+    assert "readinesProbe: not a field of V1Container" in errors, errors
+    assert "terminationGracePeriodSeconds: expected int" in errors, errors
+    without_selector = yaml.safe_load(yaml.safe_dump(deployment))
+    del without_selector["spec"]["selector"]
+    errors = "\n".join(model_errors(without_selector, "V1Deployment", "no-selector"))
+    assert "selector" in errors, errors
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.parametrize("folder", [K8S, STORES], ids=["k8s", "stores"])
+def test_kustomize_builds_the_folder(folder: Path) -> None:
+    result = subprocess.run(
+        ["kubectl", "kustomize", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    built = [d for d in yaml.safe_load_all(result.stdout) if d]
+    expected = [
+        d for name in kustomization(folder)["resources"] for d in load_documents(folder / name)
+    ]
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in built) == sorted(
+        (d["kind"], d["metadata"]["name"]) for d in expected
+    )
+
+
+# -- Deployments against the repository --------------------------------------------------------
+
+
+def workloads() -> Iterator[dict[str, Any]]:
+    yield from of_kind("Deployment").values()
+    yield from of_kind("StatefulSet", resources(STORES)).values()
+
+
+def test_every_service_package_has_a_deployment_and_nothing_else_does() -> None:
+    assert set(of_kind("Deployment")) == service_packages()
+
+
+def test_deployments_run_their_service_package_from_its_image() -> None:
+    images = {entry["name"] for entry in kustomization(K8S).get("images", [])}
+    for name, deployment in of_kind("Deployment").items():
+        container = only_container(deployment)
+        command = container.get("command", [])
+        assert command[:2] == ["python", "-m"], f"{name}: {command}"
+        assert len(command) == 3, f"{name}: {command}"
+        package = command[2]
+        assert (REPO / package / "__main__.py").is_file(), f"{name}: no package {package!r}"
+        assert package == name, f"Deployment {name} runs {package}"
+        image = container["image"].rsplit(":", 1)[0]
+        assert image == f"deskpilot-{package}", f"{name}: image {container['image']}"
+        assert image in images, f"{name}: {image} missing from kustomization.yaml images"
+
+
+def test_node_name_comes_from_the_pod_name() -> None:
+    assert "DESKPILOT_NODE" not in config_data(), "one node name for all pods would collide"
+    assert "DESKPILOT_NODE" not in secret_data()
+    for name, deployment in of_kind("Deployment").items():
+        env = {e["name"]: e for e in only_container(deployment).get("env", [])}
+        assert "DESKPILOT_NODE" in env, f"{name}: DESKPILOT_NODE is not set"
+        field = env["DESKPILOT_NODE"].get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        assert field == "metadata.name", f"{name}: DESKPILOT_NODE comes from {field!r}"
+
+
+def test_every_pod_reads_the_shared_config_and_secret() -> None:
+    for name, deployment in of_kind("Deployment").items():
+        sources = only_container(deployment).get("envFrom", [])
+        maps = {s["configMapRef"]["name"] for s in sources if "configMapRef" in s}
+        secrets = {s["secretRef"]["name"] for s in sources if "secretRef" in s}
+        assert maps == {"deskpilot-config"}, f"{name}: {maps}"
+        assert secrets == {"deskpilot-secrets"}, f"{name}: {secrets}"
+
+
+def test_probes_run_the_heartbeat_check_of_their_own_service() -> None:
+    for name, deployment in of_kind("Deployment").items():
+        container = only_container(deployment)
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert probe in container, f"{name}: no {probe}"
+            command = container[probe].get("exec", {}).get("command")
+            assert command == [*HEARTBEAT_CHECK, name], f"{name}.{probe}: {command}"
+        liveness = container["livenessProbe"]
+        patience = liveness["periodSeconds"] * liveness["failureThreshold"]
+        assert patience >= 60, f"{name}: liveness restarts after {patience} s of failures"
+
+
+def test_the_probe_command_is_one_the_heartbeat_module_accepts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A closed port: the check gets past argument parsing and fails on Redis (2), which a
+    # malformed command (64, usage) would not.
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:9/0")
+    monkeypatch.setenv("DESKPILOT_ENV", "development")
+    assert heartbeat.main(["check", "crawler"]) == 2
+    assert heartbeat.main(["status", "crawler"]) == 64
+
+
+def test_grace_period_outlasts_the_graceful_timeout() -> None:
+    default = ServiceSettings.model_fields["graceful_timeout_s"].default
+    graceful = float(config_data().get("DESKPILOT_GRACEFUL_TIMEOUT", default))
+    for name, deployment in of_kind("Deployment").items():
+        grace = deployment["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+        assert grace > graceful + 5, f"{name}: {grace} s grace for a {graceful} s shutdown"
+
+
+def test_service_links_are_off() -> None:
+    # The Service `gateway` would otherwise inject GATEWAY_PORT=tcp://..., which the gateway
+    # reads as its own port setting.
+    for workload in workloads():
+        spec = workload["spec"]["template"]["spec"]
+        assert spec.get("enableServiceLinks") is False, workload["metadata"]["name"]
+
+
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti)?$")
+_FACTORS = {None: 1.0, "m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(value: str) -> float:
+    match = _QUANTITY.match(value)
+    assert match, f"unexpected quantity {value!r}"
+    return float(match.group(1)) * _FACTORS[match.group(2)]
+
+
+def test_every_container_has_resource_requests_and_limits() -> None:
+    for workload in workloads():
+        name = workload["metadata"]["name"]
+        resources_ = only_container(workload).get("resources", {})
+        requests, limits = resources_.get("requests", {}), resources_.get("limits", {})
+        assert {"cpu", "memory"} <= set(requests), f"{name}: requests {requests}"
+        assert "memory" in limits, f"{name}: no memory limit"
+        for resource, limit in limits.items():
+            assert quantity(limit) >= quantity(requests[resource]), f"{name}: {resource}"
+
+
+def test_pods_run_as_the_images_non_root_user() -> None:
+    for name, deployment in of_kind("Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["runAsUser"] == 10001, name  # deploy/Dockerfile's USER
+        container = only_container(deployment)["securityContext"]
+        assert container["allowPrivilegeEscalation"] is False, name
+        assert container["capabilities"]["drop"] == ["ALL"], name
+
+
+def test_selectors_match_their_pod_labels() -> None:
+    for workload in workloads():
+        selector = workload["spec"]["selector"]["matchLabels"]
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= labels.items(), workload["metadata"]["name"]
+
+
+def test_gateway_service_reaches_the_gateway_port() -> None:
+    service = of_kind("Service")["gateway"]
+    gateway = of_kind("Deployment")["gateway"]
+    labels = gateway["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    container = only_container(gateway)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    for port in service["spec"]["ports"]:
+        assert port["targetPort"] in ports, port
+        assert str(ports[port["targetPort"]]) == env["GATEWAY_PORT"]
+    assert env["GATEWAY_HOST"] == "0.0.0.0"
+
+
+def test_crawler_has_a_memory_backed_dev_shm() -> None:
+    crawler = of_kind("Deployment")["crawler"]
+    volumes = {v["name"]: v for v in crawler["spec"]["template"]["spec"].get("volumes", [])}
+    mounts = {m["mountPath"]: m["name"] for m in only_container(crawler).get("volumeMounts", [])}
+    assert "/dev/shm" in mounts, "the crawler has no /dev/shm volume"
+    volume = volumes[mounts["/dev/shm"]]
+    assert volume["emptyDir"]["medium"] == "Memory"
+    assert quantity(volume["emptyDir"]["sizeLimit"]) >= 256 * 2**20
+    limit = only_container(crawler)["resources"]["limits"]["memory"]
+    assert quantity(limit) > quantity(volume["emptyDir"]["sizeLimit"]), "shm counts against it"
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def documented_variables() -> set[str]:
+    return {row.split("`")[1] for row in table().splitlines()[2:]}
+
+
+def test_config_and_secret_set_only_known_variables() -> None:
+    known = documented_variables() | KEDA_ONLY_VARIABLES
+    for key in (*config_data(), *secret_data()):
+        assert key in known, f"{key} is not a setting of any service"
+
+
+def test_config_values_are_valid_settings() -> None:
+    values = {**config_data(), **secret_data(), "DESKPILOT_ADMIN_TOKEN": "a-real-secret"}
+    settings = ServiceSettings.model_validate(
+        {k: v for k, v in values.items() if k not in KEDA_ONLY_VARIABLES and v != ""}
+    )
+    assert settings.environment == "production"
+    assert settings.chroma_host, "CHROMA_HOST must be set: pods have no persistent data dir"
+
+
+def test_placeholder_admin_token_is_refused_in_production() -> None:
+    token = secret_data()["DESKPILOT_ADMIN_TOKEN"]
+    assert config_data()["DESKPILOT_ENV"] == "production"
+    with pytest.raises(ValueError, match="DESKPILOT_ADMIN_TOKEN"):
+        ServiceSettings(environment="production", admin_token=token)
+
+
+# -- KEDA --------------------------------------------------------------------------------------
+
+
+def scaled_objects() -> dict[str, dict[str, Any]]:
+    return of_kind("ScaledObject")
+
+
+def test_scaled_objects_are_well_formed() -> None:
+    assert set(scaled_objects()) == SCALED_SERVICES
+    for name, scaled in scaled_objects().items():
+        spec = scaled["spec"]
+        assert set(spec) <= SCALED_OBJECT_SPEC, f"{name}: {set(spec) - SCALED_OBJECT_SPEC}"
+        assert spec["scaleTargetRef"].get("name"), name
+        low, high = spec["minReplicaCount"], spec["maxReplicaCount"]
+        assert isinstance(low, int), name
+        assert isinstance(high, int), name
+        assert 1 <= low < high, f"{name}: replicas {low}..{high}"
+        assert isinstance(spec["cooldownPeriod"], int), name
+        assert spec["cooldownPeriod"] > 0, name
+        assert spec["triggers"], f"{name}: no triggers"
+        for trigger in spec["triggers"]:
+            assert set(trigger) <= TRIGGER_FIELDS, f"{name}: {set(trigger) - TRIGGER_FIELDS}"
+            assert trigger["type"] == "redis-streams", name
+            metadata = trigger["metadata"]
+            unknown = set(metadata) - REDIS_STREAMS_METADATA
+            assert not unknown, f"{name}: not redis-streams metadata: {unknown}"
+            # The CRD declares metadata as map[string]string: a bare number is refused.
+            for key, value in metadata.items():
+                assert isinstance(value, str), f"{name}: {key} must be a string, got {value!r}"
+            assert int(metadata["lagCount"]) > 0, name
+            assert "activationLagCount" in metadata, f"{name}: lagCount wants its activation"
+            # Those would scale on pending entries or stream length instead of the lag.
+            assert "pendingEntriesCount" not in metadata, name
+            assert "streamLength" not in metadata, name
+
+
+def test_scaled_objects_target_deployments_that_leave_the_count_to_them() -> None:
+    deployments = of_kind("Deployment")
+    for name, scaled in scaled_objects().items():
+        target = scaled["spec"]["scaleTargetRef"]
+        assert target.get("kind", "Deployment") == "Deployment", name
+        assert target.get("apiVersion", "apps/v1") == "apps/v1", name
+        assert target["name"] in deployments, f"{name}: no Deployment {target['name']!r}"
+        # A replicas field would reset KEDA's count to itself on every apply.
+        assert "replicas" not in deployments[target["name"]]["spec"], target["name"]
+
+
+def test_triggers_cover_every_stream_the_group_reads() -> None:
+    deployments = of_kind("Deployment")
+    for name, scaled in scaled_objects().items():
+        target = deployments[scaled["spec"]["scaleTargetRef"]["name"]]
+        package = only_container(target)["command"][2]
+        group = Group(package)  # each service reads through the group named after it
+        expected = {str(topic) for topic, groups in SUBSCRIPTIONS.items() if group in groups}
+        assert expected, f"{group} reads no stream"
+        triggers = scaled["spec"]["triggers"]
+        streams = [t["metadata"]["stream"] for t in triggers]
+        assert len(streams) == len(set(streams)), f"{name}: a stream has two triggers"
+        assert set(streams) == expected, f"{name}: triggers {sorted(streams)}, reads {expected}"
+        for trigger in triggers:
+            assert trigger["metadata"]["consumerGroup"] == group.value, trigger["name"]
+
+
+def test_triggers_reach_the_redis_the_services_use() -> None:
+    secret, config = secret_data(), config_data()
+    pod_env = {**config, **secret}
+    url = urlsplit(pod_env["REDIS_URL"])
+    database = url.path.strip("/") or "0"
+    for name, scaled in scaled_objects().items():
+        for trigger in scaled["spec"]["triggers"]:
+            metadata = trigger["metadata"]
+            if "addressFromEnv" in metadata:
+                address = pod_env.get(metadata["addressFromEnv"])
+                assert address, f"{name}: pods have no {metadata['addressFromEnv']}"
+            else:
+                address = metadata["address"]
+            assert address == f"{url.hostname}:{url.port or 6379}", f"{name}: {address} vs URL"
+            assert metadata.get("databaseIndex", "0") == database, name
+            assert (metadata.get("enableTLS", "false") == "true") == (url.scheme == "rediss")
+
+
+def test_trigger_authentication_reads_an_existing_secret_key() -> None:
+    authentications = of_kind("TriggerAuthentication")
+    secrets = {
+        name: {**s.get("stringData", {}), **s.get("data", {})}
+        for name, s in of_kind("Secret").items()
+    }
+    for name, scaled in scaled_objects().items():
+        for trigger in scaled["spec"]["triggers"]:
+            reference = trigger.get("authenticationRef", {}).get("name")
+            assert reference in authentications, f"{name}: TriggerAuthentication {reference!r}"
+    for name, authentication in authentications.items():
+        targets = authentication["spec"]["secretTargetRef"]
+        assert {t["parameter"] for t in targets} <= {"username", "password"}, name
+        for target in targets:
+            assert target["key"] in secrets.get(target["name"], {}), f"{name}: {target}"
