@@ -8,7 +8,8 @@ One run:
    valkey unless ``--redis-url``) with the politeness limits lifted (per-host rate and
    concurrency), and crawls the whole site from ``--seed`` breadth-first, ``--concurrency`` pages
    at once; with ``--fetches N`` it crawls the site again with fresh jobs until N page fetches;
-3. samples the resident memory of each worker with its Chromium (the process tree, psutil) all
+3. samples the memory of each worker's process tree (the worker, its Playwright driver and
+   Chromium; RSS summed as ``ps`` shows it, and PSS, which splits shared pages) with psutil all
    along: the peak, and once idle after the first crawl (warmed up) and after the last, for the
    drift;
 4. crawls the same site with the baseline at the same concurrency in a process of its own
