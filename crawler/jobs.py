@@ -21,6 +21,8 @@ and expire ``CRAWLER_JOB_TTL_S`` after the job starts; ``<ns>`` is ``CRAWLER_NAM
                                 re-popped, when the dispatcher's message is redelivered)
 ``...:hashes``                  hash: content hash → URL (identical content published once)
 ``...:pages``                   list: summaries of the published pages, in order
+``...:leases``                  hash: URL → ``<holder>|<expiry ms>``, renewed while a handler
+                                call (the holder) fetches the URL
 ``...:stop``                    string: set when the job must stop early
 ``<ns>crawler:jobs:running``    sorted set: running job ids by deadline (for the deadline sweep)
 =============================== ===========================================================
@@ -30,7 +32,9 @@ inside the script that records who dispatched it (``batch``) and marks it ``q``;
 acks its own message only after publishing the task, and a redelivered dispatcher republishes the
 same batch. A task's stream entry claims its URL (``f:<entry>``); a second entry for the same URL
 is dropped as a duplicate, while the first, if its worker dies, is reclaimed by the bus and resumes
-the same claim. Completion is a single transition from ``f:<entry>`` to ``d:<outcome>``, so
+the same claim once the dead worker's lease on the URL has run out (a live but slow worker keeps
+renewing its lease, so an entry handed over too early is not fetched twice). Completion is a single
+transition from ``f:<entry>`` to ``d:<outcome>``, so
 counters move once; the page event is published before it with a deterministic event id.
 """
 
@@ -122,7 +126,7 @@ return {1, batch, fmt(now + budget.deadline_s * 1000)}
 """
 )
 
-# KEYS: meta state stop; ARGV: url entry
+# KEYS: meta state stop leases; ARGV: url entry worker lease_ms
 _BEGIN = (
     _COMMON
     + """
@@ -131,16 +135,36 @@ local st = redis.call('HGET', KEYS[2], ARGV[1])
 if not st then return 'gone' end
 if string.sub(st, 1, 2) == 'd:' then return 'done' end
 if string.sub(st, 1, 2) == 'f:' and st ~= 'f:' .. ARGV[2] then return 'duplicate' end
+local now = now_ms()
+local lease = redis.call('HGET', KEYS[4], ARGV[1])
+if lease then
+    local sep = string.find(lease, '|', 1, true)
+    local owner, expires = string.sub(lease, 1, sep - 1), tonumber(string.sub(lease, sep + 1))
+    if owner ~= ARGV[3] and expires > now then return 'busy' end
+end
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[3] .. '|' .. fmt(now + tonumber(ARGV[4])))
 redis.call('HSET', KEYS[2], ARGV[1], 'f:' .. ARGV[2])
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' or redis.call('EXISTS', KEYS[3]) == 1 then
     return 'cancel'
 end
-if now_ms() >= hnum(KEYS[1], 'deadline_ms') then return 'late' end
+if now >= hnum(KEYS[1], 'deadline_ms') then return 'late' end
+keep_ttl(KEYS[1])
 return 'go'
 """
 )
 
-# KEYS: meta frontier links seen patterns state batch hashes pages stop
+# KEYS: leases; ARGV: url worker lease_ms
+_RENEW = (
+    _COMMON
+    + """
+local lease = redis.call('HGET', KEYS[1], ARGV[1])
+if not lease or string.sub(lease, 1, #ARGV[2] + 1) ~= ARGV[2] .. '|' then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '|' .. fmt(now_ms() + tonumber(ARGV[3])))
+return 1
+"""
+)
+
+# KEYS: meta frontier links seen patterns state batch hashes pages stop leases
 # ARGV: url entry outcome summary links cap
 _COMPLETE = (
     _COMMON
@@ -157,6 +181,7 @@ if st ~= 'f:' .. entry then
     return {'stale', '[]', 0, 0}
 end
 redis.call('HSET', state, url, 'd:' .. outcome)
+redis.call('HDEL', KEYS[11], url)
 redis.call('HINCRBY', meta, 'outstanding', -1)
 if outcome == 'page' then
     redis.call('HINCRBY', meta, 'published', 1)
@@ -215,7 +240,7 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return ARGV[2]
 """
 
-Begin = Literal["go", "done", "duplicate", "cancel", "late", "gone"]
+Begin = Literal["go", "done", "duplicate", "busy", "cancel", "late", "gone"]
 
 
 @dataclass(frozen=True)
@@ -306,6 +331,7 @@ class JobStore:
         self._begin = redis.register_script(_BEGIN)
         self._complete = redis.register_script(_COMPLETE)
         self._finish = redis.register_script(_FINISH)
+        self._renew = redis.register_script(_RENEW)
         self._claim_hash = redis.register_script(_CLAIM_HASH)
         self._specs: dict[str, ContextInsufficient] = {}
 
@@ -316,7 +342,7 @@ class JobStore:
 
     def _keys(self, job_id: str) -> list[str]:
         parts = ("meta", "frontier", "links", "seen", "patterns", "state", "batch", "hashes")
-        return [self.key(job_id, p) for p in (*parts, "pages", "stop")]
+        return [self.key(job_id, p) for p in (*parts, "pages", "stop", "leases")]
 
     @property
     def running_key(self) -> str:
@@ -343,12 +369,30 @@ class JobStore:
             await self.redis.zadd(self.running_key, {spec.job_id: int(result[2])})
         return created, _decode_batch(result[1])
 
-    async def begin(self, job_id: str, url: str, entry: str) -> Begin:
-        """Claim ``url`` for the task stream entry ``entry`` (see the module docstring)."""
-        keys = [self.key(job_id, "meta"), self.key(job_id, "state"), self.key(job_id, "stop")]
-        result = await self._begin(keys=keys, args=[url, entry])
+    async def begin(
+        self, job_id: str, url: str, entry: str, worker: str = "", lease_ms: int = 3000
+    ) -> Begin:
+        """Claim ``url`` for the task stream entry ``entry`` and lease it to ``worker`` (one
+        holder per handler call).
+
+        ``busy``: the entry is being handled by another live holder (the bus handed it over while
+        the first was only slow); wait and ask again: once that holder completes, this returns
+        ``done``, and if its process died, its lease runs out and this returns ``go``.
+        """
+        keys = [
+            self.key(job_id, "meta"),
+            self.key(job_id, "state"),
+            self.key(job_id, "stop"),
+            self.key(job_id, "leases"),
+        ]
+        result = await self._begin(keys=keys, args=[url, entry, worker, lease_ms])
         state = result.decode() if isinstance(result, bytes) else str(result)
         return state  # type: ignore[return-value]
+
+    async def renew(self, job_id: str, url: str, worker: str, lease_ms: int) -> bool:
+        """Extend ``worker``'s lease on ``url``; False if it lost it."""
+        result = await self._renew(keys=[self.key(job_id, "leases")], args=[url, worker, lease_ms])
+        return int(result) == 1
 
     async def complete(
         self,

@@ -23,15 +23,19 @@ job's counters record (``skipped`` in ``crawl.finished``):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
+import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 from urllib.parse import urljoin
 
 import httpx
+from redis.exceptions import RedisError
 
 from contracts.events import (
     ContextInsufficient,
@@ -59,7 +63,7 @@ from crawler.fetch import (
     retry_after_s,
 )
 from crawler.guard import AddressGuard, AddressRefused
-from crawler.jobs import Completion, Dispatched, JobStore, Queued
+from crawler.jobs import Begin, Completion, Dispatched, JobStore, Queued
 from crawler.planner import Candidate, LinkPlanner
 from crawler.ratelimit import HostLimiter
 from crawler.robots import RobotsCache
@@ -73,6 +77,10 @@ SKIPPED_SUFFIXES = (
     ".exe", ".dmg", ".iso",
 )  # fmt: skip
 """Links that are obviously not pages are not even queued."""
+
+LEASE_MS = 3000
+"""A task's hold on the URL it is fetching, renewed every second: a URL whose worker died is taken
+over within this long of the bus handing its task to another worker."""
 
 
 class Outcome(StrEnum):
@@ -268,7 +276,10 @@ class CrawlService:
         spec = await self.jobs.spec(task.job_id)
         if spec is None:
             return  # the job expired: nothing to do
-        state = await self.jobs.begin(task.job_id, task.url, entry)
+        # One holder per call: the bus may hand the same entry to a second call (in this process
+        # or another) while the first is only slow; the lease makes the second wait.
+        holder = f"{self.worker_id}:{uuid.uuid4().hex[:12]}"
+        state = await self._claim(task, entry, holder)
         if state in ("gone", "duplicate"):
             return
         if state == "done":  # redelivered after its outcome was recorded: replay the rest
@@ -280,7 +291,8 @@ class CrawlService:
         elif state == "late":
             result = _Result(Outcome.DEADLINE)
         else:
-            result = await self._crawl(spec, task)
+            async with self._leased(task, holder):
+                result = await self._crawl(spec, task)
         if result.page is not None:
             await self.publisher.publish(
                 self.topics.pages,
@@ -324,6 +336,31 @@ class CrawlService:
             pattern_cap=self.settings.max_pages_per_pattern,
         )
         await self._after(spec, completion, result)
+
+    async def _claim(self, task: CrawlTask, entry: str, holder: str) -> Begin:
+        while True:
+            state = await self.jobs.begin(task.job_id, task.url, entry, holder, LEASE_MS)
+            if state != "busy":
+                return state
+            await asyncio.sleep(LEASE_MS / 6000)  # until its holder completes it or dies
+
+    @contextlib.asynccontextmanager
+    async def _leased(self, task: CrawlTask, holder: str) -> AsyncIterator[None]:
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(LEASE_MS / 3000)
+                try:
+                    await self.jobs.renew(task.job_id, task.url, holder, LEASE_MS)
+                except RedisError as exc:  # the next round retries
+                    log.warning("could not renew a lease", extra={"error": type(exc).__name__})
+
+        renewal = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
 
     async def _after(
         self, spec: ContextInsufficient, completion: Completion, result: _Result | None

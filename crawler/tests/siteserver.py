@@ -25,6 +25,8 @@ class Hit:
     path: str
     at: float
     in_flight: int
+    dest: str = ""
+    """``Sec-Fetch-Dest`` (``document``, ``script``, ... from the browser; empty from httpx)."""
 
 
 @dataclass
@@ -64,7 +66,8 @@ class SiteServer:
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
                     count = 1 + sum(1 for h in server.hits if h.path == self.path)
-                    server.hits.append(Hit(self.path, time.monotonic(), server._in_flight))
+                    dest = self.headers.get("Sec-Fetch-Dest", "")
+                    server.hits.append(Hit(self.path, time.monotonic(), server._in_flight, dest))
                 try:
                     reply = server._reply(self.path, count)
                     if reply.delay_s or server.delay_s:
@@ -93,7 +96,13 @@ class SiteServer:
                 for chunk in reply.stream():
                     self.wfile.write(chunk)
 
-        self._httpd = ThreadingHTTPServer((host, 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # a fleet of browsers opens many connections at once
+
+            def handle_error(self, request: object, client_address: object) -> None:
+                return  # a crawler that hangs up (a killed worker, a size limit) is expected
+
+        self._httpd = Server((host, 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -146,7 +155,11 @@ class SiteServer:
             return script(count)
         if self.root is not None:
             path = unquote(urlsplit(raw_path).path)
-            if not path.endswith("/") and (self.root / path.lstrip("/")).is_dir():
+            relative = path.lstrip("/")
+            folder = (self.root / relative).is_dir() and not (
+                self.root / f"{relative}.html"
+            ).is_file()
+            if not path.endswith("/") and folder:
                 # Like GitHub Pages: a folder's address ends with a slash.
                 return Reply(301, headers={"Location": f"{path}/"})
             found = self._file(path)
