@@ -20,6 +20,7 @@ END = "<!-- envdoc:end -->"
 def _classes() -> list[tuple[str, type[BaseSettings]]]:
     from contracts.settings import ServiceSettings
     from contracts.tracing import TracingSettings
+    from crawler.config import CrawlerSettings
     from deploy.runner import RunnerSettings
     from gateway.config import GatewaySettings
     from indexer.config import IndexerSettings
@@ -33,6 +34,7 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
         ("redactor", RedactorSettings),
         ("orchestrator", OrchestratorSettings),
         ("indexer", IndexerSettings),
+        ("crawler", CrawlerSettings),
         ("embedded runner", RunnerSettings),
     ]
 
