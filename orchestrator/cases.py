@@ -38,9 +38,10 @@ class CaseRetriever:
     def similar(self, question: str, k: int = 3, min_score: float = 0.5) -> list[SimilarCase]:
         """Up to ``k`` cases with cosine similarity of at least ``min_score``, best first.
 
-        An empty collection (no cases imported) gives an empty list without embedding anything.
+        An empty collection (no cases imported) gives an empty list. One Chroma query; the
+        question's vector is usually the turn's own, already computed.
         """
-        if k <= 0 or not question.strip() or self.collection.count() == 0:
+        if k <= 0 or not question.strip():
             return []
         vector = list(self.encoder.encode([question])[0])
         result = self.collection.query(

@@ -29,7 +29,8 @@ import asyncio
 import logging
 import re
 import time
-from typing import Final, Protocol
+from collections.abc import Callable
+from typing import Any, Final, Protocol, TypeVar
 
 from contracts.events import (
     Action,
@@ -39,6 +40,7 @@ from contracts.events import (
     ContextInsufficient,
     CrawlBudget,
     QueryReceived,
+    SimilarCase,
 )
 from orchestrator.cases import CaseRetriever
 from orchestrator.compose import (
@@ -77,6 +79,7 @@ from orchestrator.retrieval import Retrieval, Retriever
 from orchestrator.state import TurnState, TurnStatus, TurnStore
 
 log = logging.getLogger("deskpilot.orchestrator")
+T = TypeVar("T")
 
 VAGUE_QUESTIONS = (
     "What are you trying to do, and which device or application is affected?",
@@ -156,7 +159,7 @@ class Orchestrator:
         self.store = store
         self.conversations = conversations
         self.settings = settings
-        self._early: set[asyncio.Task[Retrieval]] = set()
+        self._early: set[asyncio.Task[Any]] = set()
 
     async def handle_query(self, query: QueryReceived, replies: Replies) -> None:
         """Answer a turn exactly once; a redelivered query re-sends the answer already given."""
@@ -175,9 +178,9 @@ class Orchestrator:
             reply_to=query.reply_to,
             question=query.text,
         )
-        await self.store.save(turn)
-
-        conversation = await self.conversations.load(query.conversation_id)
+        _, conversation = await asyncio.gather(
+            self.store.save(turn), self.conversations.load(query.conversation_id)
+        )
         body, reason = await self.decide(query.text, conversation, turn, replies)
         if body.action is Action.CRAWL:
             await self.start_crawl(turn, conversation, replies, reason)
@@ -197,8 +200,7 @@ class Orchestrator:
         conversation.remember(
             turn.question, body.action.value, body.citations[0].url if body.citations else None
         )
-        await self.conversations.save(conversation)
-        await self.store.save(turn)
+        await asyncio.gather(self.conversations.save(conversation), self.store.save(turn))
         log.info("decided", extra={"action": body.action.value, "reason": reason})
         await replies.answer(turn, body)
 
@@ -355,6 +357,7 @@ class Orchestrator:
 
         await replies.progress(turn, "searching")
         os_name = conversation.facts.get("os")
+        cases = self.cases_early(query_text)
         if early is not None:
             retrieval = await early
         else:
@@ -440,14 +443,9 @@ class Orchestrator:
                 on_text=writing,
                 interval_s=self.settings.llm_stream_interval_s,
             )
-        if self.cases is not None and self.settings.cases_max:
+        if cases is not None:
             # After the knowledge base, and only when a resolved ticket is really alike.
-            body.similar_cases = await asyncio.to_thread(
-                self.cases.similar,
-                query_text,
-                self.settings.cases_max,
-                self.settings.cases_min_score,
-            )
+            body.similar_cases = await cases
         return body, f"{intent.kind} {intent.category}; {confidence}" + by
 
     async def read_intent(self, text: str, conversation: Conversation) -> tuple[Intent, str]:
@@ -464,9 +462,23 @@ class Orchestrator:
 
     def search_early(self, query_text: str, os_name: str | None) -> asyncio.Task[Retrieval]:
         """Start retrieving now; a turn that turns out to need no search just drops the task."""
-        task = asyncio.create_task(
-            asyncio.to_thread(self.retriever.retrieve, query_text, self.settings.top_k, os=os_name)
+        return self._soon(self.retriever.retrieve, query_text, self.settings.top_k, os=os_name)
+
+    def cases_early(self, query_text: str) -> asyncio.Task[list[SimilarCase]] | None:
+        """Start looking for similar resolved cases beside the knowledge-base search (a Chroma
+        round trip of its own); only an answer uses them."""
+        if self.cases is None or not self.settings.cases_max:
+            return None
+        return self._soon(
+            self.cases.similar,
+            query_text,
+            self.settings.cases_max,
+            self.settings.cases_min_score,
         )
+
+    def _soon(self, work: Callable[..., T], /, *args: Any, **kwargs: Any) -> asyncio.Task[T]:
+        """``work`` in a worker thread, started now; awaited or dropped by the turn."""
+        task = asyncio.create_task(asyncio.to_thread(work, *args, **kwargs))
         # Held until done (the loop keeps only weak references); an error nobody awaited is
         # consumed here rather than reported as "never retrieved".
         self._early.add(task)
