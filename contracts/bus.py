@@ -38,6 +38,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from contracts.events import Event
 from contracts.logs import conversation_id_var, correlation_id_var
+from contracts.periodic import every
 from contracts.settings import ServiceSettings
 from contracts.topics import SUBSCRIPTIONS, dead_letter_stream
 from contracts.tracing import current_traceparent, setup_tracing
@@ -225,20 +226,16 @@ class Bus:
         """
 
         async def renew() -> None:
-            while True:
-                await asyncio.sleep(self.settings.reclaim_idle_ms / 3000)
-                try:
-                    await self.redis.xclaim(topic, group, self.consumer, 0, [entry_id], justid=True)
-                except RedisError as exc:  # Redis away: the next round retries.
-                    log.warning("could not renew claim", extra={"error": type(exc).__name__})
+            await self.redis.xclaim(topic, group, self.consumer, 0, [entry_id], justid=True)
 
-        renewal = asyncio.create_task(renew(), name=f"keep-claimed-{entry_id}")
-        try:
+        # Redis away: the next round retries.
+        async with every(
+            self.settings.reclaim_idle_ms / 3000,
+            renew,
+            name=f"keep-claimed-{entry_id}",
+            errors=(RedisError,),
+        ):
             yield
-        finally:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
 
     async def dead_letter(
         self, topic: str, group: str, msg: StreamMessage, error: str, deliveries: int

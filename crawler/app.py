@@ -5,13 +5,13 @@ deadline passed while no page of theirs was completing."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from contracts.bus import Bus
 from contracts.heartbeat import Probe
+from contracts.periodic import every
 from contracts.runtime import Worker
 from crawler import handlers
 from crawler.browser import BrowserPool
@@ -82,27 +82,17 @@ def create_worker(settings: CrawlerSettings | None = None) -> Worker:
             worker_id=bus.consumer,
         )
         handlers.register(bus, service, concurrency=settings.contexts)
-        sweeper = asyncio.create_task(_sweep(service, settings.sweep_interval_s))
 
         async def browser() -> bool:
             return pool.healthy()
 
         try:
-            yield {"browser": browser}
+            # Jobs whose deadline passed end even when no task of theirs is left to notice it
+            # (Redis away: the next round tries again).
+            async with every(settings.sweep_interval_s, service.sweep, name="deadline-sweep"):
+                yield {"browser": browser}
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
             await pool.close()
             await fetcher.close()
 
     return Worker(bus, resources)
-
-
-async def _sweep(service: CrawlService, interval_s: float) -> None:
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            await service.sweep()
-        except Exception as exc:  # Redis away: the next round tries again
-            log.warning("deadline sweep failed", extra={"error": type(exc).__name__})

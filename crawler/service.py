@@ -49,6 +49,7 @@ from contracts.events import (
     PagesCrawled,
     TurnReply,
 )
+from contracts.periodic import every
 from contracts.topics import Topic
 from crawler.browser import BrowserCrashed, BrowserPool
 from crawler.config import CrawlerSettings
@@ -346,21 +347,13 @@ class CrawlService:
 
     @contextlib.asynccontextmanager
     async def _leased(self, task: CrawlTask, holder: str) -> AsyncIterator[None]:
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(LEASE_MS / 3000)
-                try:
-                    await self.jobs.renew(task.job_id, task.url, holder, LEASE_MS)
-                except RedisError as exc:  # the next round retries
-                    log.warning("could not renew a lease", extra={"error": type(exc).__name__})
+        """Keep the URL's lease while the block fetches it (Redis away: the next round retries)."""
 
-        renewal = asyncio.create_task(renew())
-        try:
+        async def renew() -> None:
+            await self.jobs.renew(task.job_id, task.url, holder, LEASE_MS)
+
+        async with every(LEASE_MS / 3000, renew, name=f"lease-{task.url}", errors=(RedisError,)):
             yield
-        finally:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
 
     async def _after(
         self, spec: ContextInsufficient, completion: Completion, result: _Result | None

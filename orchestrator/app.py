@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from contracts.bus import Bus
 from contracts.heartbeat import Probe
+from contracts.periodic import every
 from contracts.runtime import Worker
 from orchestrator import handlers
 from orchestrator.cases import CaseRetriever, open_cases_collection
 from orchestrator.config import OrchestratorSettings
-from orchestrator.crawl import CrawlWaits, sweep_forever
+from orchestrator.crawl import CrawlWaits, sweep_due
 from orchestrator.embedding import QueryEncoder, one_embedding_per_text
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import build_provider
@@ -59,18 +59,17 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             with one_embedding_per_text():
                 await orchestrator.resume(correlation_id, replies, deadline=True)
 
-        # Turns whose crawl neither finished nor reported in time are answered anyway.
-        sweeper = asyncio.create_task(sweep_forever(waits, answer_late_turn))
+        async def sweep() -> None:
+            await sweep_due(waits, answer_late_turn)
 
         async def chroma() -> bool:
             return await asyncio.to_thread(retriever.ping)
 
         try:
-            yield {"chroma": chroma}
+            # Turns whose crawl neither finished nor reported in time are answered anyway.
+            async with every(1.0, sweep, name="crawl-deadline-sweep"):
+                yield {"chroma": chroma}
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
             await llm.aclose()
 
     return Worker(bus, resources)

@@ -81,24 +81,14 @@ class CrawlWaits:
             await self.client.eval(_RELEASE, 1, key, token)
 
 
-async def sweep_forever(
-    waits: CrawlWaits,
-    resume: Callable[[str], Awaitable[None]],
-    *,
-    interval_s: float = 1.0,
-) -> None:
-    """Resume the turns whose deadline passed, forever (a task of each orchestrator replica).
+async def sweep_due(waits: CrawlWaits, resume: Callable[[str], Awaitable[None]]) -> None:
+    """Resume the turns whose deadline passed (each orchestrator replica runs this every second).
 
     ``resume`` answers the turn and removes its deadline; a turn whose resumption fails stays
     due and is tried again on the next sweep.
     """
-    while True:
+    for correlation_id in await waits.due():
         try:
-            for correlation_id in await waits.due():
-                try:
-                    await resume(correlation_id)
-                except Exception:
-                    log.exception("answering a turn past its crawl deadline failed")
+            await resume(correlation_id)
         except Exception:
-            log.exception("reading the crawl deadlines failed")
-        await asyncio.sleep(interval_s)
+            log.exception("answering a turn past its crawl deadline failed")

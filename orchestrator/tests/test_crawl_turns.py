@@ -8,6 +8,7 @@ would have read are written into the collection the way the indexer writes them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,8 +20,9 @@ import redis.asyncio as aioredis
 from chromadb.config import Settings
 
 from contracts.events import Action, AnswerBody, ChunksIndexed, ContextInsufficient, QueryReceived
+from contracts.periodic import every
 from orchestrator.config import OrchestratorSettings
-from orchestrator.crawl import DEADLINES_KEY, CrawlWaits, sweep_forever
+from orchestrator.crawl import DEADLINES_KEY, CrawlWaits, sweep_due
 from orchestrator.embedding import QueryEncoder
 from orchestrator.intent import IntentClassifier
 from orchestrator.memory import ConversationStore
@@ -233,25 +235,20 @@ async def test_a_turn_past_its_deadline_is_answered_once_by_the_sweep(
     await replicas[0].handle_query(event, replies)
     assert replies.answers == []
 
-    sweeps = [
-        asyncio.create_task(
-            sweep_forever(
-                replica.waits,  # type: ignore[arg-type]
-                lambda cid, r=replica: r.resume(cid, replies, deadline=True),  # type: ignore[misc]
-                interval_s=0.05,
-            )
-        )
-        for replica in replicas
-    ]
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        for replica in replicas:
+
+            async def sweep(r: Orchestrator = replica) -> None:
+                await sweep_due(
+                    r.waits,  # type: ignore[arg-type]
+                    lambda cid: r.resume(cid, replies, deadline=True),
+                )
+
+            await stack.enter_async_context(every(0.05, sweep, name="sweep"))
         async with asyncio.timeout(20):
             while not replies.answers:
                 await asyncio.sleep(0.05)
         await asyncio.sleep(0.3)  # both sweeps ran again meanwhile
-    finally:
-        for sweep in sweeps:
-            sweep.cancel()
-        await asyncio.gather(*sweeps, return_exceptions=True)
 
     (answer,) = replies.answers
     assert answer.action is Action.NO_ANSWER

@@ -1,0 +1,94 @@
+"""contracts.periodic.every: repeated work that stops when its block ends, whatever the work does
+with a cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from contracts.periodic import every
+
+
+async def test_runs_every_interval_while_the_block_runs_and_not_after() -> None:
+    rounds = 0
+
+    async def work() -> None:
+        nonlocal rounds
+        rounds += 1
+
+    async with every(0.02, work, name="count"):
+        await asyncio.sleep(0.25)
+    during = rounds
+    await asyncio.sleep(0.1)
+    assert 5 <= during <= 13
+    assert rounds == during
+
+
+async def test_a_failing_round_is_retried_next_round() -> None:
+    calls = 0
+
+    async def flaky() -> None:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise ConnectionError("redis away")
+
+    async with every(0.01, flaky, name="flaky", errors=(ConnectionError,)):
+        await asyncio.sleep(0.2)
+    assert calls >= 4
+
+
+async def test_stops_even_when_the_work_swallows_cancellation() -> None:
+    """The failure this module exists for: a client that turns a cancellation into an error that
+    the retry loop catches. Leaving the block must still return, and promptly."""
+    started = asyncio.Event()
+
+    async def stubborn() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            raise ConnectionError("connection closed by cancellation") from None
+
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    async with every(0.01, stubborn, name="stubborn", errors=(ConnectionError,)):
+        await started.wait()
+    assert loop.time() - began < 1.0
+
+
+async def test_work_that_hangs_is_cancelled_after_the_stop_timeout() -> None:
+    entered = asyncio.Event()
+    cancelled = False
+
+    async def hangs() -> None:
+        nonlocal cancelled
+        entered.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+
+    async with every(0.01, hangs, name="hangs", stop_timeout_s=0.1):
+        await entered.wait()
+    assert cancelled
+
+
+async def test_an_unexpected_error_ends_the_loop_but_not_the_block() -> None:
+    calls = 0
+
+    async def broken() -> None:
+        nonlocal calls
+        calls += 1
+        raise ValueError("bug")
+
+    async def block() -> None:
+        async with every(0.01, broken, name="broken", errors=(ConnectionError,)):
+            await asyncio.sleep(0.1)
+            raise RuntimeError("the block's own error comes through")
+
+    with pytest.raises(RuntimeError, match="the block's own"):
+        await block()
+    assert calls == 1
