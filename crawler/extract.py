@@ -104,6 +104,18 @@ def _clean(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+def _code_text(pre: Tag) -> str:
+    """The text of a code block, a line break for each ``<br>``: highlighters (Docusaurus's
+    Prism among them) write one element per line ending in ``<br>``, not a newline."""
+    parts: list[str] = []
+    for node in pre.descendants:
+        if isinstance(node, Tag) and node.name == "br":
+            parts.append("\n")
+        elif isinstance(node, NavigableString) and not isinstance(node, Comment):
+            parts.append(str(node))
+    return "".join(parts)
+
+
 def _hidden(tag: Tag) -> bool:
     if tag.name in _DROP_TAGS:
         return True
@@ -177,7 +189,7 @@ class _Markdown:
                     self.block(f"{'#' * _HEADINGS[name]} {text}", text)
             elif name == "pre":
                 flush()
-                code = child.get_text()
+                code = _code_text(child)
                 if code.strip():
                     self.block(f"```\n{code.strip(chr(10))}\n```", code.strip("\n"))
             elif name in ("ul", "ol"):

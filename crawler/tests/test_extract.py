@@ -90,6 +90,19 @@ def test_a_page_without_title_uses_its_first_heading() -> None:
     assert page.title == "Printers"
 
 
+def test_code_lines_broken_by_br_stay_lines() -> None:
+    """Syntax highlighters write one span per line ending in <br> (no newline character)."""
+    html = (
+        '<html><body><main><pre class="prism"><code>'
+        '<span class="token-line">dispatch server start<br></span>'
+        '<span class="token-line">dispatch <span class="t">--help</span><br></span>'
+        "</code></pre></main></body></html>"
+    )
+    page = extract_html(html, "https://docs.example.com/cli")
+    assert "```\ndispatch server start\ndispatch --help\n```" in page.markdown
+    assert page.text.splitlines() == ["dispatch server start", "dispatch --help"]
+
+
 def test_pdf_text_layer() -> None:
     data = build_pdf([[(18, "VPN client guide"), (11, "Install the client from the portal.")]])
     page = extract_pdf(data, "https://it.example/guide.pdf")
