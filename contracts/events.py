@@ -243,6 +243,9 @@ class CrawledPage(BaseModel):
     content_type: str = Field("text/html", examples=["text/html", "application/pdf"])
     bytes: int = Field(0, ge=0, description="Size of the document as downloaded.")
     ms: int = Field(0, ge=0, description="Time to fetch and render the page.")
+    rendered: bool = Field(
+        False, description="Read after running its scripts in the browser, not from its HTML."
+    )
 
 
 class PagesCrawled(Event):
@@ -275,6 +278,7 @@ class CrawlPageSummary(BaseModel):
     title: str
     bytes: int
     ms: int
+    rendered: bool = False
 
 
 class CrawlFinished(Event):
