@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -56,6 +56,19 @@ class CrawlerSettings(ServiceSettings):
         5.0,
         gt=0,
         description="How long a page's scripts may take to put content in the body after load.",
+    )
+    render: Literal["auto", "always"] = Field(
+        "auto",
+        description=(
+            "auto: a page is read from its HTML as served, and rendered in Chromium only when that "
+            "HTML carries fewer than `CRAWLER_RENDER_MIN_WORDS` words of content or asks for "
+            "JavaScript in a <noscript>; always: every HTML page is rendered."
+        ),
+    )
+    render_min_words: int = Field(
+        60,
+        ge=0,
+        description="In `auto`, pages whose served HTML has fewer content words are rendered.",
     )
     render_quiet_ms: int = Field(
         100,

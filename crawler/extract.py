@@ -91,6 +91,12 @@ class ExtractedPage:
     markdown: str
     text: str
     links: tuple[Link, ...] = field(default=())
+    asks_for_javascript: bool = False
+    """The page says, in a ``<noscript>``, that it needs JavaScript."""
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
 
     @property
     def content_hash(self) -> str:
@@ -279,10 +285,24 @@ def _links(soup: BeautifulSoup, base: str, limit: int) -> tuple[Link, ...]:
 
 
 def extract_html(
-    html: str, url: str, *, max_links: int = 300, max_chars: int = 400_000
+    html: str | bytes,
+    url: str,
+    *,
+    max_links: int = 300,
+    max_chars: int = 400_000,
+    encoding: str | None = None,
 ) -> ExtractedPage:
-    """Title, Markdown, text and links of an HTML page whose address is ``url``."""
-    soup = BeautifulSoup(html, "html.parser")
+    """Title, Markdown, text and links of an HTML page whose address is ``url``.
+
+    ``html`` is a rendered DOM (text) or the document as served (bytes, decoded by ``encoding``,
+    the HTTP charset, else by what the document declares or looks like).
+    """
+    soup = BeautifulSoup(
+        html, "html.parser", from_encoding=encoding if isinstance(html, bytes) else None
+    )
+    asks_for_javascript = any(
+        "javascript" in tag.get_text(" ").lower() for tag in soup.find_all("noscript")
+    )
     base = url
     base_tag = soup.find("base", href=True)
     if isinstance(base_tag, Tag):
@@ -307,7 +327,7 @@ def extract_html(
     text = _BLANK_LINES.sub("\n\n", "\n\n".join(writer.txt))
     if not markdown.lstrip().startswith("# "):
         markdown = f"# {title}\n\n{markdown}" if markdown else f"# {title}"
-    return ExtractedPage(title, markdown[:max_chars], text[:max_chars], links)
+    return ExtractedPage(title, markdown[:max_chars], text[:max_chars], links, asks_for_javascript)
 
 
 def extract_pdf(data: bytes, url: str, *, max_chars: int = 400_000) -> ExtractedPage:

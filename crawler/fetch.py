@@ -33,9 +33,22 @@ class Response:
     def content_type(self) -> str:
         return media_type(self.headers.get("content-type", ""))
 
+    @property
+    def charset(self) -> str | None:
+        return charset_of(self.headers.get("content-type", ""))
+
 
 def media_type(header: str) -> str:
     return header.split(";", 1)[0].strip().lower()
+
+
+def charset_of(header: str) -> str | None:
+    """The ``charset`` parameter of a Content-Type header, if it names one."""
+    for parameter in header.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip(" \"'"):
+            return value.strip(" \"'").lower()
+    return None
 
 
 def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:

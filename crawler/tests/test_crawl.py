@@ -321,6 +321,63 @@ async def test_javascript_only_content_is_rendered(
     assert site.url("/next") in pages
 
 
+PROSE = " ".join(f"Step {n}: open the settings and check the VPN profile again." for n in range(8))
+
+
+async def test_pages_whose_html_has_the_content_are_read_without_the_browser(
+    client: CrawlClient, run_crawler: RunCrawler
+) -> None:
+    """render=auto: the served HTML is enough for a server-rendered page (its scripts are never
+    fetched); a thin page and a page that asks for JavaScript are rendered; always renders all."""
+    script = '<script src="/app.js"></script>'
+    with SiteServer() as site:
+        static = f"<main><p>{PROSE}</p>{links('/thin', '/app')}</main>"
+        site.page("/", html("Static", static, script))
+        site.page("/thin", html("Thin", "<main><p>Loading the answer...</p></main>", script))
+        site.page(
+            "/app",
+            html(
+                "App",
+                f"<noscript>You need to enable JavaScript to run this app.</noscript>"
+                f"<main><p>{PROSE}</p></main>",
+                script,
+            ),
+        )
+        site.route(
+            "/app.js",
+            Reply(
+                body=b"document.addEventListener('DOMContentLoaded', () => {"
+                b"document.querySelector('main').insertAdjacentHTML('beforeend',"
+                b"'<p>Added by the site script.</p>')});",
+                content_type="application/javascript",
+            ),
+        )
+        async with run_crawler():
+            request = await client.start([site.url("/")])
+            finished = await client.finished(request)
+            pages = await client.pages(request)
+        assert site.count("/app.js") == 2  # the thin page and the app, not the static page
+        async with run_crawler(render="always"):
+            again = await client.start([site.url("/")])
+            await client.finished(again)
+            rendered_all = await client.pages(again)
+        assert site.count("/app.js") == 5
+
+    assert not pages[site.url("/")].rendered
+    assert "Step 7" in pages[site.url("/")].text
+    assert "Added by the site script." not in pages[site.url("/")].text
+    assert pages[site.url("/thin")].rendered
+    assert "Added by the site script." in pages[site.url("/thin")].text
+    assert pages[site.url("/app")].rendered
+    assert {p.url: p.rendered for p in finished.pages} == {
+        site.url("/"): False,
+        site.url("/thin"): True,
+        site.url("/app"): True,
+    }
+    assert all(page.rendered for page in rendered_all.values())
+    assert "Added by the site script." in rendered_all[site.url("/")].text
+
+
 async def test_a_calendar_trap_does_not_hold_the_crawler(
     client: CrawlClient, run_crawler: RunCrawler
 ) -> None:
