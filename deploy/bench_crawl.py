@@ -89,6 +89,13 @@ def add_parser(bench_kinds: Any) -> argparse.ArgumentParser:
         default=300.0,
         help="seconds one crawl may take before the fleet ends it (its reason is then deadline)",
     )
+    parser.add_argument(
+        "--render",
+        choices=("auto", "always"),
+        default="auto",
+        help="the fleet's CRAWLER_RENDER: render only pages whose HTML lacks the content "
+        "(auto, the default) or every page (always)",
+    )
     parser.add_argument("--baseline", choices=BASELINES, default="auto")
     parser.add_argument("--redis-url", default=None, help="default: a private valkey-server")
     parser.add_argument("--json", action="store_true")
@@ -305,6 +312,8 @@ def distinct_files(root: Path, urls: Sequence[str]) -> int:
 
 @dataclass
 class FleetRun:
+    render: str = "auto"
+    """The fleet's CRAWLER_RENDER."""
     jobs: list[Any] = field(default_factory=list)
     """``crawl.finished`` of every job, the first one the full crawl that is compared."""
     first_pages: list[tuple[str, str]] = field(default_factory=list)
@@ -335,6 +344,7 @@ async def run_fleet(
         env={
             "CRAWLER_DOMAIN_REQUESTS_PER_S": "1000",
             "CRAWLER_DOMAIN_CONCURRENCY": str(max(16, concurrency * 2)),
+            "CRAWLER_RENDER": args.render,
         },
     )
     namespace = new_namespace("bench")
@@ -354,7 +364,7 @@ async def crawl_until(
     client: Any, fleet: Any, seed: str, concurrency: int, args: argparse.Namespace, say: Any
 ) -> FleetRun:
     """Crawl the site once, then again with fresh jobs until ``args.fetches`` page fetches."""
-    run = FleetRun()
+    run = FleetRun(render=args.render)
     total = 0
     with MemorySampler(fleet.pids) as sampler:
         while not run.jobs or total < args.fetches:
@@ -477,6 +487,8 @@ def fleet_figures(root: Path, run: FleetRun) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "pages": distinct,
         "fetches": fetches_of(first),
+        "render": run.render,
+        "rendered": sum(page.rendered for page in first.pages),
         "duration_s": first.duration_s,
         "pages_per_s": _rate(distinct, first.duration_s),
         "fetches_per_s": _rate(fetches_of(first), first.duration_s),
@@ -617,7 +629,8 @@ def _lines(report: dict[str, Any]) -> Iterator[str]:
         f"{report['concurrency']} pages at once"
     )
     yield (
-        f"deskpilot fleet: {ours['pages']} pages ({ours['fetches']} fetches) in "
+        f"deskpilot fleet (render {ours['render']}: {ours['rendered']} of its pages rendered in "
+        f"Chromium): {ours['pages']} pages ({ours['fetches']} fetches) in "
         f"{ours['duration_s']:.2f} s = {ours['pages_per_s']:.2f} pages/s; page time p50 "
         f"{ours['p50_ms']} ms, p95 {ours['p95_ms']} ms; peak memory per worker with its "
         "Chromium (RSS / PSS) "

@@ -181,6 +181,7 @@ def test_bench_crawl_reports_every_figure(tmp_path: Path, redis_url: str) -> Non
     ours = report["deskpilot"]
     assert ours["pages"] == 3
     assert ours["jobs"] == 2  # crawled again until 6 fetches
+    assert (ours["render"], ours["rendered"]) == ("auto", 3)  # a few words each: all rendered
     assert {"pages_per_s", "p95_ms", "peak_rss_mb_per_worker", "rss_drift"} <= set(ours)
     assert len(ours["peak_rss_mb_per_worker"]) == 1
     assert report["baseline"]["kind"].startswith("plain Playwright")
