@@ -17,6 +17,7 @@ from crawler import handlers
 from crawler.browser import BrowserPool
 from crawler.config import CrawlerSettings
 from crawler.fetch import REDIRECT_STATUSES, Fetcher
+from crawler.fresh import FreshPages
 from crawler.guard import AddressGuard
 from crawler.jobs import JobStore
 from crawler.planner import Encoder, LinkPlanner
@@ -80,6 +81,7 @@ def create_worker(settings: CrawlerSettings | None = None) -> Worker:
             publisher=bus,
             topics=Topics.for_namespace(settings.namespace),
             worker_id=bus.consumer,
+            fresh=FreshPages(bus.redis, prefix, settings.freshness_s),
         )
         handlers.register(bus, service, concurrency=settings.contexts)
 

@@ -62,7 +62,7 @@ class CrawlerSettings(ServiceSettings):
         description=(
             "auto: a page is read from its HTML as served, and rendered in Chromium only when that "
             "HTML carries fewer than `CRAWLER_RENDER_MIN_WORDS` words of content or asks for "
-            "JavaScript in a <noscript>; always: every HTML page is rendered."
+            "JavaScript in a `<noscript>`; always: every HTML page is rendered."
         ),
     )
     render_min_words: int = Field(
@@ -87,6 +87,14 @@ class CrawlerSettings(ServiceSettings):
         description="User-Agent of every request; its first word is the robots.txt agent name.",
     )
     respect_robots: bool = Field(True, description="Honour robots.txt rules and crawl-delay.")
+    freshness_s: float = Field(
+        3600.0,
+        ge=0,
+        description=(
+            "A page read within this many seconds is not fetched again (by any job): its links "
+            "are planned from what was kept and it counts as skipped `fresh`. 0 turns it off."
+        ),
+    )
     robots_cache_s: int = Field(
         3600, ge=1, description="How long a site's robots.txt is reused (cached in Redis)."
     )

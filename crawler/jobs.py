@@ -20,6 +20,8 @@ and expire ``CRAWLER_JOB_TTL_S`` after the job starts; ``<ns>`` is ``CRAWLER_NAM
 ``...:batch``                   hash: dispatcher → JSON of the URLs it dispatched (replayed, never
                                 re-popped, when the dispatcher's message is redelivered)
 ``...:hashes``                  hash: content hash → URL (identical content published once)
+``...:offsite``                 set: links found outside the allowed domains (``skip:off_domain``
+                                counts each once)
 ``...:pages``                   list: summaries of the published pages, in order
 ``...:leases``                  hash: URL → ``<holder>|<expiry ms>``, renewed while a handler
                                 call (the holder) fetches the URL
@@ -230,6 +232,16 @@ return 1
 """
 )
 
+# KEYS: meta offsite; ARGV: urls
+_NOTE_OFFSITE = """
+local added = 0
+for i = 1, #ARGV do added = added + redis.call('SADD', KEYS[2], ARGV[i]) end
+if added > 0 then redis.call('HINCRBY', KEYS[1], 'skip:off_domain', added) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return added
+"""
+
 # KEYS: hashes; ARGV: hash url
 _CLAIM_HASH = """
 local owner = redis.call('HGET', KEYS[1], ARGV[1])
@@ -333,6 +345,7 @@ class JobStore:
         self._finish = redis.register_script(_FINISH)
         self._renew = redis.register_script(_RENEW)
         self._claim_hash = redis.register_script(_CLAIM_HASH)
+        self._note_offsite = redis.register_script(_NOTE_OFFSITE)
         self._specs: dict[str, ContextInsufficient] = {}
 
     # -- keys ------------------------------------------------------------------------------
@@ -476,6 +489,15 @@ class JobStore:
             return []
         raw = await self.redis.hmget(self.key(job_id, "patterns"), patterns)
         return [int(v) if v is not None else 0 for v in raw]
+
+    async def note_off_domain(self, job_id: str, urls: list[str]) -> int:
+        """Count links outside the allowed domains, each once per job (``skip:off_domain``)."""
+        if not urls:
+            return 0
+        added = await self._note_offsite(
+            keys=[self.key(job_id, "meta"), self.key(job_id, "offsite")], args=urls
+        )
+        return int(added)
 
     async def unseen(self, job_id: str, urls: list[str]) -> list[bool]:
         if not urls:

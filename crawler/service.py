@@ -63,6 +63,7 @@ from crawler.fetch import (
     TooLarge,
     retry_after_s,
 )
+from crawler.fresh import FreshPages
 from crawler.guard import AddressGuard, AddressRefused
 from crawler.jobs import Begin, Completion, Dispatched, JobStore, Queued
 from crawler.planner import Candidate, LinkPlanner
@@ -96,6 +97,8 @@ class Outcome(StrEnum):
     REDIRECTS = "redirects"
     CANCELLED = "cancelled"
     DEADLINE = "deadline"
+    FRESH = "fresh"
+    """Read within the freshness window: links planned from what was kept, not fetched."""
 
 
 class Publisher(Protocol):
@@ -171,6 +174,7 @@ class CrawlService:
         publisher: Publisher,
         topics: Topics,
         worker_id: str,
+        fresh: FreshPages | None = None,
     ) -> None:
         self.settings = settings
         self.jobs = jobs
@@ -184,6 +188,7 @@ class CrawlService:
         self.topics = topics
         self.worker_id = worker_id
         self.agent = settings.robots_agent
+        self.fresh = fresh
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -403,6 +408,9 @@ class CrawlService:
         scope = Scope.build(spec.allowed_domains, spec.seed_urls)
         if not scope.allows(task.url):
             return _Result(Outcome.OFF_DOMAIN, detail="not under an allowed domain")
+        if self.fresh is not None and (kept := await self.fresh.get(task.url)) is not None:
+            links = await self._plan(spec, task, kept.as_extracted(), scope)
+            return _Result(Outcome.FRESH, links=links, detail=f"read {kept.age_s():.0f} s ago")
         attempts = self.settings.retry_attempts
         for attempt in range(1, attempts + 1):
             try:
@@ -482,6 +490,10 @@ class CrawlService:
             rendered=rendered,
         )
         links = await self._plan(spec, task, extracted, scope)
+        if self.fresh is not None:
+            await self.fresh.remember(task.url, extracted)
+            if document.url != task.url:  # redirected: the target was read too
+                await self.fresh.remember(document.url, extracted)
         return _Result(Outcome.PAGE, page=page, links=links)
 
     async def _read_html(self, document: _Document, scope: Scope) -> tuple[ExtractedPage, bool]:
@@ -586,6 +598,9 @@ class CrawlService:
         depth = task.depth + 1
         if depth > spec.budget.max_depth:
             return []
+        outside = [link.url for link in page.links if not scope.allows(link.url)]
+        if outside:
+            await self.jobs.note_off_domain(spec.job_id, outside)
         links = [
             link
             for link in page.links

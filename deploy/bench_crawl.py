@@ -345,6 +345,7 @@ async def run_fleet(
             "CRAWLER_DOMAIN_REQUESTS_PER_S": "1000",
             "CRAWLER_DOMAIN_CONCURRENCY": str(max(16, concurrency * 2)),
             "CRAWLER_RENDER": args.render,
+            "CRAWLER_FRESHNESS_S": "0",  # every crawl reads the whole site again
         },
     )
     namespace = new_namespace("bench")

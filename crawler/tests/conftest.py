@@ -65,6 +65,7 @@ def crawler_settings(redis_url: str) -> CrawlerSettings:
         heartbeat_interval_s=0.5,
         graceful_timeout_s=10,
         sweep_interval_s=0.2,
+        freshness_s=0,  # tests crawl a site again on purpose; the window has a test of its own
         log_level="INFO",
     )
 

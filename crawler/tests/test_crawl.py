@@ -357,7 +357,7 @@ async def test_pages_whose_html_has_the_content_are_read_without_the_browser(
             finished = await client.finished(request)
             pages = await client.pages(request)
         assert site.count("/app.js") == 2  # the thin page and the app, not the static page
-        async with run_crawler(render="always"):
+        async with run_crawler(render="always", freshness_s=0):
             again = await client.start([site.url("/")])
             await client.finished(again)
             rendered_all = await client.pages(again)
@@ -376,6 +376,53 @@ async def test_pages_whose_html_has_the_content_are_read_without_the_browser(
     }
     assert all(page.rendered for page in rendered_all.values())
     assert "Added by the site script." in rendered_all[site.url("/")].text
+
+
+async def test_a_page_read_within_the_freshness_window_is_not_fetched_again(
+    client: CrawlClient, run_crawler: RunCrawler
+) -> None:
+    """A follow-up's crawl starts from the same seed: pages read are not fetched again, the
+    seed's kept links are planned for the new question, and the crawl reads a page it had not."""
+    with SiteServer() as site:
+        site.page("/", html("Help", links("/vpn", "/printer")))
+        site.page("/vpn", html("VPN", "<p>Reset the VPN password in the portal.</p>"))
+        site.page("/printer", html("Printer", "<p>Add the printer NW-PRINT-2.</p>"))
+        async with run_crawler(freshness_s=600):
+            first = await client.start(
+                [site.url("/")], max_pages=2, concurrency=1, question="vpn password"
+            )
+            first_finished = await client.finished(first)
+            second = await client.start(
+                [site.url("/")], max_pages=2, concurrency=1, question="add a printer"
+            )
+            second_finished = await client.finished(second)
+            second_pages = await client.pages(second)
+        async with run_crawler(freshness_s=0):
+            third = await client.start([site.url("/")], max_pages=1)
+            await client.finished(third)
+    assert [p.url for p in first_finished.pages] == [site.url("/"), site.url("/vpn")]
+    # Both pages of the first job are skipped (the budget counts pages read, so the job goes on
+    # past them); only the printer page is read.
+    assert second_finished.skipped["fresh"] == 2
+    assert list(second_pages) == [site.url("/printer")]
+    assert site.count("/") == 2  # the first job, and the third with the window off
+    assert site.count("/vpn") == 1
+    assert site.count("/printer") == 1
+
+
+async def test_links_outside_the_allowed_domains_are_counted_once(
+    client: CrawlClient, run_crawler: RunCrawler
+) -> None:
+    with SiteServer() as other, SiteServer() as site:
+        far, farther = other.url("/a"), other.url("/b")
+        site.page("/", html("Home", links("/next", far, farther)))
+        site.page("/next", html("Next", links(far)))
+        async with run_crawler():
+            request = await client.start([site.url("/")])
+            finished = await client.finished(request)
+    assert len(finished.pages) == 2
+    assert finished.skipped["off_domain"] == 2
+    assert other.paths() == []
 
 
 async def test_a_calendar_trap_does_not_hold_the_crawler(
