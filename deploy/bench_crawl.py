@@ -287,6 +287,7 @@ class Coverage:
             "pages": len(self.content),
             "content_mean": round(statistics.fmean(self.content), 4),
             "content_min": round(min(self.content), 4),
+            "content_pages_at_target": sum(share >= TARGET_COVERAGE for share in self.content),
             "page_mean": round(statistics.fmean(self.page), 4),
             "page_min": round(min(self.page), 4),
             "worst_content_page": self.worst[1],
@@ -666,7 +667,9 @@ def _lines(report: dict[str, Any]) -> Iterator[str]:
         if figures.get("pages"):
             yield (
                 f"coverage ({name}): content mean {figures['content_mean']:.1%}, min "
-                f"{figures['content_min']:.1%}; whole page mean {figures['page_mean']:.1%}, min "
+                f"{figures['content_min']:.1%} ({figures['content_pages_at_target']} pages at "
+                f"{TARGET_COVERAGE:.0%} or more, the worst {figures['worst_content_page']}); "
+                "whole page mean {figures['page_mean']:.1%}, min "
                 f"{figures['page_min']:.1%} ({figures['pages']} pages)"
             )
     yield f"load average (1 min) before / after: {report['load_avg_1m']}"
