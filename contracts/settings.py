@@ -121,3 +121,28 @@ class ServiceSettings(BaseSettings):
         }:
             raise ValueError("DESKPILOT_ADMIN_TOKEN must be set to a real secret in production")
         return self
+
+
+class LLMEndpointSettings(ServiceSettings):
+    """The OpenAI-compatible endpoint, for services that may use an LLM (orchestrator, crawler).
+
+    The names are un-prefixed, so one environment file configures every service the same way.
+    """
+
+    llm_base_url: str | None = Field(
+        None,
+        validation_alias=_shared("LLM_BASE_URL"),
+        description="An OpenAI-compatible endpoint, up to and including `/v1` (OpenAI, Ollama, "
+        "vLLM, llama.cpp); unset means no LLM: deterministic, extractive answers, and crawls "
+        "follow the link planner's order.",
+    )
+    llm_model: str | None = Field(
+        None,
+        validation_alias=_shared("LLM_MODEL"),
+        description="Model name sent with every request; required with LLM_BASE_URL.",
+    )
+    llm_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=_shared("LLM_API_KEY"),
+        description="Sent as `Authorization: Bearer`; leave unset for local servers without one.",
+    )

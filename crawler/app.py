@@ -22,6 +22,7 @@ from crawler.guard import AddressGuard
 from crawler.jobs import JobStore
 from crawler.planner import Encoder, LinkPlanner
 from crawler.ratelimit import HostLimiter
+from crawler.rerank import build_reranker
 from crawler.robots import MAX_ROBOTS_BYTES, RobotsCache
 from crawler.service import CrawlService, Topics
 from crawler.urls import normalise
@@ -45,6 +46,7 @@ def create_worker(settings: CrawlerSettings | None = None) -> Worker:
         pool = BrowserPool(settings)
         await pool.start()
         fetcher = Fetcher(settings.user_agent, settings.page_timeout_s)
+        reranker = build_reranker(settings)
         guard = AddressGuard(settings.allow_networks)
 
         async def fetch_robots(url: str) -> tuple[int, bytes]:
@@ -82,6 +84,7 @@ def create_worker(settings: CrawlerSettings | None = None) -> Worker:
             topics=Topics.for_namespace(settings.namespace),
             worker_id=bus.consumer,
             fresh=FreshPages(bus.redis, prefix, settings.freshness_s),
+            reranker=reranker,
         )
         handlers.register(bus, service, concurrency=settings.contexts)
 
@@ -96,5 +99,6 @@ def create_worker(settings: CrawlerSettings | None = None) -> Worker:
         finally:
             await pool.close()
             await fetcher.close()
+            await reranker.aclose()
 
     return Worker(bus, resources)

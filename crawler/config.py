@@ -17,12 +17,12 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from contracts.settings import ServiceSettings
+from contracts.settings import LLMEndpointSettings
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-class CrawlerSettings(ServiceSettings):
+class CrawlerSettings(LLMEndpointSettings):
     """How a crawler process drives its browser and how politely and safely it crawls."""
 
     model_config = SettingsConfigDict(env_prefix="CRAWLER_")
@@ -94,6 +94,14 @@ class CrawlerSettings(ServiceSettings):
             "A page read within this many seconds is not fetched again (by any job): its links "
             "are planned from what was kept and it counts as skipped `fresh`. 0 turns it off."
         ),
+    )
+    # With an LLM endpoint (LLMEndpointSettings, shared with the orchestrator) the LLM re-ranks
+    # each page's best links (crawler/rerank.py).
+    llm_rerank_top: int = Field(
+        8, ge=0, le=50, description="Best links of a page the LLM re-orders; 0 turns it off."
+    )
+    llm_rerank_timeout_s: float = Field(
+        8.0, gt=0, description="Longest wait for the LLM's ranking; then the planner's order."
     )
     robots_cache_s: int = Field(
         3600, ge=1, description="How long a site's robots.txt is reused (cached in Redis)."

@@ -74,13 +74,16 @@ class PlannedLink:
     keywords: float
     novelty: float
     matched: tuple[str, ...]
+    llm_rank: int | None = None
+    """Place the LLM gave the link among the top candidates it re-ranked (1 = best), if any."""
 
     @property
     def reason(self) -> str:
         words = ", ".join(self.matched) if self.matched else "no question words"
+        llm = f"; LLM rank {self.llm_rank}" if self.llm_rank is not None else ""
         return (
             f"anchor {self.candidate.anchor[:60]!r}: {words}; similarity {self.similarity:.2f}; "
-            f"novelty {self.novelty:.2f}; depth {self.candidate.depth}"
+            f"novelty {self.novelty:.2f}; depth {self.candidate.depth}{llm}"
         )
 
 

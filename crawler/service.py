@@ -68,6 +68,7 @@ from crawler.guard import AddressGuard, AddressRefused
 from crawler.jobs import Begin, Completion, Dispatched, JobStore, Queued
 from crawler.planner import Candidate, LinkPlanner
 from crawler.ratelimit import HostLimiter
+from crawler.rerank import NoReranker, Reranker
 from crawler.robots import RobotsCache
 from crawler.urls import Scope, host_key, normalise, url_pattern
 
@@ -175,6 +176,7 @@ class CrawlService:
         topics: Topics,
         worker_id: str,
         fresh: FreshPages | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.settings = settings
         self.jobs = jobs
@@ -189,6 +191,7 @@ class CrawlService:
         self.worker_id = worker_id
         self.agent = settings.robots_agent
         self.fresh = fresh
+        self.reranker = reranker or NoReranker()
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -616,6 +619,7 @@ class CrawlService:
         ]
         counts = await self.jobs.pattern_counts(spec.job_id, [c.pattern for c in candidates])
         planned = await asyncio.to_thread(self.planner.plan, spec.question, candidates, counts)
+        planned = await self.reranker.rerank(spec.question, planned)
         here = url_pattern(task.url)
         log.info(
             "link plan",

@@ -18,7 +18,7 @@ END = "<!-- envdoc:end -->"
 
 
 def _classes() -> list[tuple[str, type[BaseSettings]]]:
-    from contracts.settings import ServiceSettings
+    from contracts.settings import LLMEndpointSettings, ServiceSettings
     from contracts.tracing import TracingSettings
     from crawler.config import CrawlerSettings
     from deploy.runner import RunnerSettings
@@ -30,6 +30,7 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
     return [
         ("all services", ServiceSettings),
         ("tracing (all services)", TracingSettings),
+        ("orchestrator, crawler (the LLM)", LLMEndpointSettings),
         ("gateway", GatewaySettings),
         ("redactor", RedactorSettings),
         ("orchestrator", OrchestratorSettings),

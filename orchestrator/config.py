@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from contracts.settings import ServiceSettings
+from contracts.settings import LLMEndpointSettings
 
 
-class OrchestratorSettings(ServiceSettings):
+class OrchestratorSettings(LLMEndpointSettings):
     model_config = SettingsConfigDict(env_prefix="ORCHESTRATOR_")
 
     top_k: int = Field(5, ge=1, le=50, description="Chunks retrieved per question.")
@@ -73,24 +73,8 @@ class OrchestratorSettings(ServiceSettings):
         "or a ticket.",
     )
 
-    # The LLM plugin (orchestrator/llm.py). Endpoint, model and key use the un-prefixed names of
-    # the architecture page, so one environment file configures every replica the same way.
-    llm_base_url: str | None = Field(
-        None,
-        validation_alias=AliasChoices("LLM_BASE_URL", "llm_base_url"),
-        description="An OpenAI-compatible endpoint, up to and including `/v1` (OpenAI, Ollama, "
-        "vLLM, llama.cpp); unset means no LLM: deterministic, extractive answers.",
-    )
-    llm_model: str | None = Field(
-        None,
-        validation_alias=AliasChoices("LLM_MODEL", "llm_model"),
-        description="Model name sent with every request; required with LLM_BASE_URL.",
-    )
-    llm_api_key: SecretStr | None = Field(
-        None,
-        validation_alias=AliasChoices("LLM_API_KEY", "llm_api_key"),
-        description="Sent as `Authorization: Bearer`; leave unset for local servers without one.",
-    )
+    # The LLM plugin (orchestrator/llm.py); its endpoint, model and key come from
+    # LLMEndpointSettings, shared with the crawler.
     llm_temperature: float = Field(
         0.0, ge=0, le=2, description="Sampling temperature; 0 keeps answers close to the sources."
     )

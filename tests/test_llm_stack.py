@@ -1,6 +1,6 @@
 """The LLM plugin through the public API: the real stack, its model a local fake on loopback.
 
-The fake (``orchestrator/tests/fake_openai.py``) speaks OpenAI's documented Chat Completions
+The fake (``tests/support/fake_openai.py``) speaks OpenAI's documented Chat Completions
 protocol, streaming and error shapes included. :class:`ModelScript` plays the model: it reads
 messages (JSON mode) and writes answers (streamed) from the passages the orchestrator sends, and
 each test scripts where it deviates, so every assertion can tell the model's work from the
@@ -20,7 +20,7 @@ import pytest
 import websockets
 
 from deploy.runner import Stack
-from orchestrator.tests.fake_openai import FakeOpenAI, Reply, error_body, reading, server_error
+from tests.support.fake_openai import FakeOpenAI, Reply, error_body, reading, server_error
 from tests.support.stack import ask, log_records, logs, running_stack
 
 pytestmark = pytest.mark.slow

@@ -7,13 +7,18 @@ One test per scope and safety rule; each builds the little site it needs with
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Iterator
+
+from pydantic import SecretStr
 
 from contracts.events import TurnReply
 from crawler.tests.conftest import SITES, CrawlClient, RunCrawler, decode_entries, needs_chromium
 from crawler.tests.siteserver import Reply, SiteServer
 from tests.support import wait_until
+from tests.support.fake_openai import TEST_KEY, FakeOpenAI
+from tests.support.fake_openai import Reply as LLMReply
 from tests.support.pdf import build_pdf
 
 pytestmark = needs_chromium
@@ -423,6 +428,34 @@ async def test_links_outside_the_allowed_domains_are_counted_once(
     assert len(finished.pages) == 2
     assert finished.skipped["off_domain"] == 2
     assert other.paths() == []
+
+
+async def test_with_an_llm_configured_it_reorders_the_best_links(
+    client: CrawlClient, run_crawler: RunCrawler
+) -> None:
+    """The planner would read the VPN page first (its words match); the model knows better."""
+    with SiteServer() as site, FakeOpenAI() as llm:
+        site.page(
+            "/",
+            html(
+                "Help",
+                '<ul><li><a href="/vpn">VPN setup</a></li>'
+                '<li><a href="/tunnel">Remote access tunnel</a></li></ul>',
+            ),
+        )
+        site.page("/vpn", html("VPN", "<p>Install the VPN client.</p>"))
+        site.page("/tunnel", html("Tunnel", "<p>The VPN drops every hour: renew the token.</p>"))
+        llm.enqueue(LLMReply(json.dumps({"order": [2, 1]})))
+        async with run_crawler(
+            llm_base_url=llm.base_url, llm_model="fake-model", llm_api_key=SecretStr(TEST_KEY)
+        ):
+            request = await client.start(
+                [site.url("/")], max_pages=2, concurrency=1, question="why does my vpn drop?"
+            )
+            finished = await client.finished(request)
+    assert [p.url for p in finished.pages] == [site.url("/"), site.url("/tunnel")]
+    assert site.count("/vpn") == 0
+    assert len(llm.requests) == 1  # the seed's links; the tunnel page has none to rank
 
 
 async def test_a_calendar_trap_does_not_hold_the_crawler(

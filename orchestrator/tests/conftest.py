@@ -1,4 +1,5 @@
-"""Fixtures of the orchestrator's tests: the local chat-completions server (``fake_openai.py``)."""
+"""Fixtures of the orchestrator's tests: the local chat-completions server
+(``tests/support/fake_openai.py``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.tests.fake_openai import FakeOpenAI
+from tests.support.fake_openai import FakeOpenAI
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ from orchestrator.llm import (
     read_message,
 )
 from orchestrator.retrieval import Hit
-from orchestrator.tests.fake_openai import (
+from tests.support.fake_openai import (
     TEST_KEY,
     FakeOpenAI,
     Reply,

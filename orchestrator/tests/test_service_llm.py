@@ -22,7 +22,7 @@ from orchestrator.memory import Conversation, ConversationStore
 from orchestrator.retrieval import Hit, Retrieval, Retriever
 from orchestrator.service import BY_CLASSIFIER, BY_LLM, Orchestrator
 from orchestrator.state import TurnState, TurnStore
-from orchestrator.tests.fake_openai import TEST_KEY, FakeOpenAI, Reply, reading, server_error
+from tests.support.fake_openai import TEST_KEY, FakeOpenAI, Reply, reading, server_error
 
 QUEUES = {
     "connectivity": "Network",
