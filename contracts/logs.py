@@ -72,3 +72,12 @@ def configure_logging(service: str, node: str, level: str = "INFO") -> None:
     root.setLevel(level.upper())
     for noisy in ("httpx", "httpcore", "urllib3", "chromadb.telemetry"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # Libraries whose debug lines quote the data they handle: Presidio prints the words around
+    # every entity it weighs, and the WebSocket protocol prints the frames it receives (the
+    # user's raw message). They stay quiet at any LOG_LEVEL.
+    for quoting in PAYLOAD_LOGGERS:
+        logging.getLogger(quoting).setLevel(max(logging.INFO, root.level))
+
+
+PAYLOAD_LOGGERS = ("presidio-analyzer", "presidio-anonymizer", "websockets", "uvicorn.error")
+"""Loggers that write message content at DEBUG; never below INFO."""

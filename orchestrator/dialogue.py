@@ -90,10 +90,15 @@ def detect_facts(text: str) -> dict[str, str]:
     return facts
 
 
+# The redactor's placeholders: <PERSON_1>, <EMAIL_ADDRESS_2>, ...
+PLACEHOLDER = re.compile(r"<[A-Z][A-Z_]*_\d+>")
+
+
 def subject_words(text: str) -> list[str]:
     """The words that say what the message is about (not that something is wrong, nor the OS)."""
     for pattern in OS_PATTERNS.values():
         text = pattern.sub(" ", text)
+    text = PLACEHOLDER.sub(" ", text)  # what the redactor removed says nothing about the problem
     words = (word.lower().strip(".'") for word in WORD.findall(text))
     return [word for word in words if word and word not in GENERIC]
 

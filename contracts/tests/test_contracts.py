@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsConfigDict
 
 from contracts.events import Event, MessageReceived, QueryReceived, TurnReply
-from contracts.logs import JsonFormatter, correlation_id_var
+from contracts.logs import PAYLOAD_LOGGERS, JsonFormatter, configure_logging, correlation_id_var
 from contracts.settings import ServiceSettings
 from contracts.topics import SUBSCRIPTIONS, Topic, dead_letter_stream, reply_stream
 from contracts.tracing import context_from_traceparent, current_traceparent, setup_tracing
@@ -112,6 +112,21 @@ def test_exceptions_are_logged_without_their_message() -> None:
     line = formatter.format(record)
     assert "hunter2" not in line
     assert json.loads(line)["exc_type"] == "ValueError"
+
+
+def test_libraries_that_quote_payloads_stay_quiet_even_at_debug() -> None:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("redactor", "n", "DEBUG")
+        assert logging.getLogger("deskpilot.redactor").isEnabledFor(logging.DEBUG)
+        for name in PAYLOAD_LOGGERS:
+            assert not logging.getLogger(name).isEnabledFor(logging.DEBUG), name
+            assert logging.getLogger(name).isEnabledFor(logging.INFO), name
+    finally:
+        root.handlers[:], root.level = handlers, level
+        for name in PAYLOAD_LOGGERS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
 
 
 def test_traceparent_round_trip() -> None:
