@@ -23,10 +23,12 @@ from presidio_analyzer.predefined_recognizers import (
     UrlRecognizer,
 )
 
+from redactor.secrets import SECRET_KEY_ENTITIES, key_recognizers
+
 PASSWORD = "PASSWORD"  # noqa: S105 - the entity type's name, not a credential
 
 # Entity types whose values are secrets: never allow-listed, never echoed back (ARCHITECTURE.md).
-SECRET_ENTITIES: frozenset[str] = frozenset({PASSWORD})
+SECRET_ENTITIES: frozenset[str] = frozenset({PASSWORD, *SECRET_KEY_ENTITIES})
 
 # The entity types spaCy's NER contributes; everything else comes from patterns.
 NER_ENTITIES: tuple[str, ...] = ("PERSON", "LOCATION")
@@ -136,7 +138,10 @@ PASSWORD_PATTERNS: list[Pattern] = [
 
 def secret_recognizers(language: str) -> list[EntityRecognizer]:
     """Deskpilot's own detectors for secrets typed into chat; extend this list for new kinds."""
-    return [ContextualSecretRecognizer(PASSWORD, PASSWORD_PATTERNS, supported_language=language)]
+    return [
+        ContextualSecretRecognizer(PASSWORD, PASSWORD_PATTERNS, supported_language=language),
+        *key_recognizers(language),
+    ]
 
 
 def pii_recognizers(language: str) -> list[EntityRecognizer]:

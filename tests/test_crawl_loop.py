@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,33 +20,23 @@ import websockets
 
 from crawler.tests.siteserver import SiteServer
 from deploy.runner import Stack
-from tests.support.stack import ask, running_stack
+from tests.support.stack import HELP_SITE, ask, help_site_env, running_stack
 
 pytestmark = pytest.mark.slow
 
-SITE = Path(__file__).parent / "sites"
 QUESTION = "How do I calibrate the Wacom drawing tablet pen?"
 ANSWER_PAGE = "/help/tablets/wacom-calibrate.html"
 
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[SiteServer]:
-    with SiteServer(SITE) as server:
+    with SiteServer(HELP_SITE) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, site: SiteServer) -> Iterator[Stack]:
-    if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():
-        pytest.skip("no Chromium here: install Debian's chromium package (CI does)")
-    env = {
-        "CRAWL_SEED_URLS": site.url("/help/index.html"),
-        "CRAWLER_ALLOW_NETWORKS": "127.0.0.0/8",
-        "ORCHESTRATOR_CRAWL_MAX_PAGES": "8",
-        "ORCHESTRATOR_CRAWL_CONCURRENCY": "2",
-        "ORCHESTRATOR_CRAWL_DEADLINE_S": "40",
-        "GATEWAY_TURN_TIMEOUT_S": "60",
-    }
+    env = help_site_env(site.url("/help/index.html"))
     with running_stack(tmp_path_factory.mktemp("crawl"), env, crawler="on") as running:
         yield running
 

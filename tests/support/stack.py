@@ -7,12 +7,14 @@ directory, with short heartbeat and reclaim intervals so fault tests take second
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+import pytest
 
 from deploy.runner import Child, RunnerSettings, Stack, free_port
 
@@ -22,6 +24,25 @@ FAST_ENV = {
     "DESKPILOT_GRACEFUL_TIMEOUT": "20",
     "GATEWAY_TURN_TIMEOUT_S": "60",
 }
+
+
+HELP_SITE = Path(__file__).parent.parent / "sites"
+"""The company help site the crawl tests serve on loopback (``/help/index.html``)."""
+
+
+def help_site_env(seed: str) -> dict[str, str]:
+    """A stack that crawls the help site at ``seed`` when its knowledge base falls short; skips
+    the test where no Chromium is installed."""
+    if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():
+        pytest.skip("no Chromium here: install Debian's chromium package (CI does)")
+    return {
+        "CRAWL_SEED_URLS": seed,
+        "CRAWLER_ALLOW_NETWORKS": "127.0.0.0/8",
+        "ORCHESTRATOR_CRAWL_MAX_PAGES": "8",
+        "ORCHESTRATOR_CRAWL_CONCURRENCY": "2",
+        "ORCHESTRATOR_CRAWL_DEADLINE_S": "40",
+        "GATEWAY_TURN_TIMEOUT_S": "90",
+    }
 
 
 @contextmanager
