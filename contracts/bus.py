@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -40,7 +41,7 @@ from contracts.events import Event
 from contracts.logs import conversation_id_var, correlation_id_var
 from contracts.periodic import every
 from contracts.settings import ServiceSettings
-from contracts.topics import SUBSCRIPTIONS, dead_letter_stream
+from contracts.topics import RAW_TOPICS, SUBSCRIPTIONS, dead_letter_stream
 from contracts.tracing import current_traceparent, setup_tracing
 
 E = TypeVar("E", bound=Event)
@@ -48,6 +49,8 @@ E = TypeVar("E", bound=Event)
 log = logging.getLogger("deskpilot.bus")
 
 RAW_FIELD = b"__data__"
+WITHHELD_FIELD = b"withheld"
+"""In a dead letter of a raw topic, instead of the entry: the event's ids only."""
 """The stream-entry field in which FastStream stores a message (headers and body)."""
 
 
@@ -202,7 +205,8 @@ class Bus:
         except Exception as exc:
             if not reclaimed:
                 deliveries = await msg.get_delivery_count()
-            error = _describe(exc)
+            # An exception's message may quote the content it choked on: raw content stays out.
+            error = type(exc).__name__ if topic in RAW_TOPICS else _describe(exc)
             if deliveries >= max_deliveries:
                 log.exception("handler failed for good", extra={"topic": topic, "error": error})
                 await self.dead_letter(topic, group, msg, error, deliveries)
@@ -240,12 +244,21 @@ class Bus:
     async def dead_letter(
         self, topic: str, group: str, msg: StreamMessage, error: str, deliveries: int
     ) -> None:
-        """Keep the original entry and why it failed in ``<topic>.dlq``; the caller then acks."""
+        """Keep the original entry and why it failed in ``<topic>.dlq``; the caller then acks.
+
+        On a raw topic (:data:`RAW_TOPICS`) the content is not kept: the dead letter holds the
+        event's ids only (``withheld``), and the raw entry itself is deleted from the topic.
+        """
         raw: dict[bytes, bytes] = msg.raw_message["data"]
+        content: tuple[bytes, bytes] = (
+            (WITHHELD_FIELD, _envelope_only(msg.body))
+            if topic in RAW_TOPICS
+            else (RAW_FIELD, raw.get(RAW_FIELD, msg.body))
+        )
         await self.redis.xadd(
             dead_letter_stream(topic),
             {
-                RAW_FIELD: raw.get(RAW_FIELD, msg.body),
+                content[0]: content[1],
                 b"error": error.encode(),
                 b"group": group.encode(),
                 b"consumer": self.consumer.encode(),
@@ -258,6 +271,8 @@ class Bus:
             maxlen=self.settings.stream_maxlen,
             approximate=True,
         )
+        if topic in RAW_TOPICS:
+            await self.redis.xdel(topic, _entry_id(msg))
         log.error("message dead-lettered", extra={"topic": topic, "error": error})
 
     # -- producing -------------------------------------------------------------------------
@@ -297,6 +312,35 @@ def _entry_id(msg: StreamMessage) -> str:
     """The message's stream entry id, e.g. ``1718000000000-0``."""
     entry_id: bytes = msg.raw_message["message_ids"][0]
     return entry_id.decode()
+
+
+# What a dead letter of a raw topic keeps of its event: where it belongs, not what it said.
+_ENVELOPE_KEYS = (
+    "event_id",
+    "schema_version",
+    "correlation_id",
+    "conversation_id",
+    "occurred_at",
+    "source",
+    "traceparent",
+    "user_id",
+    "reply_to",
+    "attachment_id",
+)
+
+
+def _envelope_only(body: bytes) -> bytes:
+    """The event's ids as JSON (content and any unknown field left out); ``{}`` if unreadable."""
+    try:
+        event = json.loads(body)
+    except ValueError:
+        event = None
+    kept = (
+        {key: event[key] for key in _ENVELOPE_KEYS if key in event}
+        if isinstance(event, dict)
+        else {}
+    )
+    return json.dumps(kept).encode()
 
 
 def _describe(exc: BaseException) -> str:

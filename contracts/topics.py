@@ -41,6 +41,13 @@ class Topic(StrEnum):
     """The indexer's outcome for a submitted or deleted document (indexed, failed, deleted)."""
 
 
+RAW_TOPICS: frozenset[str] = frozenset(
+    {Topic.MESSAGE_RECEIVED, Topic.ATTACHMENT_RECEIVED, Topic.ATTACHMENT_EXTRACTED}
+)
+"""Streams that carry raw, un-redacted user content. An entry is deleted once handled; one that
+fails for good is dead-lettered without its content (ids and why only), never with it."""
+
+
 class Group(StrEnum):
     """Consumer groups, one per consuming service."""
 

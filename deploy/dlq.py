@@ -47,6 +47,8 @@ async def replay(client: aioredis.Redis, topic: str, entry_ids: list[str] | None
         entries.extend(found)
     replayed = 0
     for dead_id, fields in entries:
+        if RAW_FIELD not in fields:
+            continue  # raw content, withheld: nothing to replay (the user is asked to resend)
         await client.xadd(topic, {RAW_FIELD: fields[RAW_FIELD]})
         await client.xdel(stream, dead_id)
         replayed += 1

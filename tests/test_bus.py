@@ -25,8 +25,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from contracts import bus as bus_module
-from contracts.bus import RAW_FIELD, Bus, Delivery, create_group, ensure_groups
-from contracts.events import new_id
+from contracts.bus import RAW_FIELD, WITHHELD_FIELD, Bus, Delivery, create_group, ensure_groups
+from contracts.events import MessageReceived, new_id
 from contracts.heartbeat import heartbeat_key
 from contracts.settings import ServiceSettings
 from contracts.topics import SUBSCRIPTIONS, dead_letter_stream
@@ -301,6 +301,54 @@ async def test_always_failing_handler_is_dead_lettered_after_max_deliveries(
         exclude={"traceparent", "tracestate"}
     )
     assert headers["correlation_id"] == event.correlation_id
+
+
+async def test_raw_content_is_never_dead_lettered_and_its_entry_is_deleted(
+    make_bus: MakeBus, redis: aioredis.Redis, bus_settings: ServiceSettings
+) -> None:
+    """On a raw topic (un-redacted user text) a message that fails for good leaves no trace of
+    its content: the dead letter keeps the event's ids and the exception's type, not its message
+    (which quotes the text here), and the raw entry is deleted from the topic."""
+    topic, group = "message.received", unique_name("g")
+    await redis.delete(topic, dead_letter_stream(topic))
+
+    async def broken(event: MessageReceived, delivery: Delivery) -> None:
+        raise ValueError(f"cannot handle {event.text}")
+
+    bus = make_bus()
+    bus.subscribe(topic, MessageReceived, broken, group=group)
+    await bus.start()
+    event = MessageReceived(
+        correlation_id=new_id(),
+        conversation_id=new_id(),
+        user_id="u-1",
+        text="my password is Gr3en-Marmot-77",
+        reply_to="reply.test",
+    )
+    entry_id = await bus.publish(topic, event)
+
+    await wait_until(lambda: dlq_entries(redis, topic), TIMEOUT_S)
+    await wait_until(lambda: pel_is(redis, topic, group, 0), TIMEOUT_S)
+    await settle(bus_settings)
+
+    [(_, fields)] = await dlq_entries(redis, topic)
+    assert RAW_FIELD not in fields
+    withheld = json.loads(fields[WITHHELD_FIELD])
+    assert "text" not in withheld
+    assert {k: withheld[k] for k in ("event_id", "correlation_id", "user_id", "reply_to")} == {
+        "event_id": event.event_id,
+        "correlation_id": event.correlation_id,
+        "user_id": "u-1",
+        "reply_to": "reply.test",
+    }
+    assert fields[b"error"] == b"ValueError"
+    assert fields[b"original_id"].decode() == entry_id
+    assert await redis.xrange(topic, min=entry_id, max=entry_id) == []
+    everything = b"".join(
+        b"".join(f.values()) for _, f in await redis.xrange(dead_letter_stream(topic))
+    )
+    assert b"Marmot" not in everything
+    await redis.delete(topic, dead_letter_stream(topic))
 
 
 # -- 4. an invalid payload goes to the DLQ at once ---------------------------------------------

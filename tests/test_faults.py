@@ -192,7 +192,7 @@ async def test_replies_reach_only_the_gateway_instance_holding_the_user(stack: S
 
 async def test_poison_message_is_dead_lettered_and_listed(stack: Stack) -> None:
     client = redis.Redis.from_url(stack.redis_url)
-    client.xadd("message.received", {"__data__": b'{"text": "no envelope at all"}'})
+    poison_id = client.xadd("message.received", {"__data__": b'{"text": "no envelope at all"}'})
 
     def dead_lettered() -> bool:
         return client.xlen("message.received.dlq") >= 1
@@ -209,5 +209,12 @@ async def test_poison_message_is_dead_lettered_and_listed(stack: Stack) -> None:
     )
     assert "invalid MessageReceived" in listing.stdout
     assert "correlation_id" in listing.stdout
+    # Raw user text: neither kept in the dead letter nor left in the stream.
+    assert "no envelope" not in listing.stdout
+    dead = b"".join(
+        b"".join(fields.values()) for _, fields in client.xrange("message.received.dlq")
+    )
+    assert b"no envelope" not in dead
+    assert client.xrange("message.received", min=poison_id, max=poison_id) == []
     # Still healthy: the poison message did not take the redactor down.
     assert health(stack)[0] == 200
