@@ -116,6 +116,15 @@ class AnswerBody(BaseModel):
         default_factory=list,
         description="Resolved tickets like this one; lower priority than the knowledge base.",
     )
+    redaction_notice: str | None = Field(
+        None,
+        description="Set when the redactor removed something from the user's message: what "
+        "kind of thing (never the value), and what to do about it.",
+        examples=[
+            "I removed a password from your message — please never share passwords, "
+            "even with IT. If it was your real one, change it."
+        ],
+    )
 
 
 class RedactionCount(BaseModel):

@@ -75,6 +75,7 @@ from orchestrator.dialogue import (
 from orchestrator.intent import Intent, IntentClassifier
 from orchestrator.llm import LLMProvider, NoLLM, generate_answer, read_message
 from orchestrator.memory import ChecklistState, Conversation, ConversationStore, StepOutcome
+from orchestrator.notice import redaction_notice
 from orchestrator.retrieval import Retrieval, Retriever
 from orchestrator.state import TurnState, TurnStatus, TurnStore
 
@@ -177,6 +178,7 @@ class Orchestrator:
             user_id=query.user_id,
             reply_to=query.reply_to,
             question=query.text,
+            redaction_notice=redaction_notice(query.redactions),
         )
         _, conversation = await asyncio.gather(
             self.store.save(turn), self.conversations.load(query.conversation_id)
@@ -196,6 +198,7 @@ class Orchestrator:
         replies: Replies,
     ) -> None:
         """Record the turn as answered (with the conversation) and send the answer."""
+        body.redaction_notice = turn.redaction_notice
         turn.status, turn.answer, turn.reason = TurnStatus.ANSWERED, body, reason
         conversation.remember(
             turn.question, body.action.value, body.citations[0].url if body.citations else None

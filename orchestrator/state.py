@@ -30,6 +30,9 @@ class TurnState(BaseModel):
     user_id: str
     reply_to: str
     question: str = Field(description="The redacted question.")
+    redaction_notice: str | None = Field(
+        None, description="What the answer tells the user the redactor removed, if anything."
+    )
     status: TurnStatus = TurnStatus.RECEIVED
     reason: str | None = Field(None, description="Why the decision was taken, for the logs.")
     answer: AnswerBody | None = None

@@ -33,6 +33,7 @@ CHAT_FIELDS = {
     "questions",
     "checklist",
     "similar_cases",
+    "redaction_notice",
 }
 
 
@@ -277,6 +278,18 @@ def test_raw_text_is_deleted_once_redacted(stack: Stack) -> None:
             assert secret_mail.encode() not in fields[b"__data__"], stream
     queries = [f[b"__data__"] for _, f in client.xrange("query.received")]
     assert any(b"<EMAIL_ADDRESS_1>" in q and body["turn_id"].encode() in q for q in queries)
+
+
+def test_the_user_is_told_what_was_removed_without_repeating_it(stack: Stack) -> None:
+    body = ask(
+        stack, "My password is Gr4nite-Heron-61, how do I connect to the office Wi-Fi?"
+    ).json()
+    assert body["action"] in {"answer", "checklist"}
+    notice = body["redaction_notice"]
+    assert notice.startswith("I removed a password from your message")
+    assert "Gr4nite" not in json.dumps(body)
+    plain = ask(stack, "How do I connect to the office Wi-Fi?").json()
+    assert plain["redaction_notice"] is None
 
 
 def test_health_reports_every_service(stack: Stack) -> None:

@@ -509,6 +509,12 @@
       }
 
       if (citations.size) bubble.append(renderSources(citations, ctx));
+      if (typeof data.redaction_notice === 'string' && data.redaction_notice.trim()) {
+        // Plain text (h sets textContent): what the redactor removed, never the value itself.
+        const notice = h('p', 'redaction-notice', data.redaction_notice);
+        notice.setAttribute('role', 'note');
+        bubble.append(notice);
+      }
       const turnId = data.turn_id || turn.turnId;
       if (turnId) bubble.append(renderFeedback(String(turnId)));
     });
