@@ -21,8 +21,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
         cases_cli,
         crawl_cli,
         eval_intents,
+        eval_redaction,
         eval_retrieval,
         ingest_cli,
+        redact_cli,
         reindex_cli,
     )
 
@@ -73,6 +75,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["eval retrieval"] = eval_retrieval.run_eval_retrieval
     eval_intents.add_parser(evaluations)
     runners["eval intents"] = eval_intents.run_eval_intents
+    eval_redaction.add_parser(evaluations)
+    runners["eval redaction"] = eval_redaction.run_eval_redaction
+
+    redact_cli.add_parser(commands)
+    runners["redact"] = redact_cli.run_redact
 
     dlq = commands.add_parser("dlq", help="inspect and replay dead-letter streams")
     dlq_actions = dlq.add_subparsers(dest="action", required=True)

@@ -61,6 +61,17 @@ class Redaction(BaseModel):
         return dict(Counter(entity.entity_type for entity in self.entities))
 
 
+class Detected(BaseModel):
+    """Where a value to redact sits in a text, and what kind it is; never the value."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entity_type: str = Field(examples=["EMAIL_ADDRESS"])
+    start: int = Field(ge=0, description="Offset of the first character in the input.")
+    end: int = Field(ge=0, description="Offset just past the last character.")
+    score: float = Field(description="The detector's confidence, 0 to 1.")
+
+
 class SpacyModelNotInstalledError(RuntimeError):
     """The configured spaCy model is not installed; the redactor refuses to download it."""
 
@@ -175,6 +186,19 @@ class Redactor:
         """
         if not text.strip():
             return Redaction(text=text, entities=[])
+        return _substitute(text, self._spans(text))
+
+    def detect(self, text: str) -> list[Detected]:
+        """The spans :meth:`redact` would replace, in text order, with offsets into ``text``
+        (for evaluation and the ``deskpilot redact`` command; the values are not included)."""
+        if not text.strip():
+            return []
+        return [
+            Detected(entity_type=r.entity_type, start=r.start, end=r.end, score=round(r.score, 3))
+            for r in self._spans(text)
+        ]
+
+    def _spans(self, text: str) -> list[RecognizerResult]:
         results = self._analyzer.analyze(
             text=text,
             language=self._language,
@@ -187,7 +211,7 @@ class Redactor:
             if result.entity_type in SECRET_ENTITIES
             or not self._allow_list.covers(text[result.start : result.end])
         ]
-        return _substitute(text, _merge_overlaps([_whole_token(text, r) for r in kept]))
+        return _merge_overlaps([_whole_token(text, r) for r in kept])
 
 
 # Pattern matches that may stop inside a word: "pc-12.corp.no" of "pc-12.corp.northwind.example".

@@ -1,0 +1,90 @@
+"""``deskpilot redact`` and ``deskpilot eval redaction`` as a user runs them (subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import REPO_ROOT
+
+LINES = [
+    "my password is Hunter-77x, mail jo.leak@fastmail.com",
+    "the key AKIAZ7QW3ERT5YUI9OPL stopped working",
+    "nothing to remove here",
+]
+
+
+def deskpilot(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deploy.cli", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=180,
+    )
+
+
+def test_redact_prints_each_line_redacted_with_offsets_and_never_the_values() -> None:
+    result = deskpilot("redact", "-", "--json", stdin="\n".join(LINES) + "\n")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["text"] for row in rows] == [
+        "my password is <PASSWORD_1> mail <EMAIL_ADDRESS_1>",  # a password keeps its comma
+        "the key <AWS_ACCESS_KEY_1> stopped working",
+        "nothing to remove here",
+    ]
+    first = rows[0]["entities"]
+    assert [(e["type"], LINES[0][e["start"] : e["end"]]) for e in first] == [
+        ("PASSWORD", "Hunter-77x,"),
+        ("EMAIL_ADDRESS", "jo.leak@fastmail.com"),
+    ]
+    assert rows[2]["entities"] == []
+    for secret in ("Hunter-77x", "jo.leak", "AKIAZ7QW3ERT5YUI9OPL"):
+        assert secret not in result.stdout
+
+
+def test_redact_reads_a_file_and_refuses_a_missing_one(tmp_path: Path) -> None:
+    source = tmp_path / "chat.txt"
+    source.write_text(LINES[1] + "\n")
+    assert deskpilot("redact", str(source)).stdout == "the key <AWS_ACCESS_KEY_1> stopped working\n"
+    missing = deskpilot("redact", str(tmp_path / "nope.txt"))
+    assert missing.returncode == 2
+    assert "is not a file" in missing.stderr
+
+
+def test_eval_redaction_counts_overlaps_per_type(tmp_path: Path) -> None:
+    text = "Call Maria Lopez at maria.lopez@fastmail.com about Outlook"
+    records = [
+        {
+            "full_text": text,
+            "spans": [
+                {"entity_type": "PERSON", "start_position": 5, "end_position": 16},
+                {"entity_type": "EMAIL_ADDRESS", "start_position": 20, "end_position": 44},
+                {"entity_type": "US_SSN", "start_position": 51, "end_position": 58},  # no SSN
+            ],
+        },
+        {"full_text": "Nothing personal here.", "spans": []},
+    ]
+    data = tmp_path / "synth.json"
+    data.write_text(json.dumps(records))
+    result = deskpilot("eval", "redaction", "--data", str(data), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["records"] == 2
+    assert report["per_type"]["EMAIL_ADDRESS"]["recall"] == 1.0
+    assert report["per_type"]["PERSON"]["recall"] == 1.0
+    assert report["per_type"]["US_SSN"]["recall"] == 0.0  # labelled, not reported
+    assert report["recall"] == 0.6667  # 2 of the 3 in-scope gold spans
+    assert report["precision"] == 1.0  # everything it reported overlaps a labelled span
+    assert report["targets"] == {"recall_at_least_0_92": False, "precision_at_least_0_85": True}
+
+
+def test_eval_redaction_refuses_a_file_of_another_format(tmp_path: Path) -> None:
+    data = tmp_path / "other.json"
+    data.write_text(json.dumps({"texts": ["a"]}))
+    result = deskpilot("eval", "redaction", "--data", str(data))
+    assert result.returncode == 2
+    assert "full_text" in result.stderr
