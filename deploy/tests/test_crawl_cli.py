@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from crawler.tests.siteserver import Reply, SiteServer
+from tests.support import deskpilot
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,17 +22,6 @@ needs_chromium = pytest.mark.skipif(
     not os.access("/usr/bin/chromium", os.X_OK),
     reason="the system Chromium (/usr/bin/chromium, Debian package `chromium`) is not installed",
 )
-
-
-def deskpilot(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "deploy.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def html(title: str, body: str) -> str:

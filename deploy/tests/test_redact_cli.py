@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.support import REPO_ROOT
+from tests.support import deskpilot
 
 LINES = [
     "my password is Hunter-77x, mail jo.leak@fastmail.com",
     "the key AKIAZ7QW3ERT5YUI9OPL stopped working",
     "nothing to remove here",
 ]
-
-
-def deskpilot(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "deploy.cli", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=180,
-    )
 
 
 def test_redact_prints_each_line_redacted_with_offsets_and_never_the_values() -> None:

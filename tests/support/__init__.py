@@ -29,6 +29,21 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 
+def deskpilot(
+    *args: str, stdin: str | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """Run the ``deskpilot`` command as a user would, from the repository, and capture it."""
+    return subprocess.run(
+        [sys.executable, "-m", "deploy.cli", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        timeout=timeout,
+    )
+
+
 def unique_name(prefix: str = "t") -> str:
     """A fresh stream, group or key name such as ``t.1a2b3c4d``."""
     return f"{prefix}.{uuid4().hex[:8]}"
