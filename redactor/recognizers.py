@@ -21,6 +21,8 @@ from presidio_analyzer.predefined_recognizers import (
     PhoneRecognizer,
     SpacyRecognizer,
     UrlRecognizer,
+    UsLicenseRecognizer,
+    UsSsnRecognizer,
 )
 
 from redactor.secrets import SECRET_KEY_ENTITIES, key_recognizers
@@ -153,6 +155,8 @@ def pii_recognizers(language: str) -> list[EntityRecognizer]:
         IbanRecognizer(supported_language=language),
         IpRecognizer(supported_language=language),
         UrlRecognizer(supported_language=language),
+        UsSsnRecognizer(supported_language=language),
+        UsLicenseRecognizer(supported_language=language),
         # Reads the entities the spaCy pipeline already produced; ORG, DATE_TIME and NRP are
         # left out: in this domain they are mostly product names and dates, not personal data.
         SpacyRecognizer(supported_language=language, supported_entities=list(NER_ENTITIES)),
