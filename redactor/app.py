@@ -11,6 +11,7 @@ from contracts.heartbeat import Probe
 from contracts.runtime import Worker
 from redactor import handlers
 from redactor.config import RedactorSettings
+from redactor.placeholders import ConversationPlaceholders
 from redactor.service import Redactor
 
 SERVICE = "redactor"
@@ -23,7 +24,12 @@ def create_worker(settings: RedactorSettings | None = None) -> Worker:
     @asynccontextmanager
     async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
         redactor = await asyncio.to_thread(Redactor, settings)
-        handlers.register(bus, redactor, settings.concurrency)
+        placeholders = ConversationPlaceholders(
+            bus.redis,
+            settings.placeholder_key.get_secret_value().encode(),
+            settings.placeholder_ttl_s,
+        )
+        handlers.register(bus, redactor, placeholders, settings.concurrency)
         yield {}
 
     return Worker(bus, resources)

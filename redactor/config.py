@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from contracts.settings import ServiceSettings
@@ -118,6 +118,29 @@ class RedactorSettings(ServiceSettings):
         description="Language code of the incoming text; must match the spaCy model's language.",
         examples=["en"],
     )
+
+    placeholder_key: SecretStr = Field(
+        SecretStr("change-me"),
+        description="Secret key of the keyed hashes that let a conversation give the same value "
+        "the same placeholder in every message (`<PERSON_1>` stays `<PERSON_1>`). Redis keeps "
+        "only those hashes, never a value; a real secret is required in production.",
+    )
+    placeholder_ttl_s: int = Field(
+        4 * 3600,
+        ge=60,
+        description="How long a conversation's placeholders are remembered after its last "
+        "message; keep it equal to ORCHESTRATOR_CONVERSATION_TTL_S.",
+    )
+
+    @model_validator(mode="after")
+    def _real_placeholder_key_in_production(self) -> RedactorSettings:
+        key = self.placeholder_key.get_secret_value()
+        if self.environment == "production" and (key in {"", "change-me"} or len(key) < 16):
+            raise ValueError(
+                "REDACTOR_PLACEHOLDER_KEY must be a real secret of 16 characters or more in "
+                "production"
+            )
+        return self
 
     @field_validator("allow_list")
     @classmethod

@@ -9,6 +9,7 @@ import uuid
 from contracts.bus import Bus, Delivery
 from contracts.events import MessageReceived, QueryReceived, RedactionCount
 from contracts.topics import Group, Topic
+from redactor.placeholders import ConversationPlaceholders
 from redactor.service import Redactor
 
 log = logging.getLogger("deskpilot.redactor")
@@ -19,9 +20,14 @@ def query_event_id(message_event_id: str) -> str:
     return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot:query:{message_event_id}").hex
 
 
-def register(bus: Bus, redactor: Redactor, concurrency: int) -> None:
+def register(
+    bus: Bus, redactor: Redactor, placeholders: ConversationPlaceholders, concurrency: int
+) -> None:
     async def on_message(event: MessageReceived, delivery: Delivery) -> None:
-        redaction = await asyncio.to_thread(redactor.redact, event.text)
+        found = await asyncio.to_thread(redactor.find, event.text)
+        # The same value keeps its placeholder in every message of the conversation.
+        numbers = await placeholders.numbers(event.conversation_id, [f.key for f in found])
+        redaction = redactor.replace(event.text, found, numbers)
         query = QueryReceived(
             event_id=query_event_id(event.event_id),
             correlation_id=event.correlation_id,

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import spacy
@@ -70,6 +71,18 @@ class Detected(BaseModel):
     start: int = Field(ge=0, description="Offset of the first character in the input.")
     end: int = Field(ge=0, description="Offset just past the last character.")
     score: float = Field(description="The detector's confidence, 0 to 1.")
+
+
+@dataclass(frozen=True)
+class Found:
+    """A span to replace and the normalised form of its value (see :func:`_identity`)."""
+
+    result: RecognizerResult
+    identity: str = field(repr=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.result.entity_type, self.identity)
 
 
 class SpacyModelNotInstalledError(RuntimeError):
@@ -188,6 +201,27 @@ class Redactor:
             return Redaction(text=text, entities=[])
         return _substitute(text, self._spans(text))
 
+    def find(self, text: str) -> list[Found]:
+        """The spans to replace, each with the normalised form that decides which values are
+        the same (for numbering across messages; it holds the value, so it never leaves the
+        redactor's process)."""
+        if not text.strip():
+            return []
+        return [
+            Found(result, _identity(result.entity_type, text[result.start : result.end]))
+            for result in self._spans(text)
+        ]
+
+    @staticmethod
+    def replace(
+        text: str, found: Sequence[Found], numbers: Mapping[tuple[str, str], int]
+    ) -> Redaction:
+        """``text`` with the ``found`` spans replaced, numbered by ``numbers`` (by entity type and
+        identity, e.g. from :class:`~redactor.placeholders.ConversationPlaceholders`)."""
+        return _substitute(
+            text, [f.result for f in found], lambda kind, identity: numbers[(kind, identity)]
+        )
+
     def detect(self, text: str) -> list[Detected]:
         """The spans :meth:`redact` would replace, in text order, with offsets into ``text``
         (for evaluation and the ``deskpilot redact`` command; the values are not included)."""
@@ -298,17 +332,24 @@ def _identity(entity_type: str, value: str) -> str:
     return " ".join(value.split()).casefold()
 
 
-def _substitute(text: str, results: Sequence[RecognizerResult]) -> Redaction:
-    """Replace non-overlapping ``results`` (in text order) with numbered placeholders."""
+def _substitute(
+    text: str,
+    results: Sequence[RecognizerResult],
+    number_of: Callable[[str, str], int] | None = None,
+) -> Redaction:
+    """Replace non-overlapping ``results`` (in text order) with numbered placeholders: by
+    ``number_of(type, identity)``, or else 1, 2, ... per type in order of first appearance."""
     numbers: dict[str, dict[str, int]] = {}
     pieces: list[str] = []
     entities: list[RedactedEntity] = []
     cursor = 0
     for result in results:
-        seen = numbers.setdefault(result.entity_type, {})
-        number = seen.setdefault(
-            _identity(result.entity_type, text[result.start : result.end]), len(seen) + 1
-        )
+        identity = _identity(result.entity_type, text[result.start : result.end])
+        if number_of is not None:
+            number = number_of(result.entity_type, identity)
+        else:
+            seen = numbers.setdefault(result.entity_type, {})
+            number = seen.setdefault(identity, len(seen) + 1)
         placeholder = f"<{result.entity_type}_{number}>"
         pieces += [text[cursor : result.start], placeholder]
         entities.append(RedactedEntity(entity_type=result.entity_type, placeholder=placeholder))

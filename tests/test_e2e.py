@@ -292,6 +292,27 @@ def test_the_user_is_told_what_was_removed_without_repeating_it(stack: Stack) ->
     assert plain["redaction_notice"] is None
 
 
+def test_a_value_keeps_its_placeholder_for_the_whole_conversation(stack: Stack) -> None:
+    first = ask(stack, "Please email lena.holm.e2e@fastmail.com about the VPN password").json()
+    conversation = first["conversation_id"]
+    second = ask(
+        stack,
+        "cc per.ahl.e2e@fastmail.com and lena.holm.e2e@fastmail.com on the printer ticket",
+        conversation_id=conversation,
+    ).json()
+    client = redis.Redis.from_url(stack.redis_url)
+    queries = {
+        turn: next(
+            f[b"__data__"]
+            for _, f in client.xrange("query.received")
+            if turn.encode() in f[b"__data__"]
+        )
+        for turn in (first["turn_id"], second["turn_id"])
+    }
+    assert b"email <EMAIL_ADDRESS_1> about" in queries[first["turn_id"]]
+    assert b"cc <EMAIL_ADDRESS_2> and <EMAIL_ADDRESS_1> on" in queries[second["turn_id"]]
+
+
 def test_health_reports_every_service(stack: Stack) -> None:
     response = httpx.get(f"{stack.url}/health", timeout=10)
     assert response.status_code == 200
