@@ -56,7 +56,7 @@ def default(field: FieldInfo) -> str:
         value: Any = field.default_factory()  # type: ignore[call-arg]
         if isinstance(value, list) and len(value) > 4:
             return f"{len(value)} entries"
-        if not isinstance(value, list):
+        if not isinstance(value, list | dict):
             return COMPUTED.get(field.default_factory.__name__, "(computed)")
     else:
         value = field.default
@@ -77,7 +77,8 @@ def table() -> str:
                 continue
             seen.add(env)
             meaning = (field.description or "").replace("|", "\\|").replace("\n", " ")
-            rows.append(f"| `{env}` | {service} | {default(field)} | {meaning} |")
+            shown = default(field).replace("|", "\\|")
+            rows.append(f"| `{env}` | {service} | {shown} | {meaning} |")
     return "\n".join(rows)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Literal
+
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
@@ -119,6 +122,25 @@ class RedactorSettings(ServiceSettings):
         examples=["en"],
     )
 
+    employee_id_patterns: list[str] = Field(
+        default_factory=lambda: [r"\b(?:EMP|E)-?\d{5,7}\b"],
+        description="Regular expressions (JSON list) of the company's employee ids; matches are "
+        "EMPLOYEE_ID.",
+    )
+    hostname_patterns: list[str] = Field(
+        default_factory=lambda: [
+            r"\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+(?:corp|internal|intra|intranet|lan|local)\b"
+        ],
+        description="Regular expressions (JSON list) of internal host names; matches are "
+        "HOSTNAME. Public help-site addresses are not internal: leave their domains out.",
+    )
+    policy: dict[str, Literal["redact", "flag", "keep"]] = Field(
+        default_factory=dict,
+        description="Per entity type (JSON object), what to do with a detected value: redact "
+        '(the default), flag (count and log it, leave the text), keep. E.g. {"URL": "keep", '
+        '"LOCATION": "flag"}. Secrets (passwords, keys, tokens) are always redacted: a policy '
+        "for one is refused at start.",
+    )
     placeholder_key: SecretStr = Field(
         SecretStr("change-me"),
         description="Secret key of the keyed hashes that let a conversation give the same value "
@@ -131,6 +153,30 @@ class RedactorSettings(ServiceSettings):
         description="How long a conversation's placeholders are remembered after its last "
         "message; keep it equal to ORCHESTRATOR_CONVERSATION_TTL_S.",
     )
+
+    @field_validator("employee_id_patterns", "hostname_patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {pattern!r} ({exc})") from exc
+        return patterns
+
+    @field_validator("policy")
+    @classmethod
+    def _secrets_are_always_redacted(
+        cls, policy: dict[str, Literal["redact", "flag", "keep"]]
+    ) -> dict[str, Literal["redact", "flag", "keep"]]:
+        from redactor.recognizers import SECRET_ENTITIES
+
+        loosened = sorted(k for k, v in policy.items() if k in SECRET_ENTITIES and v != "redact")
+        if loosened:
+            raise ValueError(
+                f"secrets are always redacted; REDACTOR_POLICY may not flag or keep {loosened}"
+            )
+        return policy
 
     @model_validator(mode="after")
     def _real_placeholder_key_in_production(self) -> RedactorSettings:

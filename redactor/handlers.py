@@ -26,7 +26,9 @@ def register(
     async def on_message(event: MessageReceived, delivery: Delivery) -> None:
         found = await asyncio.to_thread(redactor.find, event.text)
         # The same value keeps its placeholder in every message of the conversation.
-        numbers = await placeholders.numbers(event.conversation_id, [f.key for f in found])
+        numbers = await placeholders.numbers(
+            event.conversation_id, [f.key for f in found if not f.flag_only]
+        )
         redaction = redactor.replace(event.text, found, numbers)
         query = QueryReceived(
             event_id=query_event_id(event.event_id),
@@ -44,7 +46,9 @@ def register(
         await bus.publish(Topic.QUERY_RECEIVED, query)
         # Raw text lives only until it is redacted.
         await delivery.delete_entry()
-        log.info("redacted", extra={"redactions": redaction.summary()})
+        log.info(
+            "redacted", extra={"redactions": redaction.summary(), "flagged": redaction.flagged}
+        )
 
     bus.subscribe(
         Topic.MESSAGE_RECEIVED,

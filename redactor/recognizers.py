@@ -11,6 +11,8 @@ then redacted like any other and, because it is a secret, it is exempt from the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tldextract
 from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer
 from presidio_analyzer.predefined_recognizers import (
@@ -163,6 +165,35 @@ def pii_recognizers(language: str) -> list[EntityRecognizer]:
     ]
 
 
-def build_recognizers(language: str) -> list[EntityRecognizer]:
+MAC_PATTERNS = [
+    Pattern("mac_colon_or_dash", r"\b(?:[0-9A-F]{2}[:-]){5}[0-9A-F]{2}\b", 0.8),
+    Pattern("mac_dotted", r"\b(?:[0-9A-F]{4}\.){2}[0-9A-F]{4}\b", 0.6),
+]
+
+
+def identifier_recognizers(
+    language: str, employee_ids: Sequence[str] = (), hostnames: Sequence[str] = ()
+) -> list[EntityRecognizer]:
+    """Device addresses, and the company's own employee ids and internal host names (patterns
+    from settings)."""
+    recognizers: list[EntityRecognizer] = [
+        PatternRecognizer("MAC_ADDRESS", patterns=MAC_PATTERNS, supported_language=language)
+    ]
+    for entity, regexes in (("EMPLOYEE_ID", employee_ids), ("HOSTNAME", hostnames)):
+        if regexes:
+            patterns = [Pattern(f"{entity.lower()}_{i}", r, 0.8) for i, r in enumerate(regexes)]
+            recognizers.append(
+                PatternRecognizer(entity, patterns=patterns, supported_language=language)
+            )
+    return recognizers
+
+
+def build_recognizers(
+    language: str, employee_ids: Sequence[str] = (), hostnames: Sequence[str] = ()
+) -> list[EntityRecognizer]:
     """Every recognizer the redactor registers, in one list."""
-    return [*pii_recognizers(language), *secret_recognizers(language)]
+    return [
+        *pii_recognizers(language),
+        *secret_recognizers(language),
+        *identifier_recognizers(language, employee_ids, hostnames),
+    ]

@@ -57,6 +57,11 @@ class Redaction(BaseModel):
         ),
     )
 
+    flagged: dict[str, int] = Field(
+        default_factory=dict,
+        description="Values of types the policy flags: counted per type, left in the text.",
+    )
+
     def summary(self) -> dict[str, int]:
         """How many spans of each entity type were replaced, e.g. ``{"EMAIL_ADDRESS": 2}``."""
         return dict(Counter(entity.entity_type for entity in self.entities))
@@ -79,6 +84,8 @@ class Found:
 
     result: RecognizerResult
     identity: str = field(repr=False)
+    flag_only: bool = False
+    """The policy flags this type: counted and logged, left in the text."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -101,7 +108,9 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
         models=[{"lang_code": settings.language, "model_name": settings.spacy_model}]
     )
     registry = RecognizerRegistry(
-        recognizers=build_recognizers(settings.language),
+        recognizers=build_recognizers(
+            settings.language, settings.employee_id_patterns, settings.hostname_patterns
+        ),
         supported_languages=[settings.language],
     )
     return AnalyzerEngine(
@@ -182,6 +191,7 @@ class Redactor:
         self._score_threshold = settings.score_threshold
         self._entities = sorted(self._analyzer.get_supported_entities(settings.language))
         self._allow_list = AllowList(settings.allow_list)
+        self._policy = dict(settings.policy)
 
     @property
     def entity_types(self) -> list[str]:
@@ -195,41 +205,51 @@ class Redactor:
         case and spacing, and separators in card, IBAN and phone numbers; secrets are compared
         exactly); different values of a type are numbered 1, 2, ... in order of first appearance;
         text with nothing to redact comes back unchanged; the result never contains an original
-        value.
+        value. Types the policy flags are counted in ``flagged`` and left in the text.
         """
-        if not text.strip():
-            return Redaction(text=text, entities=[])
-        return _substitute(text, self._spans(text))
+        return self.replace(text, self.find(text))
 
     def find(self, text: str) -> list[Found]:
-        """The spans to replace, each with the normalised form that decides which values are
-        the same (for numbering across messages; it holds the value, so it never leaves the
-        redactor's process)."""
+        """What the policy does not keep, with what to do with it and the normalised form that
+        decides which values are the same (for numbering across messages; it holds the value,
+        so it never leaves the redactor's process)."""
         if not text.strip():
             return []
-        return [
-            Found(result, _identity(result.entity_type, text[result.start : result.end]))
-            for result in self._spans(text)
-        ]
+        found = []
+        for result in self._spans(text):
+            action = self._policy.get(result.entity_type, "redact")
+            if action != "keep":
+                identity = _identity(result.entity_type, text[result.start : result.end])
+                found.append(Found(result, identity, flag_only=action == "flag"))
+        return found
 
     @staticmethod
     def replace(
-        text: str, found: Sequence[Found], numbers: Mapping[tuple[str, str], int]
+        text: str, found: Sequence[Found], numbers: Mapping[tuple[str, str], int] | None = None
     ) -> Redaction:
-        """``text`` with the ``found`` spans replaced, numbered by ``numbers`` (by entity type and
-        identity, e.g. from :class:`~redactor.placeholders.ConversationPlaceholders`)."""
-        return _substitute(
-            text, [f.result for f in found], lambda kind, identity: numbers[(kind, identity)]
+        """``text`` with the ``found`` spans replaced (flagged ones counted, not replaced),
+        numbered by ``numbers`` (by entity type and identity, e.g. from
+        :class:`~redactor.placeholders.ConversationPlaceholders`) or else per call."""
+        redacted = _substitute(
+            text,
+            [f.result for f in found if not f.flag_only],
+            None if numbers is None else lambda kind, identity: numbers[(kind, identity)],
         )
+        flagged = Counter(f.result.entity_type for f in found if f.flag_only)
+        return redacted.model_copy(update={"flagged": dict(flagged)}) if flagged else redacted
 
     def detect(self, text: str) -> list[Detected]:
         """The spans :meth:`redact` would replace, in text order, with offsets into ``text``
         (for evaluation and the ``deskpilot redact`` command; the values are not included)."""
-        if not text.strip():
-            return []
         return [
-            Detected(entity_type=r.entity_type, start=r.start, end=r.end, score=round(r.score, 3))
-            for r in self._spans(text)
+            Detected(
+                entity_type=f.result.entity_type,
+                start=f.result.start,
+                end=f.result.end,
+                score=round(f.result.score, 3),
+            )
+            for f in self.find(text)
+            if not f.flag_only
         ]
 
     def _spans(self, text: str) -> list[RecognizerResult]:

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from presidio_analyzer import AnalyzerEngine, RecognizerResult
+from pydantic import ValidationError
 
 from redactor.config import RedactorSettings
 from redactor.service import (
@@ -231,7 +232,8 @@ def test_result_never_contains_original_values(redactor: Redactor) -> None:
     for value in secrets.values():
         assert value not in serialized
         assert all(value not in repr(entity) for entity in redaction.entities)
-    assert set(redaction.model_dump()) == {"text", "entities"}
+    assert set(redaction.model_dump()) == {"text", "entities", "flagged"}
+    assert redaction.flagged == {}
     assert all(
         set(entity.model_dump()) == {"entity_type", "placeholder"} for entity in redaction.entities
     )
@@ -369,3 +371,34 @@ def test_values_on_internal_domains_are_hidden_whole(
     for fragment in (value, value.split("@")[-1], value.split(".")[-1] if "@" in value else value):
         assert fragment not in redacted, redacted
     assert redacted.startswith(text[: text.index(value)])
+
+
+def test_device_addresses_employee_ids_and_internal_hosts(redactor: Redactor) -> None:
+    result = redactor.redact(
+        "E204518 here: my laptop 3C-22-FB-1A-9E-07 cannot reach build01.corp or "
+        "files.northwind.internal, but build01 alone is fine"
+    )
+    assert result.text == (
+        "<EMPLOYEE_ID_1> here: my laptop <MAC_ADDRESS_1> cannot reach <HOSTNAME_1> or "
+        "<HOSTNAME_2>, but build01 alone is fine"
+    )
+
+
+def test_the_policy_can_flag_or_keep_a_type_but_never_a_secret(
+    settings: RedactorSettings, analyzer: AnalyzerEngine
+) -> None:
+    lenient = Redactor(
+        settings.model_copy(update={"policy": {"LOCATION": "flag", "URL": "keep"}}),
+        analyzer=analyzer,
+    )
+    text = "I work in Berlin; see https://status.example.com, my password is Hunter-77x"
+    result = lenient.redact(text)
+    assert result.text == (
+        "I work in Berlin; see https://status.example.com, my password is <PASSWORD_1>"
+    )
+    assert result.flagged == {"LOCATION": 1}
+    assert result.summary() == {"PASSWORD": 1}
+    with pytest.raises(ValidationError, match="always redacted"):
+        RedactorSettings(policy={"PASSWORD": "keep"})
+    with pytest.raises(ValidationError, match="not a regular expression"):
+        RedactorSettings(hostname_patterns=["(unclosed"])
