@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
 
@@ -34,7 +35,6 @@ _DROP_TAGS = frozenset(
         "object",
         "embed",
         "form",
-        "button",
         "select",
         "input",
         "textarea",
@@ -146,6 +146,18 @@ class _Markdown:
             self.md.append(md.rstrip())
             self.txt.append((txt if txt is not None else md).rstrip())
 
+    def joined(self, nodes: Iterable[PageElement], *, markup: bool = True) -> str:
+        """The inline text of ``nodes`` in a row. An element that is only a number, right after a
+        letter (a count badge, a footnote mark: "Getting started<span>1</span>"), is set apart by
+        a space, as it is on the screen, so that it does not glue onto the word."""
+        text = ""
+        for node in nodes:
+            piece = self.inline(node, markup=markup)
+            if isinstance(node, Tag) and text[-1:].isalpha() and piece.strip("*`").isdigit():
+                text += " "
+            text += piece
+        return text
+
     def inline(self, node: PageElement, *, markup: bool = True) -> str:
         """The text of an inline run, with emphasis and code marked when ``markup``."""
         if isinstance(node, Comment):
@@ -158,7 +170,7 @@ class _Markdown:
             return "\n"
         if node.name == "img":
             return ""
-        inner = "".join(self.inline(child, markup=markup) for child in node.children)
+        inner = self.joined(node.children, markup=markup)
         if not markup or not inner.strip():
             return inner
         mark = {"strong": "**", "b": "**", "em": "*", "i": "*", "code": "`"}.get(node.name)
@@ -174,8 +186,8 @@ class _Markdown:
 
         def flush() -> None:
             if inline_run:
-                md = _clean("".join(self.inline(n) for n in inline_run))
-                txt = _clean("".join(self.inline(n, markup=False) for n in inline_run))
+                md = _clean(self.joined(inline_run))
+                txt = _clean(self.joined(inline_run, markup=False))
                 self.block(md, txt)
                 inline_run.clear()
 

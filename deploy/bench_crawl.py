@@ -669,7 +669,7 @@ def _lines(report: dict[str, Any]) -> Iterator[str]:
                 f"coverage ({name}): content mean {figures['content_mean']:.1%}, min "
                 f"{figures['content_min']:.1%} ({figures['content_pages_at_target']} pages at "
                 f"{TARGET_COVERAGE:.0%} or more, the worst {figures['worst_content_page']}); "
-                "whole page mean {figures['page_mean']:.1%}, min "
+                f"whole page mean {figures['page_mean']:.1%}, min "
                 f"{figures['page_min']:.1%} ({figures['pages']} pages)"
             )
     yield f"load average (1 min) before / after: {report['load_avg_1m']}"

@@ -103,6 +103,18 @@ def test_code_lines_broken_by_br_stay_lines() -> None:
     assert page.text.splitlines() == ["dispatch server start", "dispatch --help"]
 
 
+def test_a_count_badge_stays_a_word_of_its_own_and_button_labels_are_text() -> None:
+    html = (
+        '<html><body><main><ul><li><a href="/tags/start">Getting started<span>1</span></a></li>'
+        "</ul><p>Unicode<sup>2</sup> and H2O stay.</p>"
+        '<div class="toc"><button type="button">On this page</button></div></main></body></html>'
+    )
+    page = extract_html(html, "https://docs.example.com/tags")
+    assert "Getting started 1" in page.text
+    assert "Unicode 2 and H2O stay." in page.text
+    assert "On this page" in page.text
+
+
 def test_pdf_text_layer() -> None:
     data = build_pdf([[(18, "VPN client guide"), (11, "Install the client from the portal.")]])
     page = extract_pdf(data, "https://it.example/guide.pdf")
