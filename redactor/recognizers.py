@@ -165,6 +165,32 @@ def pii_recognizers(language: str) -> list[EntityRecognizer]:
     ]
 
 
+# Phone numbers as people write them in any country's style ("467 3395", "(37) 788-063",
+# "+44 7700 921 916"), which the library's validating recognizer rejects when the number is not
+# a real, allocated one. The shape alone is too weak (dates, build numbers, ticket numbers have
+# it too): its score stays under the threshold unless a word like "phone" or "call" is near.
+LOOSE_PHONE_PATTERNS = [
+    Pattern(
+        "digit_groups",
+        r"(?<![\w.+/-])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?|\(0\)\s?)?"
+        r"\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?:\s?x\d{1,5})?(?![\w/]|[.-]\d)",
+        0.2,
+    ),
+    Pattern("ten_digits", r"(?<![\w.+-])\+?\d{10,12}(?![\w.-])", 0.15),
+]
+PHONE_CONTEXT = [
+    "phone", "telephone", "tel", "mobile", "cell", "call", "desk", "office", "fax", "reach",
+    "answering", "number", "contact", "ext", "whatsapp", "sms", "text", "registered",
+]  # fmt: skip
+
+class _LoosePhoneRecognizer(PatternRecognizer):
+    """Seven to fifteen digits, as phone numbers have: "error 404 500" near "phone" is not one."""
+
+    def invalidate_result(self, pattern_text: str) -> bool:
+        digits = sum(char.isdigit() for char in pattern_text)
+        return not 7 <= digits <= 15
+
+
 MAC_PATTERNS = [
     Pattern("mac_colon_or_dash", r"\b(?:[0-9A-F]{2}[:-]){5}[0-9A-F]{2}\b", 0.8),
     Pattern("mac_dotted", r"\b(?:[0-9A-F]{4}\.){2}[0-9A-F]{4}\b", 0.6),
@@ -177,7 +203,14 @@ def identifier_recognizers(
     """Device addresses, and the company's own employee ids and internal host names (patterns
     from settings)."""
     recognizers: list[EntityRecognizer] = [
-        PatternRecognizer("MAC_ADDRESS", patterns=MAC_PATTERNS, supported_language=language)
+        PatternRecognizer("MAC_ADDRESS", patterns=MAC_PATTERNS, supported_language=language),
+        _LoosePhoneRecognizer(
+            "PHONE_NUMBER",
+            patterns=LOOSE_PHONE_PATTERNS,
+            context=PHONE_CONTEXT,
+            supported_language=language,
+            name="LoosePhoneRecognizer",
+        ),
     ]
     for entity, regexes in (("EMPLOYEE_ID", employee_ids), ("HOSTNAME", hostnames)):
         if regexes:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import spacy
 from presidio_analyzer import AnalyzerEngine, RecognizerRegistry, RecognizerResult
+from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer
 from presidio_analyzer.nlp_engine import SpacyNlpEngine
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -117,6 +118,10 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
         registry=registry,
         nlp_engine=nlp_engine,
         supported_languages=[settings.language],
+        # A context word may also follow the value ("416 60 039 office"), not only precede it.
+        context_aware_enhancer=LemmaContextAwareEnhancer(
+            context_prefix_count=5, context_suffix_count=2
+        ),
     )
 
 

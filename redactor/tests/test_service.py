@@ -251,7 +251,7 @@ def test_threshold_from_settings_is_applied(
 ) -> None:
     """Phone numbers score 0.4 without context; a stricter threshold lets them through."""
     strict = Redactor(settings.model_copy(update={"score_threshold": 0.5}), analyzer=analyzer)
-    text = "Extension 212-555-0187 is dead"
+    text = "The line 212-555-0187 is dead"
 
     assert strict.redact(text).text == text
 
