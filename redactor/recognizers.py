@@ -183,6 +183,33 @@ PHONE_CONTEXT = [
     "answering", "number", "contact", "ext", "whatsapp", "sms", "text", "registered",
 ]  # fmt: skip
 
+
+class _LuhnNumberRecognizer(PatternRecognizer):
+    """A card number of any scheme and length (12 to 19 digits: Maestro, JCB, 19-digit Visa...)
+    that passes the Luhn check. Long numbers are common in IT text (order, serial and build
+    numbers), and one in ten passes Luhn by chance, so the score needs a word like "card" near."""
+
+    def invalidate_result(self, pattern_text: str) -> bool:
+        digits = [int(char) for char in pattern_text if char.isdigit()]
+        if not 12 <= len(digits) <= 19:
+            return True
+        total = 0
+        for index, digit in enumerate(reversed(digits)):
+            if index % 2:
+                digit = digit * 2 - 9 if digit > 4 else digit * 2
+            total += digit
+        return total % 10 != 0
+
+
+CARD_PATTERNS = [
+    Pattern("digits", r"(?<![\w.+-])\d(?:[ -]?\d){11,18}(?![\w.-]|[.-]\d)", 0.3),
+]
+CARD_CONTEXT = [
+    "card", "credit", "debit", "visa", "mastercard", "maestro", "amex", "jcb", "payment", "pay",
+    "cc", "billing", "expires", "expiry", "cvv",
+]  # fmt: skip
+
+
 class _LoosePhoneRecognizer(PatternRecognizer):
     """Seven to fifteen digits, as phone numbers have: "error 404 500" near "phone" is not one."""
 
@@ -204,6 +231,13 @@ def identifier_recognizers(
     from settings)."""
     recognizers: list[EntityRecognizer] = [
         PatternRecognizer("MAC_ADDRESS", patterns=MAC_PATTERNS, supported_language=language),
+        _LuhnNumberRecognizer(
+            "CREDIT_CARD",
+            patterns=CARD_PATTERNS,
+            context=CARD_CONTEXT,
+            supported_language=language,
+            name="AnyCardRecognizer",
+        ),
         _LoosePhoneRecognizer(
             "PHONE_NUMBER",
             patterns=LOOSE_PHONE_PATTERNS,

@@ -402,3 +402,36 @@ def test_the_policy_can_flag_or_keep_a_type_but_never_a_secret(
         RedactorSettings(policy={"PASSWORD": "keep"})
     with pytest.raises(ValidationError, match="not a regular expression"):
         RedactorSettings(hostname_patterns=["(unclosed"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("pay with card 675984103431 please", "pay with card <CREDIT_CARD_1> please"),
+        ("my card 4030 8743 9774 0603 788 expired", "my card <CREDIT_CARD_1> expired"),
+        # Luhn-valid long numbers without a word about cards: order, serial, build numbers.
+        ("order 4030874397740603788 shipped", "order 4030874397740603788 shipped"),
+        ("serial 675984103431 of the laptop", "serial 675984103431 of the laptop"),
+        # A card word, but the number fails the Luhn check.
+        ("card 675984103432 please", "card 675984103432 please"),
+    ],
+)
+def test_card_numbers_of_any_scheme_need_a_card_word_and_luhn(
+    redactor: Redactor, text: str, expected: str
+) -> None:
+    assert redactor.redact(text).text == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Phone: 467 3395", "Phone: <PHONE_NUMBER_1>"),
+        ("Mobile: 723 813 266", "Mobile: <PHONE_NUMBER_1>"),
+        ("my phone shows error 404 500", "my phone shows error 404 500"),  # too few digits
+        ("error 0x80070005 on build 20261122.3", "error 0x80070005 on build 20261122.3"),
+    ],
+)
+def test_phone_numbers_in_national_styles_need_a_phone_word(
+    redactor: Redactor, text: str, expected: str
+) -> None:
+    assert redactor.redact(text).text == expected
