@@ -7,6 +7,7 @@ from enum import StrEnum
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
 
 
 class ErrorCode(StrEnum):
@@ -55,6 +56,17 @@ def install_error_handlers(app: FastAPI) -> None:
         # RFC 9110: a 401 names the scheme the client should use.
         headers = {"WWW-Authenticate": "Bearer"} if exc.code is ErrorCode.UNAUTHORIZED else None
         return JSONResponse(exc.payload(), status_code=STATUS[exc.code], headers=headers)
+
+    @app.exception_handler(RedisError)
+    async def _bus_down(_: Request, exc: RedisError) -> JSONResponse:
+        # Redis restarting (connection refused, still loading its AOF) wherever it surfaces: the
+        # request was not taken; the client may retry. Never a bare 500.
+        error = ApiError(
+            ErrorCode.BUS_UNAVAILABLE, f"the message bus is unavailable ({type(exc).__name__})"
+        )
+        return JSONResponse(
+            error.payload(), status_code=STATUS[error.code], headers={"Retry-After": "1"}
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

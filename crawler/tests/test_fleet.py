@@ -188,8 +188,11 @@ async def test_three_workers_one_killed_lose_no_page_and_fetch_none_twice(
     detail = [(h.path, round(h.at - killed_at, 3)) for h in site.hits if h.path in fetched_twice]
     assert len(fetched_twice) <= in_flight, (detail, in_flight)
     for path in fetched_twice:  # once by the killed worker, once by its successor
-        times = sorted(at for p, at in detail if p == path)
-        assert times[0] < 0 <= times[-1], (path, times)
+        # The killed worker's fetch was in flight when it died (it may reach the site a moment
+        # after killed_at, taken just before the signal); the successor's comes only once the
+        # dead worker's claim and lease have run out, a second or more later.
+        times = sorted(h.at - killed_at for h in site.hits if h.path == path)
+        assert times[0] < 0.5 <= times[-1], (path, detail)
     assert in_flight >= 1
     for child in workers:
         if child is not killed:
