@@ -152,12 +152,18 @@ class QueryReceived(Event):
 
 
 class TurnReply(Event):
-    """Progress or the final answer of a turn, sent to the gateway instance in ``reply_to``."""
+    """Progress or the final answer of a turn, sent to the gateway instance in ``reply_to``.
 
-    kind: Literal["progress", "answer"]
+    An attachment upload is answered the same way: its correlation id is the attachment id and
+    ``kind`` is ``attachment`` (read and redacted) or ``attachment_error``.
+    """
+
+    kind: Literal["progress", "answer", "attachment", "attachment_error"]
     stage: str | None = Field(None, examples=["searching", "composing"])
     detail: str | None = None
     body: AnswerBody | None = Field(None, description="Set when kind is 'answer'.")
+    attachment: AttachmentSummary | None = Field(None, description="Set when kind is 'attachment'.")
+    error: AttachmentError | None = Field(None, description="Set when kind is 'attachment_error'.")
 
 
 class FeedbackRecorded(Event):
@@ -169,24 +175,80 @@ class FeedbackRecorded(Event):
     comment: str | None = None
 
 
+AttachmentKind = Literal["log", "image"]
+
+
+class AttachmentSummary(BaseModel):
+    """What a user and every service may see of an attachment: redacted, never its bytes."""
+
+    id: str = Field(description="The attachment id, chosen by the gateway.")
+    kind: AttachmentKind
+    bytes: int = Field(ge=0, description="Size of the uploaded file.")
+    filename: str = Field("", description="The uploaded file's name, redacted.")
+    text_excerpt: str = Field(
+        "", description="The start of the redacted text read from the file (log lines or OCR)."
+    )
+    signatures: list[str] = Field(
+        default_factory=list,
+        description="Error signatures, redacted: codes, exception names, failing components.",
+        examples=[["0x80070005", "HTTP 503", "System.UnauthorizedAccessException"]],
+    )
+    first_error_at: str | None = Field(
+        None, description="Timestamp of the first error-bearing line of a log, as written there."
+    )
+
+
+class AttachmentError(BaseModel):
+    """Why an attachment could not be read; never quotes the file."""
+
+    error_code: Literal[
+        "unsupported_media_type", "attachment_too_large", "corrupt_attachment", "extraction_failed"
+    ]
+    detail: str
+
+
 class AttachmentReceived(Event):
-    """A file a user attached; the bytes are in the attachment store under ``storage_key``."""
+    """A file a user attached, carried whole (uploads are size-limited). Raw: only the ocr
+    service reads it, and deletes the entry once it is read."""
 
     attachment_id: str
     user_id: str
     filename: str
-    content_type: str
+    kind: AttachmentKind = Field(description="Sniffed from the bytes by the gateway.")
+    content_type: str = Field(description="Sniffed from the bytes, e.g. image/png, text/plain.")
     size_bytes: int = Field(ge=0)
-    storage_key: str
+    content_b64: str = Field(description="The file's bytes, base64-encoded.")
+    reply_to: str = Field(description="The reply stream of the gateway instance that waits.")
 
 
 class AttachmentExtracted(Event):
     """Raw text read from an attachment; like a message, it goes through the redactor."""
 
     attachment_id: str
-    kind: Literal["log", "image", "document"]
-    text: str
+    user_id: str
+    kind: AttachmentKind
+    filename: str
+    size_bytes: int = Field(ge=0)
+    text: str = Field(description="The text kept: a log's head, error lines and tail, or OCR.")
     signatures: list[str] = Field(default_factory=list)
+    first_error_at: str | None = None
+    reply_to: str
+
+
+class AttachmentRedacted(Event):
+    """An attachment's text after the redactor: what the orchestrator keeps for the conversation."""
+
+    attachment: AttachmentSummary
+    user_id: str
+    text: str = Field(description="All the redacted text kept from the file.")
+    redactions: list[RedactionCount] = Field(default_factory=list)
+
+
+class ConversationPurged(Event):
+    """An operator asked for every trace of a conversation to be deleted; each service deletes
+    what it keeps of it."""
+
+    requested_by: str = Field(examples=["admin", "cli"])
 
 
 class CrawlBudget(BaseModel):
@@ -351,22 +413,139 @@ class DocumentStatus(Event):
     )
 
 
+class EscalationReason(StrEnum):
+    """Why a conversation goes to a technician."""
+
+    USER_REQUEST = "user_request"
+    """The user asked for a person or a ticket (in words or with the ticket button)."""
+    ANGER = "anger"
+    """Sentiment and the conversation's course crossed the escalation threshold."""
+    LOW_CONFIDENCE = "low_confidence"
+    """The assistant had no answer, or every checklist step failed, and the user accepted."""
+    ROUTING = "routing"
+    """A request the assistant does not handle itself, routed to its category's queue."""
+    RESOLVED = "resolved"
+    """A silent ticket: a resolved conversation recorded for analytics and as a past case."""
+
+
+class TranscriptLine(BaseModel):
+    role: Literal["user", "assistant"]
+    text: str = Field(description="Redacted, as the redactor wrote it.")
+
+
+class TriedStep(BaseModel):
+    step: str
+    outcome: Literal["failed", "fixed", "not_tried"] = "failed"
+
+
 class EscalationRequested(Event):
-    reason: str
-    summary: str
-    description: str
+    """The orchestrator asks for a ticket; everything in it is redacted. Idempotent on
+    ``idempotency_key``: a redelivery or a retry never files a second ticket."""
+
+    user_id: str
+    reply_to: str | None = Field(None, description="Where the waiting turn's gateway reads.")
+    reason: EscalationReason
+    reason_detail: str = Field(
+        "", description="Why, in words, as logged.", examples=["the user asked for a person"]
+    )
+    summary: str = Field(
+        description="One line derived from the problem, not the first message verbatim.",
+        examples=["VPN: cannot connect after password change (Windows)"],
+    )
+    problem: str = Field(description="The problem statement, redacted.")
+    topic: str = Field(
+        description="A normalised topic key; an open ticket of the same user and topic is "
+        "commented on instead of filing another.",
+        examples=["connectivity:vpn"],
+    )
     category: str | None = None
+    queue: str | None = Field(None, description="The technician queue of the category.")
+    environment: dict[str, str] = Field(
+        default_factory=dict,
+        description="Facts gathered: os, device, application, error codes.",
+        examples=[{"os": "windows", "error_codes": "0x80070005"}],
+    )
+    tried: list[TriedStep] = Field(default_factory=list)
+    answers_given: list[str] = Field(default_factory=list, description="Earlier answers, short.")
+    citations: list[Citation] = Field(default_factory=list)
+    attachments: list[AttachmentSummary] = Field(default_factory=list)
+    sentiment: float | None = Field(
+        None, description="The anger score at escalation, 0 calm to 1 furious."
+    )
+    transcript: list[TranscriptLine] = Field(default_factory=list)
+    incident_id: str | None = Field(None, description="An active incident the turn matched.")
     idempotency_key: str
 
 
-class TicketUpdated(Event):
-    ticket: TicketRef
-    change: Literal["created", "updated", "commented", "linked", "resolved"]
+class TicketChange(StrEnum):
+    CREATED = "created"
+    COMMENTED = "commented"
+    """An existing open ticket got a comment (a duplicate request, an incident update)."""
+    LINKED = "linked"
+    STATUS = "status"
+    """The answer to a status question, read back from the backend."""
+    DEFERRED = "deferred"
+    """The backend failed; the request waits for a retry and the user gets the fallback."""
+    FAILED = "failed"
+    """Given up for good (dead-lettered); an operator must look."""
+
+
+class TicketEvent(Event):
+    """What the ticketing service did. Published on ``ticket.events`` for any internal system,
+    and read by the orchestrator to tell the waiting user."""
+
+    change: TicketChange
+    ticket: TicketRef | None = None
+    tickets: list[TicketRef] = Field(
+        default_factory=list, description="For status answers: the user's tickets, newest first."
+    )
+    user_id: str | None = None
+    reply_to: str | None = None
+    idempotency_key: str | None = None
+    incident_id: str | None = None
+    detail: str | None = Field(None, description="What happened, for people; never a secret.")
+
+
+class TicketStatusRequested(Event):
+    """A user asked how their ticket is doing; the ticketing service reads the backend."""
+
+    user_id: str
+    reply_to: str | None = None
+    key: str | None = Field(None, description="A key the user named; else their latest tickets.")
+
+
+class Incident(BaseModel):
+    """An outage as a status page or an internal system reports it."""
+
+    id: str = Field(examples=["inc-2026-031"])
+    title: str
+    status: str = Field(examples=["investigating", "identified", "monitoring", "resolved"])
+    affected_services: list[str] = Field(default_factory=list, examples=[["VPN", "GlobalProtect"]])
+    error_signatures: list[str] = Field(default_factory=list, examples=[["0x80070005"]])
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    url: str | None = None
+    latest_update: str | None = None
+    resolved: bool = False
+    ticket_key: str | None = Field(None, description="The incident's own ticket, if it has one.")
+    category: str | None = None
 
 
 class IncidentReported(Event):
-    incident_id: str
-    title: str
-    status: str
-    summary: str | None = None
-    started_at: datetime | None = None
+    """A new or changed incident (status-page watcher, ``POST /api/incidents`` or any internal
+    system). The correlation and conversation ids are the incident id."""
+
+    incident: Incident
+    source: str = Field("api", examples=["statuspage", "api", "stream"])
+
+
+class AuditRecorded(Event):
+    """One agent action, redacted, on the durable audit stream."""
+
+    service: str
+    action: Literal[
+        "retrieval", "crawl_request", "decision", "automation", "ticket", "configuration", "purge"
+    ]
+    reason: str
+    trace_id: str | None = None
+    details: dict[str, str | int | float | bool | None] = Field(default_factory=dict)

@@ -15,8 +15,13 @@ class Topic(StrEnum):
     MESSAGE_RECEIVED = "message.received"
     """Raw user text from the gateway; only the redactor reads it, and deletes it once redacted."""
     ATTACHMENT_RECEIVED = "attachment.received"
+    """Raw attachment bytes from the gateway; only the ocr service reads them."""
     ATTACHMENT_EXTRACTED = "attachment.extracted"
     """Raw text read from an attachment (OCR, log parsing); goes to the redactor like a message."""
+    ATTACHMENT_REDACTED = "attachment.redacted"
+    """An attachment's redacted text and signatures; the orchestrator keeps them for the turn."""
+    CONVERSATION_PURGED = "conversation.purged"
+    """An operator's request to delete everything kept of one conversation."""
     QUERY_RECEIVED = "query.received"
     """Redacted user text; the orchestrator starts a turn from it."""
     CONTEXT_INSUFFICIENT = "context.insufficient"
@@ -31,8 +36,15 @@ class Topic(StrEnum):
     """A crawl job ended (budget, deadline, empty frontier or stop), with its summary."""
     CHUNKS_INDEXED = "chunks.indexed"
     ESCALATION_REQUESTED = "escalation.requested"
-    TICKET_UPDATED = "ticket.updated"
+    """The orchestrator asks the ticketing service for a ticket (idempotent per key)."""
+    TICKET_STATUS_REQUESTED = "ticket.status.requested"
+    TICKET_EVENTS = "ticket.events"
+    """Created, commented, linked, status, deferred, failed: for the orchestrator and any other
+    internal system (dashboards, chat-ops)."""
     INCIDENT_REPORTED = "incident.reported"
+    """A new or changed incident; the orchestrator matches turns to it, ticketing links tickets."""
+    AUDIT = "audit.log"
+    """Every agent action, redacted, with its trace and turn ids; read back by the admin API."""
     FEEDBACK_RECORDED = "feedback.recorded"
     DOCUMENT_SUBMITTED = "document.submitted"
     """An admin uploaded a document; the indexer ingests it."""
@@ -79,6 +91,10 @@ def dead_letter_stream(topic: str) -> str:
 
 SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.MESSAGE_RECEIVED: (Group.REDACTOR,),
+    Topic.ATTACHMENT_RECEIVED: (Group.OCR,),
+    Topic.ATTACHMENT_EXTRACTED: (Group.REDACTOR,),
+    Topic.ATTACHMENT_REDACTED: (Group.ORCHESTRATOR,),
+    Topic.CONVERSATION_PURGED: (Group.GATEWAY, Group.REDACTOR, Group.ORCHESTRATOR),
     Topic.QUERY_RECEIVED: (Group.ORCHESTRATOR,),
     Topic.CONTEXT_INSUFFICIENT: (Group.CRAWLER,),
     Topic.CRAWL_TASKS: (Group.CRAWLER,),
@@ -89,6 +105,10 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.DOCUMENT_SUBMITTED: (Group.INDEXER,),
     Topic.DOCUMENT_DELETED: (Group.INDEXER,),
     Topic.DOCUMENT_STATUS: (Group.GATEWAY,),
+    Topic.ESCALATION_REQUESTED: (Group.TICKETING,),
+    Topic.TICKET_STATUS_REQUESTED: (Group.TICKETING,),
+    Topic.TICKET_EVENTS: (Group.ORCHESTRATOR,),
+    Topic.INCIDENT_REPORTED: (Group.ORCHESTRATOR, Group.TICKETING),
 }
 """Which groups read which topic. Every service creates all of these groups at start-up, so a
 group exists before the first event for it is published, whichever service starts first."""
