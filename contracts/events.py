@@ -490,12 +490,36 @@ class TicketChange(StrEnum):
     """Given up for good (dead-lettered); an operator must look."""
 
 
+class TicketRecord(BaseModel):
+    """A ticket as technicians and the admin API see it (every text in it redacted)."""
+
+    key: str = Field(examples=["IT-1042"])
+    url: str
+    status: str = Field(examples=["Open", "In Progress", "Done"])
+    summary: str
+    description: str = ""
+    labels: list[str] = Field(default_factory=list)
+    category: str | None = None
+    queue: str | None = None
+    priority: str | None = None
+    user_id: str | None = None
+    conversation_id: str | None = None
+    incident_id: str | None = None
+    links: list[str] = Field(default_factory=list, description="Keys of linked tickets.")
+    comments: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
 class TicketEvent(Event):
     """What the ticketing service did. Published on ``ticket.events`` for any internal system,
     and read by the orchestrator to tell the waiting user."""
 
     change: TicketChange
     ticket: TicketRef | None = None
+    record: TicketRecord | None = Field(
+        None, description="The ticket as it is now, for read models such as the admin API."
+    )
     tickets: list[TicketRef] = Field(
         default_factory=list, description="For status answers: the user's tickets, newest first."
     )
