@@ -1,0 +1,1 @@
+"""The ocr service: reads attachments (log files, screenshots) into text and error signatures."""

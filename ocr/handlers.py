@@ -1,0 +1,86 @@
+"""Attachment in, extracted text out (or an error reply); the raw entry is deleted either way."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from contracts.bus import Bus, Delivery
+from contracts.events import AttachmentError, AttachmentExtracted, AttachmentReceived, TurnReply
+from contracts.topics import Group, Topic
+from ocr.errors import AttachmentRefused
+from ocr.service import AttachmentReader
+
+log = logging.getLogger("deskpilot.ocr")
+
+
+def extracted_event_id(received_event_id: str) -> str:
+    """Deterministic, so a redelivered attachment yields the same downstream event id."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot:attachment-extracted:{received_event_id}").hex
+
+
+def error_event_id(received_event_id: str) -> str:
+    """Deterministic too: a redelivery repeats the same error reply, which the gateway de-dups."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot:attachment-error:{received_event_id}").hex
+
+
+def register(bus: Bus, reader: AttachmentReader, concurrency: int) -> None:
+    async def on_attachment(event: AttachmentReceived, delivery: Delivery) -> None:
+        try:
+            extracted = await asyncio.to_thread(reader.read, event.kind, event.content_b64)
+        except AttachmentRefused as refused:
+            reply = TurnReply(
+                event_id=error_event_id(event.event_id),
+                correlation_id=event.correlation_id,
+                conversation_id=event.conversation_id,
+                kind="attachment_error",
+                error=AttachmentError(error_code=refused.error_code, detail=refused.detail),
+            )
+            await bus.publish(event.reply_to, reply)
+            await delivery.delete_entry()
+            log.info(
+                "attachment refused",
+                extra={
+                    "kind": event.kind,
+                    "error_code": refused.error_code,
+                    "bytes": event.size_bytes,
+                },
+            )
+            return
+        await bus.publish(
+            Topic.ATTACHMENT_EXTRACTED,
+            AttachmentExtracted(
+                event_id=extracted_event_id(event.event_id),
+                correlation_id=event.correlation_id,
+                conversation_id=event.conversation_id,
+                attachment_id=event.attachment_id,
+                user_id=event.user_id,
+                kind=event.kind,
+                filename=event.filename,
+                size_bytes=event.size_bytes,
+                text=extracted.text,
+                signatures=extracted.signatures,
+                first_error_at=extracted.first_error_at,
+                reply_to=event.reply_to,
+            ),
+        )
+        # Attachment bytes are raw user data: they live only until they are read.
+        await delivery.delete_entry()
+        log.info(
+            "attachment read",
+            extra={
+                "kind": event.kind,
+                "bytes": event.size_bytes,
+                "lines": extracted.lines,
+                "signatures": len(extracted.signatures),
+            },
+        )
+
+    bus.subscribe(
+        Topic.ATTACHMENT_RECEIVED,
+        AttachmentReceived,
+        on_attachment,
+        group=Group.OCR,
+        concurrency=concurrency,
+    )
