@@ -139,6 +139,9 @@ class MessageReceived(Event):
     text: str = Field(description="Raw user text; deleted from the stream once redacted.")
     reply_to: str = Field(description="The reply stream of the gateway instance holding the user.")
     attachments: list[str] = Field(default_factory=list, description="Attachment ids.")
+    request_ticket: bool = Field(
+        False, description="The user pressed the ticket button: escalate whatever the text says."
+    )
 
 
 class QueryReceived(Event):
@@ -149,6 +152,7 @@ class QueryReceived(Event):
     redactions: list[RedactionCount] = Field(default_factory=list)
     reply_to: str
     attachments: list[str] = Field(default_factory=list)
+    request_ticket: bool = False
 
 
 class TurnReply(Event):

@@ -15,7 +15,9 @@ from contracts.heartbeat import Heartbeat
 from contracts.topics import Group
 from gateway import handlers
 from gateway.api import api_router
+from gateway.attachments import AttachmentRecords, AttachmentService
 from gateway.config import GatewaySettings
+from gateway.conversations import ConversationIndex, PurgeService
 from gateway.documents import DocumentRecords, DocumentService
 from gateway.errors import install_error_handlers
 from gateway.service import TurnService, TurnStore
@@ -27,8 +29,14 @@ STATIC_DIR = Path(__file__).parent / "static"
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
     bus = Bus(settings, SERVICE)
-    turns = TurnService(bus, TurnStore(bus.redis, settings.turn_ttl_s), settings)
-    handlers.register(bus, turns)
+    index = ConversationIndex(bus.redis, max(settings.turn_ttl_s, settings.attachment_ttl_s))
+    turns = TurnService(bus, TurnStore(bus.redis, settings.turn_ttl_s), settings, index)
+    attachments = AttachmentService(
+        bus, turns, AttachmentRecords(bus, index, settings.attachment_ttl_s), settings
+    )
+    handlers.register(bus, turns, attachments)
+    purge = PurgeService(bus, index)
+    handlers.register_purge(bus, purge)
     documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
     handlers.register_documents(bus, documents)
 
@@ -54,6 +62,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.turns = turns
     app.state.documents = documents
+    app.state.attachments = attachments
+    app.state.purge = purge
     install_error_handlers(app)
     app.include_router(api_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -25,6 +25,24 @@ class GatewaySettings(ServiceSettings):
         description="Largest document accepted by POST /api/documents (it travels over the bus "
         "base64-encoded, a third larger).",
     )
+    max_log_bytes: int = Field(
+        5 * 1024 * 1024, ge=1, description="Largest text log accepted by POST /api/attachments."
+    )
+    max_image_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest image accepted by POST /api/attachments."
+    )
+    attachment_timeout_s: float = Field(
+        90.0,
+        gt=0,
+        description="How long POST /api/attachments waits for the file to be read (OCR of a "
+        "large screenshot takes seconds) before answering 504 with the id.",
+    )
+    attachment_ttl_s: int = Field(
+        4 * 3600,
+        ge=60,
+        description="How long an attachment's record is kept; match "
+        "ORCHESTRATOR_CONVERSATION_TTL_S so attachments expire with the conversation.",
+    )
     turn_timeout_s: float = Field(
         30.0, gt=0, description="How long POST /api/chat waits before answering 504 with the id."
     )

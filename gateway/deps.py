@@ -9,7 +9,9 @@ from typing import Annotated
 from fastapi import Depends, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from gateway.attachments import AttachmentService
 from gateway.config import GatewaySettings
+from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
 from gateway.errors import ApiError, ErrorCode
 from gateway.service import TurnService
@@ -35,10 +37,28 @@ def get_documents(request: Request) -> DocumentService:
     return service
 
 
+def get_attachments(request: Request) -> AttachmentService:
+    service: AttachmentService = request.app.state.attachments
+    return service
+
+
+def get_attachments_ws(websocket: WebSocket) -> AttachmentService:
+    service: AttachmentService = websocket.app.state.attachments
+    return service
+
+
+def get_purge(request: Request) -> PurgeService:
+    service: PurgeService = request.app.state.purge
+    return service
+
+
 TurnsDep = Annotated[TurnService, Depends(get_turns)]
 TurnsWsDep = Annotated[TurnService, Depends(get_turns_ws)]
 SettingsDep = Annotated[GatewaySettings, Depends(get_settings)]
 DocumentsDep = Annotated[DocumentService, Depends(get_documents)]
+AttachmentsDep = Annotated[AttachmentService, Depends(get_attachments)]
+AttachmentsWsDep = Annotated[AttachmentService, Depends(get_attachments_ws)]
+PurgeDep = Annotated[PurgeService, Depends(get_purge)]
 
 
 _bearer = HTTPBearer(

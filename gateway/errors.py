@@ -22,6 +22,8 @@ class ErrorCode(StrEnum):
     FILE_TOO_LARGE = "file_too_large"
     UNSUPPORTED_FILE_TYPE = "unsupported_file_type"
     UNKNOWN_DOCUMENT = "unknown_document"
+    UNKNOWN_ATTACHMENT = "unknown_attachment"
+    CORRUPT_FILE = "corrupt_file"
 
 
 STATUS = {
@@ -36,6 +38,8 @@ STATUS = {
     ErrorCode.FILE_TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_FILE_TYPE: 415,
     ErrorCode.UNKNOWN_DOCUMENT: 404,
+    ErrorCode.UNKNOWN_ATTACHMENT: 404,
+    ErrorCode.CORRUPT_FILE: 422,
 }
 
 

@@ -1,16 +1,22 @@
-"""The gateway's subscriptions: its own reply stream, and the indexer's document statuses."""
+"""The gateway's subscriptions: its own reply stream, the indexer's document statuses, and
+conversation purges."""
 
 from __future__ import annotations
 
 from contracts.bus import Bus, Delivery
-from contracts.events import DocumentStatus, TurnReply
+from contracts.events import ConversationPurged, DocumentStatus, TurnReply
 from contracts.topics import Group, Topic
+from gateway.attachments import AttachmentService
+from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
 from gateway.service import TurnService
 
 
-def register(bus: Bus, turns: TurnService) -> None:
+def register(bus: Bus, turns: TurnService, attachments: AttachmentService) -> None:
     async def on_reply(reply: TurnReply, _: Delivery) -> None:
+        if reply.kind in ("attachment", "attachment_error"):
+            # Recorded before the upload request is answered, so a message can reference it.
+            await attachments.on_reply(reply)
         await turns.on_reply(reply)
 
     bus.subscribe(turns.reply_to, TurnReply, on_reply, group=Group.GATEWAY, concurrency=4)
@@ -21,3 +27,10 @@ def register_documents(bus: Bus, documents: DocumentService) -> None:
         await documents.on_status(event)
 
     bus.subscribe(Topic.DOCUMENT_STATUS, DocumentStatus, on_status, group=Group.GATEWAY)
+
+
+def register_purge(bus: Bus, purge: PurgeService) -> None:
+    async def on_purge(event: ConversationPurged, _: Delivery) -> None:
+        await purge.on_purge(event)
+
+    bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.GATEWAY)

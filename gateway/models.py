@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from contracts.events import AnswerBody
+from contracts.events import AnswerBody, AttachmentSummary
 
 
 class ChatCreate(BaseModel):
@@ -15,6 +15,14 @@ class ChatCreate(BaseModel):
     text: str = Field(examples=["How do I reset my VPN password?"])
     conversation_id: str | None = Field(None, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
     user_id: str | None = Field(None, max_length=128)
+    attachments: list[str] = Field(
+        default_factory=list,
+        max_length=5,
+        description="Ids from POST /api/attachments, uploaded in the same conversation.",
+    )
+    request_ticket: bool = Field(
+        False, description="Hand the conversation to a technician (the chat's ticket button)."
+    )
 
 
 class ChatRead(AnswerBody):
@@ -78,3 +86,19 @@ class DocumentRead(BaseModel):
     )
     chunks: int = Field(0, description="Chunks of the document in the index.")
     detail: str | None = Field(None, description="Why it failed, or what was done last.")
+
+
+class AttachmentRead(AttachmentSummary):
+    """An attachment as read and redacted: reference its id in a chat message."""
+
+    conversation_id: str
+    status: Literal["pending", "ready"] = Field(
+        description="ready once read and redacted; pending while the ocr service reads it."
+    )
+
+
+class PurgeAccepted(BaseModel):
+    """A purge was queued; every service deletes what it keeps of the conversation."""
+
+    conversation_id: str
+    status: Literal["queued"] = "queued"

@@ -24,14 +24,12 @@ from contracts.events import FeedbackRecorded, MessageReceived, TurnReply, new_i
 from contracts.topics import Topic, reply_stream
 from contracts.tracing import current_trace_id
 from gateway.config import GatewaySettings
+from gateway.conversations import FEEDBACK_PREFIX, TURN_PREFIX, ConversationIndex
 from gateway.errors import ApiError, ErrorCode
 from gateway.models import ChatRead, FeedbackCreate, FeedbackRead, TurnRead
 
 log = logging.getLogger("deskpilot.gateway")
 tracer = trace.get_tracer("deskpilot.gateway")
-
-TURN_PREFIX = "deskpilot:gateway:turn:"
-FEEDBACK_PREFIX = "deskpilot:gateway:feedback:"
 
 
 @dataclass(frozen=True)
@@ -86,14 +84,24 @@ class TurnStore:
 
 
 class TurnService:
-    def __init__(self, bus: Bus, store: TurnStore, settings: GatewaySettings) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        store: TurnStore,
+        settings: GatewaySettings,
+        index: ConversationIndex | None = None,
+    ) -> None:
         self.bus = bus
         self.store = store
         self.settings = settings
+        self.index = index or ConversationIndex(bus.redis, settings.turn_ttl_s)
         self.reply_to = reply_stream(settings.instance_id)
         self._listeners: dict[str, set[asyncio.Queue[TurnReply]]] = defaultdict(set)
 
-    def validate_text(self, text: str) -> str:
+    def validate_text(self, text: str, attachments: bool = False) -> str:
+        """The message stripped; 422 when empty (unless files are attached), 413 when long."""
+        if attachments and not text.strip():
+            return ""
         if not text or not text.strip():
             raise ApiError(ErrorCode.EMPTY_MESSAGE, "The message is empty: type a question.")
         size = len(text.encode("utf-8"))
@@ -118,16 +126,25 @@ class TurnService:
                 del self._listeners[turn_id]
 
     async def submit(
-        self, text: str, conversation_id: str | None, user_id: str | None, turn_id: str
+        self,
+        text: str,
+        conversation_id: str | None,
+        user_id: str | None,
+        turn_id: str,
+        *,
+        attachments: list[str] | None = None,
+        request_ticket: bool = False,
     ) -> Submitted:
-        """Publish the message; once this returns the turn is durably accepted."""
-        text = self.validate_text(text)
+        """Publish the message; once this returns the turn is durably accepted. Attachment
+        ids must have been checked (:meth:`AttachmentService.check_references`)."""
+        text = self.validate_text(text, attachments=bool(attachments) or request_ticket)
         conversation_id = conversation_id or new_id()
         user = user_id or "anonymous"
         with tracer.start_as_current_span("chat.turn", attributes={"deskpilot.turn_id": turn_id}):
             submitted = Submitted(turn_id, conversation_id, current_trace_id())
             try:
                 await self.store.create(submitted, user)
+                await self.index.add(conversation_id, "turn", turn_id)
                 await self.bus.publish(
                     Topic.MESSAGE_RECEIVED,
                     MessageReceived(
@@ -136,6 +153,8 @@ class TurnService:
                         user_id=user,
                         text=text,
                         reply_to=self.reply_to,
+                        attachments=attachments or [],
+                        request_ticket=request_ticket,
                     ),
                 )
             except (RedisError, OSError) as exc:

@@ -11,6 +11,7 @@ from contracts.heartbeat import Probe
 from contracts.periodic import every
 from contracts.runtime import Worker
 from orchestrator import handlers
+from orchestrator.attachments import AttachmentStore, ConversationKeys
 from orchestrator.cases import CaseRetriever, open_cases_collection
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits, sweep_due
@@ -42,6 +43,8 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         intents = await asyncio.to_thread(IntentClassifier.from_settings, encoder, settings)
         llm = build_provider(settings)
         waits = CrawlWaits(bus.redis)
+        attachments = AttachmentStore(bus.redis, settings.conversation_ttl_s)
+        keys = ConversationKeys(bus.redis, max(settings.turn_ttl_s, settings.conversation_ttl_s))
         orchestrator = Orchestrator(
             retriever,
             intents,
@@ -52,8 +55,11 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             CaseRetriever(encoder, await asyncio.to_thread(open_cases_collection, settings)),
             handlers.BusFleet(bus),
             waits,
+            attachments,
+            keys,
         )
         replies = handlers.register(bus, orchestrator, settings.concurrency)
+        handlers.register_attachments(bus, attachments)
 
         async def answer_late_turn(correlation_id: str) -> None:
             with one_embedding_per_text():

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 from contracts.bus import Bus, Delivery
 from contracts.events import (
     AnswerBody,
+    AttachmentRedacted,
+    AuditRecorded,
     ChunksIndexed,
     ContextInsufficient,
+    ConversationPurged,
     CrawlFinished,
     CrawlStop,
     QueryReceived,
     TurnReply,
 )
 from contracts.topics import Group, Topic
+from orchestrator.attachments import AttachmentStore
 from orchestrator.embedding import one_embedding_per_text
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState
@@ -93,4 +98,28 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
         concurrency=concurrency,
     )
     bus.subscribe(Topic.CRAWL_FINISHED, CrawlFinished, on_finished, group=Group.ORCHESTRATOR)
+
+    async def on_purge(event: ConversationPurged, _: Delivery) -> None:
+        deleted = await orchestrator.purge(event.conversation_id)
+        audit = AuditRecorded(
+            event_id=uuid.uuid5(uuid.NAMESPACE_URL, f"purge-orchestrator:{event.event_id}").hex,
+            correlation_id=event.correlation_id,
+            conversation_id=event.conversation_id,
+            service="orchestrator",
+            action="purge",
+            reason=f"requested by {event.requested_by}",
+            details={"keys": deleted},
+        )
+        await bus.publish(Topic.AUDIT, audit)
+
+    bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.ORCHESTRATOR)
     return replies
+
+
+def register_attachments(bus: Bus, store: AttachmentStore) -> None:
+    async def on_attachment(event: AttachmentRedacted, _: Delivery) -> None:
+        await store.put(event)
+
+    bus.subscribe(
+        Topic.ATTACHMENT_REDACTED, AttachmentRedacted, on_attachment, group=Group.ORCHESTRATOR
+    )

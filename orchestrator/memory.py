@@ -13,7 +13,7 @@ from datetime import datetime
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 
-from contracts.events import utcnow
+from contracts.events import AttachmentSummary, utcnow
 
 KEY_PREFIX = "deskpilot:orchestrator:conversation:"
 
@@ -52,6 +52,9 @@ class Conversation(BaseModel):
     checklist: ChecklistState | None = None
     technical: bool = False
     history: list[TurnSummary] = Field(default_factory=list)
+    attachments: list[AttachmentSummary] = Field(
+        default_factory=list, description="Files the user attached (redacted), newest last."
+    )
     updated_at: datetime = Field(default_factory=utcnow)
 
     def remember(self, question: str, action: str, url: str | None, keep: int = 12) -> None:

@@ -42,6 +42,13 @@ from contracts.events import (
     QueryReceived,
     SimilarCase,
 )
+from orchestrator.attachments import (
+    AttachmentStore,
+    ConversationKeys,
+    StoredAttachment,
+    describe,
+    search_context,
+)
 from orchestrator.cases import CaseRetriever
 from orchestrator.compose import (
     CAP_TEXT,
@@ -74,9 +81,11 @@ from orchestrator.dialogue import (
 )
 from orchestrator.intent import Intent, IntentClassifier
 from orchestrator.llm import LLMProvider, NoLLM, generate_answer, read_message
+from orchestrator.memory import KEY_PREFIX as CONVERSATION_PREFIX
 from orchestrator.memory import ChecklistState, Conversation, ConversationStore, StepOutcome
 from orchestrator.notice import redaction_notice
 from orchestrator.retrieval import Retrieval, Retriever
+from orchestrator.state import KEY_PREFIX as TURN_PREFIX
 from orchestrator.state import TurnState, TurnStatus, TurnStore
 
 log = logging.getLogger("deskpilot.orchestrator")
@@ -150,7 +159,11 @@ class Orchestrator:
         cases: CaseRetriever | None = None,
         fleet: CrawlFleet | None = None,
         waits: CrawlWaits | None = None,
+        attachments: AttachmentStore | None = None,
+        keys: ConversationKeys | None = None,
     ) -> None:
+        self.attachments = attachments
+        self.keys = keys
         self.llm = llm or NoLLM()
         self.cases = cases
         self.fleet = fleet
@@ -180,14 +193,56 @@ class Orchestrator:
             question=query.text,
             redaction_notice=redaction_notice(query.redactions),
         )
-        _, conversation = await asyncio.gather(
-            self.store.save(turn), self.conversations.load(query.conversation_id)
+        _, conversation, _ = await asyncio.gather(
+            self.store.save(turn),
+            self.conversations.load(query.conversation_id),
+            self.remember_keys(query.conversation_id, query.correlation_id),
         )
-        body, reason = await self.decide(query.text, conversation, turn, replies)
+        attached = await self.read_attachments(query, turn, conversation, replies)
+        if attached:
+            # What the files say is part of the question: searched, and kept for the crawl.
+            context = " ".join(search_context(attachment) for attachment in attached)
+            turn.question = f"{query.text}\n{context}".strip()
+        body, reason = await self.decide(turn.question, conversation, turn, replies)
+        if attached and body.action is not Action.REFUSE:
+            body.answer = f"{describe(attached)}\n\n{body.answer}"
+            reason = f"{reason}; {len(attached)} attachment(s) read"
         if body.action is Action.CRAWL:
             await self.start_crawl(turn, conversation, replies, reason)
             return
         await self.finish(turn, conversation, body, reason, replies)
+
+    async def remember_keys(self, conversation_id: str, correlation_id: str) -> None:
+        if self.keys is not None:
+            await self.keys.add(conversation_id, TURN_PREFIX + correlation_id)
+
+    async def read_attachments(
+        self,
+        query: QueryReceived,
+        turn: TurnState,
+        conversation: Conversation,
+        replies: Replies,
+    ) -> list[StoredAttachment]:
+        """The message's attachments (redacted), remembered in the conversation for a ticket."""
+        if not query.attachments or self.attachments is None:
+            return []
+        await replies.progress(turn, "reading_attachment", "reading the attachment")
+        attached = await self.attachments.get_many(query.attachments, query.conversation_id)
+        if len(attached) < len(query.attachments):
+            log.warning(
+                "attachments not found (expired or of another conversation)",
+                extra={"missing": len(query.attachments) - len(attached)},
+            )
+        known = {summary.id for summary in conversation.attachments}
+        conversation.attachments += [a.summary for a in attached if a.summary.id not in known]
+        del conversation.attachments[:-5]
+        return attached
+
+    async def purge(self, conversation_id: str) -> int:
+        """Delete the conversation's memory, turn states and attachments."""
+        if self.keys is None:
+            return int(await self.store.client.delete(CONVERSATION_PREFIX + conversation_id))
+        return await self.keys.purge(conversation_id, CONVERSATION_PREFIX + conversation_id)
 
     async def finish(
         self,

@@ -1,47 +1,100 @@
-"""Raw message in, redacted query out; the raw stream entry is deleted once handled."""
+"""Raw content in, redacted content out; the raw stream entry is deleted once handled.
+
+Two kinds of raw content reach the redactor: chat messages (``message.received``) and the text
+the ocr service read from an attachment (``attachment.extracted``). Both are redacted with the
+conversation's placeholders, so a name in a screenshot and in the next message share one.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
+from collections import Counter
+from collections.abc import Sequence
 
 from contracts.bus import Bus, Delivery
-from contracts.events import MessageReceived, QueryReceived, RedactionCount
+from contracts.events import (
+    AttachmentExtracted,
+    AttachmentRedacted,
+    AttachmentSummary,
+    AuditRecorded,
+    ConversationPurged,
+    MessageReceived,
+    QueryReceived,
+    RedactionCount,
+    TurnReply,
+)
 from contracts.topics import Group, Topic
+from redactor.placeholders import KEY_PREFIX as PLACEHOLDERS_PREFIX
 from redactor.placeholders import ConversationPlaceholders
-from redactor.service import Redactor
+from redactor.service import Redaction, Redactor
 
 log = logging.getLogger("deskpilot.redactor")
 
+EXCERPT_CHARS = 600
+"""How much of an attachment's redacted text the upload's answer shows."""
+
+
+def derived_event_id(kind: str, source_event_id: str) -> str:
+    """Deterministic, so a redelivered input yields the same downstream event id."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot:{kind}:{source_event_id}").hex
+
 
 def query_event_id(message_event_id: str) -> str:
-    """Deterministic, so a redelivered message yields the same downstream event id."""
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot:query:{message_event_id}").hex
+    return derived_event_id("query", message_event_id)
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """The start of ``text``, cut at a line or word boundary, with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    boundary = max(cut.rfind("\n"), cut.rfind(" "))
+    return (cut[:boundary] if boundary > limit // 2 else cut).rstrip() + " …"
+
+
+class ConversationRedactor:
+    """Redacts several texts of one conversation with the conversation's placeholders."""
+
+    def __init__(self, redactor: Redactor, placeholders: ConversationPlaceholders) -> None:
+        self.redactor = redactor
+        self.placeholders = placeholders
+
+    async def redact(self, conversation_id: str, texts: Sequence[str]) -> list[Redaction]:
+        found = await asyncio.to_thread(lambda: [self.redactor.find(text) for text in texts])
+        keys = [f.key for spans in found for f in spans if not f.flag_only]
+        numbers = await self.placeholders.numbers(conversation_id, keys)
+        return [
+            self.redactor.replace(text, spans, numbers)
+            for text, spans in zip(texts, found, strict=True)
+        ]
+
+
+def counts(redactions: Sequence[Redaction]) -> list[RedactionCount]:
+    total: Counter[str] = Counter()
+    for redaction in redactions:
+        total.update(redaction.summary())
+    return [RedactionCount(entity_type=kind, count=n) for kind, n in sorted(total.items())]
 
 
 def register(
     bus: Bus, redactor: Redactor, placeholders: ConversationPlaceholders, concurrency: int
 ) -> None:
+    texts = ConversationRedactor(redactor, placeholders)
+
     async def on_message(event: MessageReceived, delivery: Delivery) -> None:
-        found = await asyncio.to_thread(redactor.find, event.text)
-        # The same value keeps its placeholder in every message of the conversation.
-        numbers = await placeholders.numbers(
-            event.conversation_id, [f.key for f in found if not f.flag_only]
-        )
-        redaction = redactor.replace(event.text, found, numbers)
+        (redaction,) = await texts.redact(event.conversation_id, [event.text])
         query = QueryReceived(
             event_id=query_event_id(event.event_id),
             correlation_id=event.correlation_id,
             conversation_id=event.conversation_id,
             user_id=event.user_id,
             text=redaction.text,
-            redactions=[
-                RedactionCount(entity_type=kind, count=count)
-                for kind, count in sorted(redaction.summary().items())
-            ],
+            redactions=counts([redaction]),
             reply_to=event.reply_to,
             attachments=event.attachments,
+            request_ticket=event.request_ticket,
         )
         await bus.publish(Topic.QUERY_RECEIVED, query)
         # Raw text lives only until it is redacted.
@@ -50,6 +103,72 @@ def register(
             "redacted", extra={"redactions": redaction.summary(), "flagged": redaction.flagged}
         )
 
+    async def on_attachment(event: AttachmentExtracted, delivery: Delivery) -> None:
+        # One call, so a value in the file name, the text and a signature gets one placeholder.
+        redacted = await texts.redact(
+            event.conversation_id, [event.text, event.filename, *event.signatures]
+        )
+        text, filename, *signatures = (r.text for r in redacted)
+        summary = AttachmentSummary(
+            id=event.attachment_id,
+            kind=event.kind,
+            bytes=event.size_bytes,
+            filename=filename,
+            text_excerpt=excerpt(text),
+            signatures=list(dict.fromkeys(signatures)),
+            first_error_at=event.first_error_at,
+        )
+        envelope = {
+            "correlation_id": event.correlation_id,
+            "conversation_id": event.conversation_id,
+        }
+        await bus.publish(
+            Topic.ATTACHMENT_REDACTED,
+            AttachmentRedacted(
+                event_id=derived_event_id("attachment", event.event_id),
+                attachment=summary,
+                user_id=event.user_id,
+                text=text,
+                redactions=counts(redacted),
+                **envelope,
+            ),
+        )
+        # The orchestrator has it before the user can reference it in a message.
+        await bus.publish(
+            event.reply_to,
+            TurnReply(
+                event_id=derived_event_id("attachment-reply", event.event_id),
+                kind="attachment",
+                attachment=summary,
+                **envelope,
+            ),
+        )
+        await delivery.delete_entry()
+        log.info(
+            "attachment redacted",
+            extra={
+                "attachment_id": event.attachment_id,
+                "kind": event.kind,
+                "redactions": {c.entity_type: c.count for c in counts(redacted)},
+            },
+        )
+
+    async def on_purge(event: ConversationPurged, _: Delivery) -> None:
+        await bus.redis.delete(PLACEHOLDERS_PREFIX + event.conversation_id)
+        await bus.publish(
+            Topic.AUDIT,
+            AuditRecorded(
+                event_id=derived_event_id("purge-redactor", event.event_id),
+                correlation_id=event.correlation_id,
+                conversation_id=event.conversation_id,
+                service="redactor",
+                action="purge",
+                reason=f"requested by {event.requested_by}",
+                details={"placeholders": True},
+            ),
+        )
+        log.info("conversation purged", extra={"conversation_id": event.conversation_id})
+
     bus.subscribe(
         Topic.MESSAGE_RECEIVED,
         MessageReceived,
@@ -57,3 +176,11 @@ def register(
         group=Group.REDACTOR,
         concurrency=concurrency,
     )
+    bus.subscribe(
+        Topic.ATTACHMENT_EXTRACTED,
+        AttachmentExtracted,
+        on_attachment,
+        group=Group.REDACTOR,
+        concurrency=concurrency,
+    )
+    bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.REDACTOR)

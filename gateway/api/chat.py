@@ -10,7 +10,8 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from contracts.events import new_id
-from gateway.deps import SettingsDep, TurnsDep, TurnsWsDep
+from gateway.attachments import AttachmentService
+from gateway.deps import AttachmentsDep, AttachmentsWsDep, SettingsDep, TurnsDep, TurnsWsDep
 from gateway.errors import ApiError, ErrorCode
 from gateway.models import ChatCreate, ChatRead
 from gateway.service import TurnService
@@ -20,11 +21,27 @@ log = logging.getLogger("deskpilot.gateway.chat")
 
 
 @router.post("/api/chat", response_model=ChatRead)
-async def chat(request: ChatCreate, turns: TurnsDep, settings: SettingsDep) -> ChatRead:
+async def chat(
+    request: ChatCreate, turns: TurnsDep, attachments: AttachmentsDep, settings: SettingsDep
+) -> ChatRead:
     """Ask one question and wait for the answer (504 with the turn id if it takes too long)."""
     turn_id = new_id()
+    if request.attachments:
+        if request.conversation_id is None:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                "Attachments belong to a conversation: send its `conversation_id` too.",
+            )
+        await attachments.check_references(request.attachments, request.conversation_id)
     async with turns.listen(turn_id) as replies:
-        await turns.submit(request.text, request.conversation_id, request.user_id, turn_id)
+        await turns.submit(
+            request.text,
+            request.conversation_id,
+            request.user_id,
+            turn_id,
+            attachments=request.attachments,
+            request_ticket=request.request_ticket,
+        )
         try:
             async with asyncio.timeout(settings.turn_timeout_s):
                 while True:
@@ -43,9 +60,16 @@ async def chat(request: ChatCreate, turns: TurnsDep, settings: SettingsDep) -> C
 class _Connection:
     """One browser's WebSocket: frames in, a turn task per message, frames out."""
 
-    def __init__(self, websocket: WebSocket, turns: TurnService, conversation_id: str) -> None:
+    def __init__(
+        self,
+        websocket: WebSocket,
+        turns: TurnService,
+        attachments: AttachmentService,
+        conversation_id: str,
+    ) -> None:
         self.websocket = websocket
         self.turns = turns
+        self.attachments = attachments
         self.conversation_id = conversation_id
         self._send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -72,21 +96,43 @@ class _Connection:
         if not (isinstance(client_id, str) and 0 < len(client_id) <= 64):
             client_id = None
         text = frame.get("text")
+        attachments = frame.get("attachments", [])
+        request_ticket = frame.get("request_ticket", False)
+        if text is None and (attachments or request_ticket):
+            text = ""
         if not isinstance(text, str):
             await self.error(
                 ErrorCode.INVALID_REQUEST, "`text` must be a string.", client_id=client_id
             )
             return
+        if not (
+            isinstance(attachments, list)
+            and all(isinstance(item, str) for item in attachments)
+            and isinstance(request_ticket, bool)
+        ):
+            await self.error(
+                ErrorCode.INVALID_REQUEST,
+                "`attachments` must be a list of attachment ids and `request_ticket` a boolean.",
+                client_id=client_id,
+            )
+            return
         try:
-            text = self.turns.validate_text(text)
+            text = self.turns.validate_text(text, attachments=bool(attachments) or request_ticket)
+            await self.attachments.check_references(attachments, self.conversation_id)
         except ApiError as exc:
             await self.error(exc.code, exc.detail, client_id=client_id)
             return
-        task = asyncio.create_task(self.run_turn(text, client_id))
+        task = asyncio.create_task(self.run_turn(text, client_id, attachments, request_ticket))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def run_turn(self, text: str, client_id: str | None) -> None:
+    async def run_turn(
+        self,
+        text: str,
+        client_id: str | None,
+        attachments: list[str] | None = None,
+        request_ticket: bool = False,
+    ) -> None:
         """Submit one message and forward its progress and answer to the socket.
 
         ``client_id``, when the page sent one, is echoed in ``accepted`` and ``error`` frames so
@@ -95,7 +141,14 @@ class _Connection:
         turn_id = new_id()
         async with self.turns.listen(turn_id) as replies:
             try:
-                await self.turns.submit(text, self.conversation_id, None, turn_id)
+                await self.turns.submit(
+                    text,
+                    self.conversation_id,
+                    None,
+                    turn_id,
+                    attachments=attachments,
+                    request_ticket=request_ticket,
+                )
             except ApiError as exc:
                 await self.error(exc.code, exc.detail, client_id=client_id)
                 return
@@ -125,13 +178,16 @@ class _Connection:
 
 @router.websocket("/ws/chat")
 async def chat_socket(
-    websocket: WebSocket, turns: TurnsWsDep, conversation_id: str | None = None
+    websocket: WebSocket,
+    turns: TurnsWsDep,
+    attachments: AttachmentsWsDep,
+    conversation_id: str | None = None,
 ) -> None:
     """A conversation: send ``{"type":"message","text":...}``, receive progress and answers."""
     await websocket.accept()
     if conversation_id and (len(conversation_id) > 128 or not conversation_id.isascii()):
         conversation_id = None
-    connection = _Connection(websocket, turns, conversation_id or new_id())
+    connection = _Connection(websocket, turns, attachments, conversation_id or new_id())
     await connection.send({"type": "ready", "conversation_id": connection.conversation_id})
     try:
         while True:

@@ -9,10 +9,10 @@ from starlette.requests import Request
 
 from contracts.bus import Bus
 from contracts.events import DocumentStatus
-from gateway.api.documents import read_upload
 from gateway.config import GatewaySettings
 from gateway.documents import DocumentRecords, DocumentService, check_upload, safe_filename
 from gateway.errors import ApiError, ErrorCode
+from gateway.uploads import Upload, read_upload
 
 
 @pytest.mark.parametrize(
@@ -162,4 +162,4 @@ async def test_reading_stops_once_a_body_without_a_length_outgrows_the_limit() -
 async def test_a_multipart_upload_is_read_whole_within_the_limit() -> None:
     body, content_type = multipart_body("notes.md", b"# Notes\n\nText.")
     request = multipart_request([body[:10], body[10:]], {"content-type": content_type})
-    assert await read_upload(request, max_bytes=10_000) == ("notes.md", b"# Notes\n\nText.")
+    assert await read_upload(request, max_bytes=10_000) == Upload("notes.md", b"# Notes\n\nText.")

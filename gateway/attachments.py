@@ -1,0 +1,259 @@
+"""Attachments as the gateway sees them: screen, hand over for reading, answer the upload.
+
+The gateway never reads an attachment's content. It sniffs the type from the first bytes (the
+file name and the client's content type are not trusted), enforces the size limits, and publishes
+the bytes on ``attachment.received``. The ocr service reads them (log parsing or OCR), the
+redactor redacts what was read, and the redactor's reply, on this instance's reply stream,
+completes the upload request with the redacted excerpt and error signatures.
+
+The gateway keeps a small redacted record per attachment (status, conversation, summary) for
+``GET /api/attachments/{id}`` and to check that a chat message only references attachments of its
+own conversation. Records expire after ``GATEWAY_ATTACHMENT_TTL_S``, like the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from typing import Any, Literal
+
+from opentelemetry import trace
+from redis.exceptions import RedisError
+
+from contracts.bus import Bus
+from contracts.events import AttachmentReceived, AttachmentSummary, TurnReply, new_id
+from contracts.topics import Topic
+from gateway.config import GatewaySettings
+from gateway.conversations import ATTACHMENT_PREFIX, ConversationIndex
+from gateway.documents import safe_filename
+from gateway.errors import ApiError, ErrorCode
+from gateway.models import AttachmentRead
+from gateway.service import TurnService
+from gateway.uploads import Upload
+
+log = logging.getLogger("deskpilot.gateway.attachments")
+tracer = trace.get_tracer("deskpilot.gateway")
+
+MAX_ATTACHMENTS_PER_MESSAGE = 5
+
+AttachmentKind = Literal["log", "image"]
+
+_IMAGE_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"BM", "image/bmp"),
+)
+_TEXT_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+_BINARY_SIGNATURES = (b"%PDF-", b"PK\x03\x04", b"\x7fELF", b"MZ", b"\x1f\x8b", b"7z\xbc\xaf")
+SUPPORTED = "text logs (.txt, .log, .json, .xml, .csv) and images (PNG, JPEG, GIF, WebP, BMP)"
+
+_ERROR_CODES: dict[str, ErrorCode] = {
+    "unsupported_media_type": ErrorCode.UNSUPPORTED_FILE_TYPE,
+    "attachment_too_large": ErrorCode.FILE_TOO_LARGE,
+    "corrupt_attachment": ErrorCode.CORRUPT_FILE,
+    "extraction_failed": ErrorCode.CORRUPT_FILE,
+}
+
+
+def _text_type(head: bytes) -> str:
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if start in (b"{", b"["):
+        return "application/json"
+    if start == b"<":
+        return "application/xml"
+    return "text/plain"
+
+
+def sniff(data: bytes) -> tuple[AttachmentKind, str]:
+    """The attachment's kind and content type, from its bytes alone; 415 for anything that is
+    neither a supported image nor text (PDFs, archives, executables, binary data)."""
+    head = data[:4096]
+    for magic, content_type in _IMAGE_SIGNATURES:
+        if head.startswith(magic):
+            return "image", content_type
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image", "image/webp"
+    if head.startswith(_TEXT_BOMS):
+        return "log", _text_type(head)
+    if not head.startswith(_BINARY_SIGNATURES) and b"\x00" not in head:
+        controls = sum(1 for byte in head if byte < 32 and byte not in (9, 10, 12, 13, 27))
+        if controls <= len(head) // 100:
+            return "log", _text_type(head)
+    raise ApiError(
+        ErrorCode.UNSUPPORTED_FILE_TYPE,
+        f"This kind of file cannot be attached. Attach {SUPPORTED}.",
+    )
+
+
+class AttachmentRecords:
+    """One small redacted record per attachment, expiring with the conversation."""
+
+    def __init__(self, bus: Bus, index: ConversationIndex, ttl_s: int) -> None:
+        self.client = bus.redis
+        self.index = index
+        self.ttl_s = ttl_s
+
+    async def put(self, attachment_id: str, record: dict[str, Any]) -> None:
+        await self.client.set(ATTACHMENT_PREFIX + attachment_id, json.dumps(record), ex=self.ttl_s)
+
+    async def get(self, attachment_id: str) -> dict[str, Any] | None:
+        if not attachment_id.isalnum() or len(attachment_id) > 64:
+            return None
+        raw = await self.client.get(ATTACHMENT_PREFIX + attachment_id)
+        return json.loads(raw) if raw else None
+
+
+class AttachmentService:
+    def __init__(
+        self,
+        bus: Bus,
+        turns: TurnService,
+        records: AttachmentRecords,
+        settings: GatewaySettings,
+    ) -> None:
+        self.bus = bus
+        self.turns = turns
+        self.records = records
+        self.settings = settings
+
+    @property
+    def max_bytes(self) -> int:
+        return max(self.settings.max_log_bytes, self.settings.max_image_bytes)
+
+    def screen(self, upload: Upload) -> tuple[AttachmentKind, str]:
+        if not upload.data:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "The attached file is empty.")
+        kind, content_type = sniff(upload.data)
+        limit = self.settings.max_log_bytes if kind == "log" else self.settings.max_image_bytes
+        if len(upload.data) > limit:
+            what = "log files" if kind == "log" else "images"
+            raise ApiError(
+                ErrorCode.FILE_TOO_LARGE,
+                f"The file is {len(upload.data)} bytes; {what} may be at most {limit} bytes. "
+                "Attach the part around the error instead.",
+            )
+        return kind, content_type
+
+    async def submit(
+        self, upload: Upload, conversation_id: str | None, user_id: str | None
+    ) -> AttachmentRead:
+        """Screen the file, have it read and redacted, and return what was read.
+
+        Nothing is stored when the file is refused: the gateway keeps no bytes, and the ocr
+        service deletes the stream entry whether it could read the file or not.
+        """
+        filename = safe_filename(upload.filename)
+        kind, content_type = self.screen(upload)
+        conversation_id = conversation_id or new_id()
+        attachment_id = new_id()
+        user = user_id or "anonymous"
+        event = AttachmentReceived(
+            correlation_id=attachment_id,
+            conversation_id=conversation_id,
+            attachment_id=attachment_id,
+            user_id=user,
+            filename=filename,
+            kind=kind,
+            content_type=content_type,
+            size_bytes=len(upload.data),
+            content_b64=base64.b64encode(upload.data).decode("ascii"),
+            reply_to=self.turns.reply_to,
+        )
+        base = {"conversation_id": conversation_id, "user_id": user, "kind": kind}
+        with tracer.start_as_current_span(
+            "attachment.submit", attributes={"deskpilot.attachment_id": attachment_id}
+        ):
+            async with self.turns.listen(attachment_id) as replies:
+                try:
+                    await self.records.put(attachment_id, base | {"status": "pending"})
+                    await self.records.index.add(conversation_id, "attachment", attachment_id)
+                    await self.bus.publish(Topic.ATTACHMENT_RECEIVED, event)
+                except (RedisError, OSError) as exc:
+                    error = type(exc).__name__
+                    log.warning("could not queue an attachment", extra={"error": error})
+                    raise ApiError(
+                        ErrorCode.BUS_UNAVAILABLE,
+                        "Deskpilot is briefly unavailable; the file was not sent. Try again.",
+                    ) from exc
+                log.info(
+                    "attachment queued",
+                    extra={"attachment_id": attachment_id, "kind": kind, "bytes": len(upload.data)},
+                )
+                reply = await self._wait(attachment_id, replies)
+        return self._read(attachment_id, conversation_id, reply)
+
+    async def _wait(self, attachment_id: str, replies: asyncio.Queue[TurnReply]) -> TurnReply:
+        try:
+            async with asyncio.timeout(self.settings.attachment_timeout_s):
+                while True:
+                    reply = await replies.get()
+                    if reply.kind in ("attachment", "attachment_error"):
+                        return reply
+        except TimeoutError:
+            raise ApiError(
+                ErrorCode.TURN_TIMEOUT,
+                "Reading the file is taking longer than expected; check it later at "
+                f"/api/attachments/{attachment_id}.",
+                attachment_id=attachment_id,
+            ) from None
+
+    def _read(self, attachment_id: str, conversation_id: str, reply: TurnReply) -> AttachmentRead:
+        if reply.kind == "attachment_error" and reply.error is not None:
+            raise ApiError(_ERROR_CODES[reply.error.error_code], reply.error.detail)
+        if reply.attachment is None:
+            raise ApiError(ErrorCode.CORRUPT_FILE, "The file could not be read.")
+        return AttachmentRead(
+            **reply.attachment.model_dump(), conversation_id=conversation_id, status="ready"
+        )
+
+    async def on_reply(self, reply: TurnReply) -> None:
+        """Record the outcome, so ``GET`` and chat messages see it; listeners are told by the
+        turn service."""
+        record = await self.records.get(reply.correlation_id)
+        if record is None:
+            return
+        if reply.kind == "attachment" and reply.attachment is not None:
+            record |= {"status": "ready", "summary": reply.attachment.model_dump(mode="json")}
+        elif reply.error is not None:
+            record |= {"status": "failed", "error": reply.error.model_dump(mode="json")}
+        await self.records.put(reply.correlation_id, record)
+
+    async def get(self, attachment_id: str) -> AttachmentRead:
+        record = await self.records.get(attachment_id)
+        if record is None:
+            detail = f"No attachment {attachment_id!r} is known."
+            raise ApiError(ErrorCode.UNKNOWN_ATTACHMENT, detail)
+        if record["status"] == "failed":
+            error = record["error"]
+            raise ApiError(_ERROR_CODES[error["error_code"]], error["detail"])
+        summary = record.get("summary") or {"id": attachment_id, "kind": record["kind"], "bytes": 0}
+        return AttachmentRead(
+            **AttachmentSummary.model_validate(summary).model_dump(),
+            conversation_id=record["conversation_id"],
+            status=record["status"],
+        )
+
+    async def check_references(self, attachment_ids: list[str], conversation_id: str) -> None:
+        """A message may reference only this conversation's attachments that were read."""
+        if len(attachment_ids) > MAX_ATTACHMENTS_PER_MESSAGE:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"A message may reference at most {MAX_ATTACHMENTS_PER_MESSAGE} attachments.",
+            )
+        for attachment_id in attachment_ids:
+            record = await self.records.get(attachment_id)
+            if record is None or record.get("conversation_id") != conversation_id:
+                raise ApiError(
+                    ErrorCode.UNKNOWN_ATTACHMENT,
+                    f"No attachment {attachment_id!r} is known in this conversation; "
+                    "upload it again.",
+                )
+            if record.get("status") != "ready":
+                raise ApiError(
+                    ErrorCode.UNKNOWN_ATTACHMENT,
+                    f"The attachment {attachment_id!r} could not be read, so it cannot be used.",
+                )
