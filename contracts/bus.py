@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -34,6 +34,7 @@ from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.annotations import RedisStreamMessage
 from faststream.redis.message import RedisStreamMessage as StreamMessage
 from faststream.redis.opentelemetry import RedisTelemetryMiddleware
+from faststream.redis.parser import BinaryMessageFormatV1
 from pydantic import ValidationError
 from redis.exceptions import RedisError, ResponseError
 
@@ -346,6 +347,13 @@ def _envelope_only(body: bytes) -> bytes:
 def _describe(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= 500 else text[:497] + "..."
+
+
+def decode_entry(fields: Mapping[bytes, bytes], model: type[E]) -> E:
+    """The event in a stream entry written through the bus (FastStream's message format), for
+    readers outside a subscription (the admin API's audit view, command-line tools)."""
+    body, _ = BinaryMessageFormatV1.parse(fields[RAW_FIELD])
+    return model.model_validate_json(body)
 
 
 def dlq_entry_fields(fields: dict[bytes, bytes]) -> dict[str, Any]:

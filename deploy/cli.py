@@ -24,6 +24,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
         eval_redaction,
         eval_retrieval,
         ingest_cli,
+        purge_cli,
         redact_cli,
         reindex_cli,
     )
@@ -80,6 +81,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
 
     redact_cli.add_parser(commands)
     runners["redact"] = redact_cli.run_redact
+    purge_cli.add_parser(commands)
+    runners["purge"] = purge_cli.run_purge
 
     dlq = commands.add_parser("dlq", help="inspect and replay dead-letter streams")
     dlq_actions = dlq.add_subparsers(dest="action", required=True)

@@ -29,13 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 from uuid import uuid4
 
 from pydantic import BaseModel
+
+from contracts.bus import decode_entry
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -305,16 +307,6 @@ class Fleet:
 
 
 # -- one job -------------------------------------------------------------------------------------
-
-
-def decode_entry(fields: Mapping[bytes, bytes], model: type[M]) -> M:
-    """The event in a stream entry written through the bus (FastStream's message format)."""
-    from faststream.redis.parser import BinaryMessageFormatV1
-
-    from contracts.bus import RAW_FIELD
-
-    body, _ = BinaryMessageFormatV1.parse(fields[RAW_FIELD])
-    return model.model_validate_json(body)
 
 
 async def last_entry_id(redis: aioredis.Redis, stream: str) -> str:
