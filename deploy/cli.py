@@ -21,12 +21,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
         cases_cli,
         crawl_cli,
         eval_intents,
+        eval_ocr,
         eval_redaction,
         eval_retrieval,
         ingest_cli,
         purge_cli,
         redact_cli,
         reindex_cli,
+        screenshots,
     )
 
     parser = argparse.ArgumentParser(prog="deskpilot", description=__doc__)
@@ -78,6 +80,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["eval intents"] = eval_intents.run_eval_intents
     eval_redaction.add_parser(evaluations)
     runners["eval redaction"] = eval_redaction.run_eval_redaction
+    eval_ocr.add_parser(evaluations)
+    runners["eval ocr"] = eval_ocr.run_eval_ocr
+    screenshots.add_parser(commands)
+    runners["screenshots"] = screenshots.run_screenshots
 
     redact_cli.add_parser(commands)
     runners["redact"] = redact_cli.run_redact
