@@ -301,7 +301,7 @@ class JiraBackend(TicketBackend):
     async def add_attachment(self, key: str, filename: str, content: bytes) -> str:
         attachment = await self._call(
             "add attachment",
-            lambda j: j.add_attachment(key, io.BytesIO(content), filename=filename),  # type: ignore[arg-type]
+            lambda j: j.add_attachment(key, io.BytesIO(content), filename=filename),
         )
         return str(attachment.id)
 

@@ -1,0 +1,56 @@
+"""Wires the ticketing service: the backend the settings select, the handlers, the retry loop of
+waiting ticket requests and, when a status page is configured, its watcher."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import httpx
+
+from contracts.bus import Bus
+from contracts.heartbeat import Probe
+from contracts.periodic import every
+from contracts.runtime import Worker
+from ticketing import handlers
+from ticketing.backends import build_backend
+from ticketing.config import TicketingSettings
+from ticketing.incidents import IncidentLinker
+from ticketing.service import TicketingService
+from ticketing.statuspage import StatusPageWatcher
+
+SERVICE = "ticketing"
+
+
+def create_worker(settings: TicketingSettings | None = None) -> Worker:
+    settings = settings or TicketingSettings()
+    bus = Bus(settings, SERVICE)
+
+    @contextlib.asynccontextmanager
+    async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
+        backend = build_backend(settings)
+        outbox = handlers.BusOutbox(bus)
+        incidents = IncidentLinker(bus.redis, backend, outbox)
+        service = TicketingService(backend, bus.redis, settings, outbox, incidents)
+        handlers.register(bus, service, incidents, settings.concurrency)
+        async with contextlib.AsyncExitStack() as stack:
+            # Waiting requests are retried by every replica; a per-request lock keeps two from
+            # working on the same one. Backend and Redis errors are retried next round.
+            await stack.enter_async_context(
+                every(settings.retry_interval_s, service.retry_due, name="ticket-retries")
+            )
+            if settings.statuspage_url:
+                client = await stack.enter_async_context(
+                    httpx.AsyncClient(timeout=settings.statuspage_timeout_s)
+                )
+                watcher = StatusPageWatcher(settings.statuspage_url, bus.redis, outbox, client)
+                await stack.enter_async_context(
+                    every(settings.statuspage_interval_s, watcher.poll, name="statuspage")
+                )
+            try:
+                yield {"tickets": backend.check}
+            finally:
+                await stack.aclose()
+                await backend.close()
+
+    return Worker(bus, resources)
