@@ -306,8 +306,11 @@ class LocalBackend(TicketBackend):
 
         return await self._run(work)
 
+    async def search_all(self) -> list[TicketRecord]:
+        """Every ticket, newest first (an operator's and a test's view)."""
+        return await self.search(TicketQuery(limit=100))
+
     async def attachments(self, key: str) -> list[tuple[str, int]]:
-        """(file name, size) of a ticket's attachments, oldest first."""
 
         def work(db: sqlite3.Connection) -> list[tuple[str, int]]:
             self._row(db, key)
