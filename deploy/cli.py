@@ -20,6 +20,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
         bench_crawl,
         cases_cli,
         crawl_cli,
+        eval_escalation,
         eval_intents,
         eval_ocr,
         eval_redaction,
@@ -78,6 +79,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["eval retrieval"] = eval_retrieval.run_eval_retrieval
     eval_intents.add_parser(evaluations)
     runners["eval intents"] = eval_intents.run_eval_intents
+    eval_escalation.add_parser(evaluations)
+    runners["eval escalation"] = eval_escalation.run_eval_escalation
     eval_redaction.add_parser(evaluations)
     runners["eval redaction"] = eval_redaction.run_eval_redaction
     eval_ocr.add_parser(evaluations)

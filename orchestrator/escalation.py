@@ -1,0 +1,724 @@
+"""The escalation checkpoint: when a conversation goes to a technician, and why.
+
+Pure functions over the user's (redacted) words; the orchestrator's service wires them in.
+
+- :func:`detect_human_request`: the user asks for a person, a ticket or an escalation, in any of
+  the usual phrasings ("can I speak to someone", "get me a real agent", "open a ticket",
+  "connect me to the help desk", "I don't want to talk to a bot", "live agent please"). Read
+  clause by clause with negation, so "I don't need a ticket", "how do I create a ticket in Jira
+  for my team's project?" (a how-to question about a tool), "the ticket printer is broken",
+  "should I open a ticket?" (advice) and "am I talking to a human?" (a question about the
+  assistant) are not requests.
+- :func:`read_offer_reply`: a reply to "shall I create a ticket?": accept, decline or neither.
+- :func:`detect_status_question`: the user asks how their ticket is doing, with the ticket's key
+  when they name one ("any update on IT-123?").
+- :class:`EscalationCheckpoint`: the decision for one message, an explicit request or the anger
+  score (:mod:`orchestrator.sentiment`) over the threshold, with the reasons to log and to put in
+  the ticket.
+
+The rules are written as phrase patterns over normalised clauses (see
+:func:`orchestrator.sentiment.clauses`), with a small typo tolerance on the key nouns ("humna",
+"incedent", "tiket").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from contracts.events import EscalationReason
+from orchestrator.sentiment import (
+    EMPTY_TRAJECTORY,
+    AngerScore,
+    AngerScorer,
+    Trajectory,
+    clauses,
+    word_set,
+)
+
+DEFAULT_ANGER_THRESHOLD = 0.6
+
+# ---------------------------------------------------------------------------------------------
+# Vocabulary
+
+# Words that name a person who could help (as opposed to the assistant). "Agent" is also
+# software (an antivirus agent), so it counts bare or after a service word only.
+_PERSON = (
+    r"(?:humans?|human beings?|person|people|representatives?|reps?|technicians?|"
+    r"techs?|engineers?|specialists?|operators?|someone|somebody|staff|employees?|"
+    r"colleagues?|managers?|supervisors?|administrators?|admins?|experts?|consultants?|"
+    r"live chat|being)"
+)
+_AGENT = r"(?:(?:live|real|human|actual|support|service|customer|help ?desk|it)\s+)?agents?"
+# Teams and desks one contacts.
+_DESK = (
+    r"(?:(?:it |tech |technical |customer |service |support |help ?desk |helpdesk )"
+    r"(?:support|service|services|care|desk|team|department|dept|staff|people|crew)|"
+    r"help ?desk|helpdesk|service ?desk|support|your team|the team|your staff|"
+    r"it department|it dept|customer (?:service|care|support))"
+)
+# What makes "someone" or "an agent" clearly a person: "a real agent", "someone real".
+_QUALIFIER = r"(?:real|live|actual|proper|human|genuine|flesh and blood)"
+_DET = r"(?:(?:a|an|the|some|one|any|your|a real|another|other|different)\s+)?"
+# Up to two modifier words before the noun ("a real acme employee", "a network engineer"), never
+# words that end a phrase ("kind regards engineer" in a signature is no request).
+_MODS = (
+    r"(?:(?!(?:and|or|but|by|for|because|kind|regards|best|thanks|thank|you|please|with|from|"
+    r"to|in|on|of|at|if|when|is|are|was|has|have|the|a|an|me|my|it)\b)[a-z0-9]+\s+){0,2}?"
+)
+# Help desks named the way error messages do ("contact your administrator") are quoted, not
+# asked for: a user says "my admin", not "your admin".
+_QUOTED_CONTACT = re.compile(
+    r"\b(contact|call|reach|ask|see) your (system |network |it |local |domain )?(administrator|"
+    r"admin|it department|help ?desk|support|it support|it team)s?\b"
+)
+_CONTACT_VERB = (
+    r"(?:talk|talking|speak|speaking|chat|chatting|communicate|converse|discuss this|"
+    r"get in touch|be in touch|get hold|reach out)"
+)
+_BOT = (
+    r"(?:bots?|chat ?bots?|robots?|machines?|computers?|programs?|ai|automated \w+|you|this thing)"
+)
+_TICKET = (
+    r"(?:tickets?|incidents?|cases?|support requests?|service requests?|it requests?|"
+    r"help ?desk requests?|trouble tickets?)"
+)
+# "my open tickets", "any open incidents": "open" the adjective, not the verb.
+_ADJECTIVE_BEFORE = re.compile(
+    r"\b(my|any|the|our|all|your|his|her|their|still|currently|those|these|other|many|no|"
+    r"an|a|already|recently|previously)\s*$"
+)
+# Words that may stand between "open" and "ticket": "open a new urgent support ticket".
+_TICKET_ADJ = (
+    r"(?:new|urgent|high|low|medium|priority|high priority|support|it|help ?desk|helpdesk|"
+    r"service|quick|separate|formal|proper|official|corresponding|installation|critical|"
+    r"p[1-4]|sev[1-4]|major|minor|jira|snow)"
+)
+_CREATE = r"(?:open|create|raise|file|log|submit|make|start|lodge|place|generate|register|write up)"
+_NEGATION = re.compile(
+    r"\b(not|never|no need|no longer|without|nobody|neither|nor|rather not|instead of|"
+    r"no more|stop|quit|do not want|none)\b"
+)
+# Asked in frustration rather than negating: "why can't I talk to a person?"
+_RHETORICAL = re.compile(r"\b(why (can|could|will|would|do|does|is|are) not|(can|could) not i)\b")
+# "no" negates when it heads the noun phrase ("no ticket", "no need"), not as an interjection.
+_NO_HEAD = re.compile(r"\bno (need|ticket|tickets|human|person|one|escalation|agent|thanks)\b")
+
+# Other senses of "ticket" and "case".
+_OTHER_TICKET = re.compile(
+    r"\b(parking|speeding|train|bus|plane|flight|airline|concert|movie|cinema|theater|theatre|"
+    r"show|game|match|lottery|raffle|event|festival|museum|ferry|boarding|season|lift|golf|"
+    r"conference|travel|meal|lunch|printer|machine|dispenser|booth|office)\b"
+)
+_OTHER_CASE = re.compile(
+    r"\b(phone|laptop|pc|computer|pencil|test|use|edge|upper|lower|camel|worst|best|base|"
+    r"court|legal|special|brief|carrying|tablet|ipad|protective|display|server)\s+cases?\b|"
+    r"\bcases? of\b|\bmake (a|the|my|our) case\b|\bin (that|this|any|which|case)\b"
+)
+# A how-to question about a ticketing tool or someone else's ticket, not a request for one.
+_HOW_TO = re.compile(
+    r"\b(how (do|can|should|would|does|could|to)|how is a|steps to|way to|where (do|can) (i|we)|"
+    r"what is the (process|procedure|best way)|instructions|guide|tutorial|explain how|"
+    r"teach me|show me how)\b"
+)
+_TOOL_CONTEXT = re.compile(
+    r"\b(jira|servicenow|service now|zendesk|freshdesk|freshservice|github|gitlab|bitbucket|"
+    r"trello|asana|monday|clickup|redmine|bugzilla|youtrack|linear|azure devops|board|"
+    r"project|projects|sprint|backlog|epic|workflow|template|api|script|python|dashboard|"
+    r"field|fields|for (my|our|the|a) (team|customers?|clients?|users?|colleagues?|staff)|"
+    r"for (others|someone else|somebody else|another user)|on behalf)\b"
+)
+_ADVICE = re.compile(
+    r"\b(should i|should we|do i (need|have) to|do we (need|have) to|is it (worth|necessary|"
+    r"better|needed)|when (should|do) (i|we)|would it help to|is there a need to|must i)\b"
+)
+# "Am I talking to a human?", "are you a real person?": a question about the assistant.
+_IDENTITY = re.compile(
+    r"\b(are you|r you|are u|am i (talking|speaking|chatting|writing)( to| with)?|is this|"
+    r"is that|is it|are these|who am i (talking|speaking|chatting)|you are|"
+    r"you a)\s+(a |an |really |actually |even |just )*(real |live |actual )?"
+    r"(human|person|bot|robot|machine|ai|people|real|live agent)\b"
+)
+
+# ---------------------------------------------------------------------------------------------
+# Request patterns, each a (reason, pattern) pair tried on every clause.
+
+_PERSON_NP = rf"{_DET}(?:(?:{_QUALIFIER}\s+)?{_MODS}(?:{_PERSON}|{_DESK})|{_AGENT})\b"
+# Directly named, no modifiers: after verbs with other senses ("call", "message", "reach").
+_PERSON_DIRECT = rf"{_DET}(?:{_QUALIFIER}\s+)?(?:{_PERSON}|{_DESK}|{_AGENT})\b"
+_REQUEST_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
+    (kind, reason, re.compile(pattern))
+    for kind, reason, pattern in (
+        # "can I speak to an agent", "talk to someone", "how do I reach the help desk"
+        (
+            "person",
+            "asked to talk to a person",
+            rf"\b{_CONTACT_VERB}\s+(?:to|with|w)\s+{_PERSON_NP}",
+        ),
+        (
+            "person",
+            "asked to contact the help desk",
+            rf"\b(?:contact|call|phone|ring|email|e-mail|reach|ping|message)\s+{_PERSON_DIRECT}",
+        ),
+        # "I want to talk to the founders", "could I speak with your manager"
+        (
+            "person",
+            "asked to talk to someone",
+            r"\b(?:i (?:want|would like|need|wish|would love|would prefer|prefer|demand|would "
+            r"rather)|can i|could i|may i|let me|i am trying) (?:to )?(?:just )?"
+            r"(?:talk|speak|chat|converse) (?:to|with) (?!(?:a |the |this |an )?"
+            r"(?:bot|robot|machine|computer|ai|chatbot|you)\b)\w+",
+        ),
+        # "connect me to a person", "transfer me to your team", "hand this over to a human"
+        (
+            "person",
+            "asked to be transferred to a person",
+            rf"\b(?:connect|transfer|forward|put|pass|route|redirect|send|hand|switch|escalate|"
+            rf"bring|take)\s+(?:me|us|this|it|the (?:chat|conversation|call|case)|a "
+            rf"conversation|my (?:chat|conversation|case|issue|problem|request))\s+"
+            rf"(?:on |over |through |across |back )?(?:to|with)\s+{_PERSON_NP}",
+        ),
+        (
+            "person",
+            "asked to be put in touch with a person",
+            rf"\b(?:put|get|bring|set) (?:me|us) (?:in touch|in contact|through|up) with\s+"
+            rf"{_PERSON_NP}",
+        ),
+        # "I want a human", "give me a real agent", "can you get a human to assist me"
+        (
+            "person",
+            "asked for a person",
+            rf"\b(?:i (?:want|would like|need|demand|request|prefer|would prefer|would rather "
+            rf"have|require)|give me|get me|find me|send me|gimme|can i (?:get|have)|could i "
+            rf"(?:get|have)|may i (?:get|have)|(?:can|could|would) you (?:get|find|send|bring))"
+            rf"\s+(?:(?:to (?:have|get|see) )?{_DET}{_QUALIFIER}\s+{_MODS}(?:{_PERSON}|{_AGENT})\b|"
+            rf"{_DET}(?:{_QUALIFIER}\s+)?(?:humans?|person|people|representatives?|technicians?|"
+            rf"agents?|operators?|supervisors?|managers?|specialists?)\b|"
+            rf"someone (?:to|who|that|real|from|at|in)\b|somebody (?:to|who|that|real|from|at)\b)",
+        ),
+        # "I need help from a real human", "assistance from a person"
+        (
+            "person",
+            "asked for help from a person",
+            rf"\b(?:help|assistance|support|answer|advice)\s+(?:from|by|of)\s+{_PERSON_NP}",
+        ),
+        # "a real person", "live agent", "someone real": only people are called that.
+        (
+            "person",
+            "asked for a real person",
+            r"\b(?:real|live|actual|human|genuine) (?:humans?|person|people|beings?|agents?|"
+            r"representatives?|someone|somebody|support|help|technicians?|employees?|"
+            r"operators?|staff|chat)\b|\b(?:someone|somebody) real\b",
+        ),
+        # "is there a human I can talk to", "do you have human support", "are there humans..."
+        (
+            "person",
+            "asked whether a person is available",
+            rf"\b(?:is there|are there|do you (?:guys )?have|have you got|any)\s+(?:any |also |a |"
+            rf"an |some |even )*(?:{_QUALIFIER}\s+)?(?:humans?|people|person|representatives?|"
+            rf"technicians?|human support|someone (?:i|who|to)|somebody (?:i|who|to)|live "
+            rf"(?:agents?|chat|support))\b",
+        ),
+        # "I don't want to talk to a bot", "talking to a machine is stupid"
+        (
+            "person",
+            "does not want to talk to a bot",
+            rf"\b(?:not|never|no longer|stop|quit|hate|tired of|sick of|fed up with|done with|"
+            rf"enough of)\s+(?:\w+\s+){{0,3}}?(?:talk|talking|speak|speaking|chat|chatting|deal|"
+            rf"dealing|communicate|communicating|texting)\s+(?:to|with)\s+(?:a |an |the |this |"
+            rf"some |your )?{_BOT}\b",
+        ),
+        (
+            "person",
+            "does not want to talk to a bot",
+            rf"\b(?:talking|speaking|chatting|dealing)\s+(?:to|with)\s+(?:a |an |the |this |"
+            rf"some |your )?{_BOT}\s+is\s+(?:\w+\s+)?(?:stupid|useless|pointless|annoying|"
+            rf"frustrating|a waste|dumb|hopeless|not helping|ridiculous|silly|no use)",
+        ),
+        # "handover to a person", "hand off to support"
+        ("person", "asked for a handoff", rf"\b(?:handoff|handover) (?:to|with) {_PERSON_NP}"),
+        # "open a ticket", "can you raise an incident for me", "log a support request"
+        (
+            "ticket",
+            "asked for a ticket",
+            rf"\b{_CREATE}\s+(?:me |us |up )?(?:a |an |one |new |a new |another |the |my |two |"
+            rf"three |some |separate |corresponding )?(?:{_TICKET_ADJ}\s+){{0,2}}{_TICKET}\b"
+            rf"(?!\s+(?:printer|machine|number|system|queue|template|type|status|field|tool|"
+            rf"portal|page))",
+        ),
+        (
+            "ticket",
+            "asked for a ticket",
+            rf"\b(?:i (?:want|would like|need|require|request)|can i (?:get|have)|could i "
+            rf"(?:get|have)|give me|get me)\s+(?:a |an |one |new |a new |another )"
+            rf"(?:(?:support|it|help ?desk|helpdesk|service|urgent|new|high priority|quick)\s+)?"
+            rf"{_TICKET}\b",
+        ),
+        # "open an issue", not "log issue" (an issue with logs) or "open issue" (one not closed)
+        (
+            "ticket",
+            "asked for a ticket",
+            rf"\b{_CREATE}\s+(?:me |us )?(?:an|a new|another|a)\s+(?:{_TICKET_ADJ}\s+){{0,2}}"
+            rf"issues?\b",
+        ),
+        (
+            "ticket",
+            "asked for a ticket",
+            rf"\bput (?:in )?(?:a |an )?{_TICKET}(?: in)?\b",
+        ),
+        # "escalate this", "please escalate", "I want an escalation"
+        (
+            "escalate",
+            "asked to escalate",
+            r"(?:^|\b(?:please|can you|could you|would you|want you to|need you to|want to|"
+            r"need to|would like to|would like you to|let us|i|just|so|then)\s+)escalate\b"
+            r"|\bescalate (?:this|it|that|my|the|to|please|now|immediately|asap)\b"
+            r"|\b(?:an|for|request|want|need|demand) (?:an )?escalation\b"
+            r"|\bescalation (?:please|now|asap|needed|required)\b"
+            r"|\b(?:be|get|gets|getting|been) escalated\b(?! quickly)"
+            r"|\bescalated (?:please|asap|now|immediately)\b"
+            r"|\b(?:want|need|like|get|have) (?:this|it|that|my \w+|the \w+) escalated\b",
+        ),
+    )
+)
+
+# A clause that is nothing but a named helper: "real agent please", "service agent",
+# "someone from customer care", "human please", "new ticket", "ticket pls".
+_FILLER = word_set(
+    "please now just right away asap thanks thank you ok okay hey hi hello so yes yeah i "
+    "need want a an the some me to get give can could with from at in of for my one "
+    "immediately quickly urgently already"
+)
+_BARE_PERSON = word_set(
+    "human humans person agent agents representative rep technician tech someone somebody "
+    "operator staff employee supervisor manager handoff handover escalation escalate "
+    "helpdesk desk service support care customer live real actual proper being team"
+)
+_BARE_STRONG = word_set(
+    "human humans person agent agents representative rep technician operator supervisor "
+    "manager handoff handover escalation escalate helpdesk desk customer"
+)
+_BARE_TICKET = word_set(
+    "ticket tickets incident incidents case new open create raise file log support it "
+    "urgent helpdesk request"
+)
+
+# Typo tolerance: unknown words within one edit of a key noun are read as that noun.
+_KEY_WORDS = (
+    "human",
+    "humans",
+    "person",
+    "people",
+    "agent",
+    "ticket",
+    "tickets",
+    "incident",
+    "incidents",
+    "technician",
+    "representative",
+    "someone",
+    "somebody",
+    "escalate",
+    "escalation",
+    "support",
+    "speak",
+    "please",
+    "status",
+    "helpdesk",
+)
+# Real words one edit away from a key word, left as they are.
+_KNOWN = frozenset(_KEY_WORDS) | word_set(
+    "escalated escalates escalating persons personal agents agenda urgent humane tickle ticked "
+    "someones supports supported speaks special pleased pleasing statue states stats statuses "
+    "incidence humor humour perform passion"
+)
+
+
+def _within_one_edit(word: str, target: str) -> bool:
+    """Damerau-Levenshtein distance of at most one (one insertion, deletion, change or swap)."""
+    if abs(len(word) - len(target)) > 1 or word == target:
+        return word == target
+    if len(word) == len(target):
+        diffs = [i for i, (a, b) in enumerate(zip(word, target, strict=True)) if a != b]
+        if len(diffs) == 1:
+            return True
+        return (
+            len(diffs) == 2
+            and diffs[1] == diffs[0] + 1
+            and word[diffs[0]] == target[diffs[1]]
+            and word[diffs[1]] == target[diffs[0]]
+        )
+    shorter, longer = (word, target) if len(word) < len(target) else (target, word)
+    return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
+
+
+def _correct(word: str) -> str:
+    if len(word) < 5 or word in _KNOWN:
+        return word
+    for key in _KEY_WORDS:
+        if word[0] == key[0] and _within_one_edit(word, key):
+            return key
+    return word
+
+
+_PHRASES = (
+    (re.compile(r"\bhuman resources\b"), "hr"),
+    (re.compile(r"\bhand (off|over)\b"), r"hand\1"),
+)
+
+
+def _corrected_clauses(text: str) -> list[str]:
+    """The clauses with typos in key nouns corrected and set phrases made single words."""
+    corrected = []
+    for clause in clauses(text):
+        words = " ".join(_correct(word) for word in clause.split())
+        for pattern, replacement in _PHRASES:
+            words = pattern.sub(replacement, words)
+        corrected.append(words)
+    return corrected
+
+
+def _negated(clause: str, start: int) -> bool:
+    """A negation stands before position ``start`` of the clause (and is not rhetorical)."""
+    before = clause[:start]
+    if _RHETORICAL.search(before):
+        return False
+    if _NO_HEAD.search(clause):
+        return True
+    # "I don't know how to reach a person" still wants one.
+    if re.search(r"\bnot (know|sure) (how|where|who)\b", before):
+        return False
+    return bool(_NEGATION.search(before))
+
+
+@dataclass(frozen=True)
+class HumanRequest:
+    """An explicit request for a person, a ticket or an escalation."""
+
+    kind: str
+    """``person``, ``ticket`` or ``escalate``."""
+    reason: str
+    """A short phrase for the log and the ticket, e.g. "asked to talk to a person"."""
+
+
+def _ticket_clause_excluded(clause: str, whole: str) -> bool:
+    if _OTHER_TICKET.search(clause) and re.search(r"\btickets?\b", clause):
+        return True
+    if _OTHER_CASE.search(clause) and not re.search(r"\b(tickets?|incidents?)\b", clause):
+        return True
+    if _ADVICE.search(clause):
+        return True
+    return bool(_HOW_TO.search(whole) and _TOOL_CONTEXT.search(whole))
+
+
+def _bare_request(clause: str) -> HumanRequest | None:
+    clause = re.sub(
+        r"\bit (support|team|department|dept|desk|staff|people|service)\b", r"\1", clause
+    )
+    words = [w for w in clause.split() if w not in _FILLER]
+    if not words or len(words) > 4:
+        return None
+    unqualified = {"someone", "somebody"} & set(words)
+    desk = {"support", "desk", "helpdesk", "service", "care", "team", "staff"} & set(words)
+    strong = set(words) & _BARE_STRONG or (unqualified and desk)
+    if set(words) <= _BARE_PERSON and strong:
+        return HumanRequest("person", "asked for a person")
+    has_ticket = {"ticket", "tickets", "incident", "incidents"} & set(words)
+    if has_ticket and set(words) <= _BARE_TICKET:
+        return HumanRequest("ticket", "asked for a ticket")
+    return None
+
+
+def detect_human_request(text: str) -> HumanRequest | None:
+    """The first explicit request for a person, ticket or escalation in ``text``, or None."""
+    parts = _corrected_clauses(text)
+    whole = " ".join(parts)
+    for clause in parts:
+        if _IDENTITY.search(clause) and not re.search(r"\b(want|need|talk to|speak to)\b", clause):
+            continue
+        if clause.startswith("if ") or clause.startswith("in case"):
+            continue
+        for kind, reason, pattern in _REQUEST_PATTERNS:
+            for match in pattern.finditer(clause):
+                if kind == "person" and _QUOTED_CONTACT.search(match.group()):
+                    continue
+                if kind == "ticket" and (
+                    _ticket_clause_excluded(clause, whole)
+                    or _ADJECTIVE_BEFORE.search(clause[: match.start()])
+                ):
+                    continue
+                negated = _negated(clause, match.start())
+                if reason == "does not want to talk to a bot":
+                    negated = False  # the negation is the request
+                if not negated:
+                    return HumanRequest(kind, reason)
+        bare = _bare_request(clause)
+        if bare and not _negated(clause, len(clause)):
+            return bare
+    # Telegraphic ticket requests: "ticket support incident open now can you do that for me".
+    words = whole.split()
+    verbs = [
+        m
+        for m in re.finditer(rf"\b{_CREATE}\b", whole)
+        if not _ADJECTIVE_BEFORE.search(whole[: m.start()])
+    ]
+    if (
+        len(words) <= 12
+        and verbs
+        and re.search(rf"\b{_TICKET}\b", whole)
+        and detect_status_question(text) is None
+        and not re.search(r"\b(i|we|you) (opened|created|raised|filed|logged|submitted)\b", whole)
+        and not re.search(r"\b(is|was|are|were|has been|still) (open|opened)\b", whole)
+        and not _negated(whole, len(whole))
+        and not _ticket_clause_excluded(whole, whole)
+        and not re.search(r"\b(status|update|closed|progress)\b", whole)
+    ):
+        return HumanRequest("ticket", "asked for a ticket")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Replies to a ticket offer
+
+
+class OfferReply(StrEnum):
+    """How the user answered "shall I create a ticket?"."""
+
+    ACCEPT = "accept"
+    DECLINE = "decline"
+    NEITHER = "neither"
+    """Something else: a new question, or a reply that says neither yes nor no."""
+
+
+_RESOLVED = re.compile(
+    r"\b((it|that|this|everything) (works|is working|is fixed|is fine|is ok|is okay|is good|is "
+    r"sorted|worked|fixed it|did it|solved it)( now)?|(fixed|solved|sorted|resolved) (it|now|"
+    r"itself)|all (good|set|sorted|fine) now|problem solved|works now|working now|never mind|"
+    r"nevermind|nvm|forget (it|about it)|i (figured|worked) it out|i will (try|manage|do it|"
+    r"handle it|sort it|wait)|let me try|maybe later|not (now|yet|today|necessary|needed)|no "
+    r"need|do not bother|that is (ok|okay|fine|alright) (thanks|thank you)|i am (ok|okay|fine|"
+    r"good))\b"
+)
+_DECLINE_START = re.compile(
+    r"^(no|nope|nah|na|no thanks|no thank you|negative|not really|rather not|i would rather not|"
+    r"do not|dont|please do not|cancel|stop|i do not (want|need) (it|one|that|a ticket)|"
+    r"not at all|no way|absolutely not|definitely not|thanks but no)\b"
+)
+_ACCEPT_START = re.compile(
+    r"^(yes|yeah|yea|yep|yup|ya|yah|yess+|y|sure|ok|okay|k|kk|alright|all right|fine|please|"
+    r"please do|do it|go ahead|go for it|go on|absolutely|definitely|of course|certainly|"
+    r"sounds good|sounds great|that would be (great|good|nice|helpful|perfect)|perfect|great|"
+    r"good idea|why not|let us do (it|that|this)|i would like that|i would appreciate (it|that)|"
+    r"correct|right|affirmative|indeed|yes please|make it so|create it|open it|file it|"
+    r"raise it|log it|submit it|send it|escalate it|i guess|guess so|i suppose|ok then|"
+    r"that works|works for me|sure thing|by all means|please create|please open)\b"
+)
+
+
+def read_offer_reply(text: str) -> OfferReply:
+    """Read a reply to a ticket offer: "yes", "please do", "sure, create it" accept it.
+
+    Declines: "no", "no thanks", "not now", "never mind, it works now", "don't". Anything else,
+    a new question included, is neither; an explicit request for a person or a ticket in the
+    reply ("no, I want a person") accepts.
+    """
+    if detect_human_request(text):
+        return OfferReply.ACCEPT
+    parts = clauses(text)
+    if not parts:
+        return OfferReply.NEITHER
+    whole = " ".join(parts)
+    if _RESOLVED.search(whole):
+        return OfferReply.DECLINE
+    first = parts[0]
+    if _DECLINE_START.search(first):
+        return OfferReply.DECLINE
+    if _ACCEPT_START.search(first):
+        # "ok thanks, bye" after an offer is a polite close, not a yes.
+        if re.match(r"(ok|okay|k|alright|fine|thanks)\b", first) and re.search(
+            r"\b(bye|goodbye|see you|later|cheers)\b", whole
+        ):
+            return OfferReply.DECLINE
+        return OfferReply.ACCEPT
+    return OfferReply.NEITHER
+
+
+# ---------------------------------------------------------------------------------------------
+# Ticket status questions
+
+# A Jira key (IT-123, HELP-42); other tools' numbers after a ticket word ("ticket #4711",
+# "incident INC0012345").
+_JIRA_KEY = re.compile(r"\b([A-Za-z][A-Za-z0-9_]{0,9}-[0-9]{1,7})\b")
+_NUMBERED = re.compile(
+    r"\b(?:ticket|incident|case|request|issue|inc|req)\s*(?:number|no\.?|nr\.?|num|id)?\s*"
+    r"[:#]?\s*((?:inc|req|ritm|sr|tkt)?[0-9]{3,12})\b",
+    re.IGNORECASE,
+)
+_STANDALONE_NUMBERED = re.compile(r"\b((?:INC|REQ|RITM|SR|TKT)[0-9]{4,12})\b", re.IGNORECASE)
+# Things that look like keys but are not tickets.
+_NOT_A_KEY = re.compile(
+    r"^(utf|iso|sha|md|x|rfc|cve|win|covid|windows|office|ipv|tls|ssl|wpa|h|mp|ms|"
+    r"cat|usb|hdmi|e|f|a|b|c|v|gpt|pci|ddr|error|err|code|port|step|page|version)-",
+    re.IGNORECASE,
+)
+_MY_TICKET = (
+    r"(?:my|the|our|that|this|mine|me|an?|any)\s+(?:\w+\s+){0,2}?(?:ticket|tickets|incident|"
+    r"incidents|case|cases|request|requests|issue|report|escalation)"
+)
+_STATUS_PATTERNS = tuple(
+    re.compile(p)
+    for p in (
+        rf"\bstatus (?:of|on|for) {_MY_TICKET}\b",
+        r"\b(?:my|the) (?:\w+ )?(?:ticket|incident|case|request) status\b",
+        r"^(?:check )?(?:ticket|incident|case|request) status\b",
+        r"\b(?:ticket|incident|case|request)s? status(?:es)?\b(?! (?:page|field|column|workflow))",
+        rf"\b(?:update|updates|news|progress|word|eta|feedback|response|reply|answer)s? "
+        rf"(?:on|about|for|regarding|with|from) {_MY_TICKET}\b",
+        rf"\b(?:has|have|did) (?:anyone|anybody|someone|somebody|you|it|they|a technician|a "
+        rf"tech|the team|support) (?:\w+ )?(?:looked|look|seen|see|picked|pick|read|touched|"
+        rf"worked|work|responded|respond|replied|reply|gotten|got|get|received|receive|"
+        rf"assigned|answered|answer|handled|checked) (?:at |up |on |to |into )?{_MY_TICKET}\b",
+        rf"\b(?:is|was|are|has|have) {_MY_TICKET} (?:\w+ )?(?:been )?(?:closed|open|opened|"
+        rf"resolved|fixed|done|finished|in progress|being (?:worked on|handled|looked at)|"
+        rf"assigned|picked up|looked at|seen|handled|solved|still|received|progressing|moving)\b",
+        rf"\b(?:what|anything) (?:is |has )?(?:happening|happened|going on|new|the news) "
+        rf"(?:with|on|to|about) {_MY_TICKET}\b",
+        rf"\bhow is {_MY_TICKET} (?:\w+ )?(?:going|doing|coming along|progressing|getting on)\b",
+        r"\bhow is (?:it|that) (?:going|doing|coming along|progressing)\b.*\b(?:ticket|"
+        r"incident|case|request|issue)\b|\b(?:ticket|incident|case|request|issue)\b.*\bhow "
+        r"is (?:it|that) (?:going|doing|coming along|progressing)\b",
+        rf"\bwhen (?:will|is|does|can) {_MY_TICKET} (?:\w+ )?(?:be )?(?:resolved|fixed|closed|"
+        rf"done|handled|looked at|picked up|answered|finished|solved|processed)\b",
+        r"\b(?:any|have i|do i have|i have) (?:\w+ )?(?:open|pending|outstanding|active) "
+        r"(?:tickets?|incidents?|cases?|requests?)\b",
+        rf"\b(?:still waiting|waiting|heard nothing|no news|no word|no response|no reply|heard "
+        rf"back|hear back) (?:\w+ ){{0,2}}(?:on|about|for|from|regarding) {_MY_TICKET}\b",
+        r"\b(?:ticket|incident|case|request|issue) i (?:opened|raised|filed|logged|submitted|"
+        r"created|reported|sent|made)\b.*\b(?:status|update|news|progress|going|doing|closed|"
+        r"resolved|open|happened|happening|done)\b",
+        r"\bi (?:opened|raised|filed|logged|submitted|created|reported|made) (?:a|an) "
+        r"(?:\w+ )?(?:ticket|incident|case|request|issue)\b.*\b(?:status|update|news|progress|"
+        r"going|doing|closed|resolved|open|happened|happening|done|heard)\b",
+        r"\bis my (?:issue|problem|request|ticket|case) still (?:open|pending|being|unresolved|"
+        r"there)\b",
+    )
+)
+_STATUS_UPDATE_ONLY = re.compile(
+    r"\b(?:any|an|what is the|what are the|is there an?|got any) (?:news|updates?|progress)\b"
+)
+
+
+@dataclass(frozen=True)
+class StatusQuestion:
+    """The user asks how a ticket of theirs is doing."""
+
+    ticket_key: str | None = None
+    """The ticket named (``IT-123``, ``INC0012345``, ``4711``), upper case, or None."""
+
+
+def extract_ticket_key(text: str) -> str | None:
+    """A ticket key or number named in ``text``, or None."""
+    for match in _JIRA_KEY.finditer(text):
+        key = match.group(1)
+        project, _, _number = key.partition("-")
+        if _NOT_A_KEY.match(key) or not project[0].isalpha():
+            continue
+        # Lower-case keys count only where a ticket word or a question makes them one.
+        if project.islower() and not re.search(
+            r"\b(ticket|incident|case|request|issue|update|status)\b|\?", text, re.IGNORECASE
+        ):
+            continue
+        return key.upper()
+    numbered = _STANDALONE_NUMBERED.search(text) or _NUMBERED.search(text)
+    return numbered.group(1).upper() if numbered else None
+
+
+def detect_status_question(text: str) -> StatusQuestion | None:
+    """A question about the status of the user's ticket, with its key when named; or None.
+
+    "what's the status of my ticket", "any update on IT-123?", "has anyone looked at my
+    ticket", "is my incident closed yet". A request for a new ticket, or the status of
+    something else ("status of the VPN outage", "status code 500"), is not one.
+    """
+    parts = clauses(text)
+    whole = " ".join(parts)
+    key = extract_ticket_key(text)
+    if any(pattern.search(whole) for pattern in _STATUS_PATTERNS):
+        return StatusQuestion(key)
+    if _STATUS_UPDATE_ONLY.search(whole) and re.search(
+        r"\b(my|our) (\w+ )?(ticket|incident|case|request|issue|report)s?\b", whole
+    ):
+        return StatusQuestion(key)
+    if key and (
+        _STATUS_UPDATE_ONLY.search(whole)
+        or re.search(r"\b(status|update|progress|news|closed|resolved|open|eta)\b", whole)
+        or re.fullmatch(r"\s*(what about|and|how about)?\s*\S+\s*\?\s*", text.lower())
+    ):
+        return StatusQuestion(key)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The decision
+
+
+@dataclass(frozen=True)
+class EscalationPolicy:
+    """The checkpoint's settings (see the report for the proposed ``ORCHESTRATOR_*`` fields)."""
+
+    anger_threshold: float = DEFAULT_ANGER_THRESHOLD
+    """An anger score at or above this escalates. 0.6 needs two strong clues or three mild
+    ones; see ``deskpilot eval escalation`` for its false-escalation rate."""
+
+
+@dataclass(frozen=True)
+class EscalationDecision:
+    """Whether this message escalates, and the reasons to log and to put in the ticket."""
+
+    escalate: bool
+    reason: EscalationReason | None
+    """``user_request`` or ``anger`` when escalating (a request wins), else None."""
+    anger: AngerScore
+    request: HumanRequest | None = None
+    reasons: list[str] = field(default_factory=list)
+    """Short phrases: the request's, then the anger score's evidence."""
+
+    @property
+    def reason_detail(self) -> str:
+        """One line for ``EscalationRequested.reason_detail`` and the log."""
+        return "; ".join(self.reasons)
+
+
+class EscalationCheckpoint:
+    """Decides, message by message, whether the conversation goes to a technician."""
+
+    def __init__(
+        self, scorer: AngerScorer | None = None, policy: EscalationPolicy | None = None
+    ) -> None:
+        self.scorer = scorer or AngerScorer()
+        self.policy = policy or EscalationPolicy()
+
+    def check(self, text: str, trajectory: Trajectory = EMPTY_TRAJECTORY) -> EscalationDecision:
+        request = detect_human_request(text)
+        anger = self.scorer.score(text, trajectory)
+        angry = anger.score >= self.policy.anger_threshold
+        reasons: list[str] = []
+        if request:
+            reasons.append(request.reason)
+        if angry:
+            reasons.append(f"anger {anger.score:.2f} >= {self.policy.anger_threshold:.2f}")
+            reasons.extend(anger.reasons)
+        if request:
+            reason: EscalationReason | None = EscalationReason.USER_REQUEST
+        elif angry:
+            reason = EscalationReason.ANGER
+        else:
+            reason = None
+        return EscalationDecision(
+            escalate=reason is not None,
+            reason=reason,
+            anger=anger,
+            request=request,
+            reasons=reasons,
+        )
