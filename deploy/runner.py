@@ -30,7 +30,7 @@ from pydantic_settings import SettingsConfigDict
 
 from contracts.settings import ServiceSettings
 
-SERVICES = ("redactor", "orchestrator", "indexer", "crawler", "gateway")
+SERVICES = ("redactor", "ocr", "orchestrator", "indexer", "ticketing", "crawler", "gateway")
 """Start order: workers first, the gateway (the only entry point) last."""
 OPTIONAL = frozenset({"crawler"})
 """Started only where they can run (see :meth:`Stack.wanted`)."""

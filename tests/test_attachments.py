@@ -1,0 +1,186 @@
+"""Attachments end to end: gateway → attachment.received → ocr → attachment.extracted →
+redactor → the upload's answer and attachment.redacted → orchestrator → a chat answer using it.
+
+The whole stack runs as ``deskpilot up`` starts it; files go in through the public API only.
+Screenshots are drawn here with Pillow's own scalable font, so no system font is assumed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+from uuid import uuid4
+
+import httpx
+import pytest
+import redis
+from PIL import Image, ImageDraw, ImageFont
+
+from deploy.runner import Stack
+from tests.support import deskpilot, wait_until
+from tests.support.stack import running_stack
+
+pytestmark = pytest.mark.slow
+
+TOKEN = f"test-admin-{uuid4().hex}"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+MAX_LOG = 200_000
+
+LOG = (
+    "2026-11-25 08:59:58 INFO vpnagent: starting tunnel for user dana.whitfield@northwind.example\n"
+    + "".join(f"2026-11-25 09:00:{i:02d} DEBUG vpnagent: keepalive {i}\n" for i in range(40))
+    + "2026-11-25 09:01:07 ERROR vpnagent: connection to gw1.northwind.example failed: "
+    "0x800704cf (network location cannot be reached)\n"
+    + "2026-11-25 09:01:09 INFO vpnagent: retrying in 30 s\n"
+).encode()
+
+
+def screenshot(lines: list[str]) -> bytes:
+    font = ImageFont.load_default(size=28)
+    image = Image.new("RGB", (900, 70 + 50 * len(lines)), "white")
+    draw = ImageDraw.Draw(image)
+    for row, line in enumerate(lines):
+        draw.text((30, 35 + 50 * row), line, fill="black", font=font)
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    env = {"DESKPILOT_ADMIN_TOKEN": TOKEN, "GATEWAY_MAX_LOG_BYTES": str(MAX_LOG)}
+    with running_stack(tmp_path_factory.mktemp("attachments"), extra_env=env) as running:
+        yield running
+
+
+def attach(
+    stack: Stack, filename: str, data: bytes, conversation_id: str | None = None
+) -> httpx.Response:
+    fields = {"conversation_id": conversation_id} if conversation_id else {}
+    return httpx.post(
+        f"{stack.url}/api/attachments",
+        files={"file": (filename, data, "application/octet-stream")},
+        data=fields,
+        timeout=120,
+    )
+
+
+def chat(stack: Stack, conversation_id: str, text: str, attachments: list[str]) -> httpx.Response:
+    payload: dict[str, Any] = {
+        "text": text,
+        "conversation_id": conversation_id,
+        "attachments": attachments,
+    }
+    return httpx.post(f"{stack.url}/api/chat", json=payload, timeout=90)
+
+
+def test_a_log_is_read_redacted_and_used_to_answer(stack: Stack) -> None:
+    conversation = f"conv-{uuid4().hex}"
+    response = attach(stack, "vpnagent.log", LOG, conversation)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["kind"] == "log"
+    assert body["bytes"] == len(LOG)
+    assert body["conversation_id"] == conversation
+    assert "0x800704cf" in [signature.lower() for signature in body["signatures"]]
+    # The e-mail address in the log never comes back; its placeholder does.
+    assert "dana.whitfield" not in json.dumps(body)
+    assert "<EMAIL_ADDRESS_1>" in body["text_excerpt"]
+
+    answer = chat(stack, conversation, "my vpn won't connect, log attached", [body["id"]])
+    assert answer.status_code == 200, answer.text
+    reply = answer.json()
+    assert "0x800704cf" in reply["answer"].lower()
+    assert "From your attachments" in reply["answer"]
+    assert "dana.whitfield" not in answer.text
+
+    fetched = httpx.get(f"{stack.url}/api/attachments/{body['id']}", timeout=10)
+    assert fetched.status_code == 200
+    assert fetched.json()["signatures"] == body["signatures"]
+
+
+def test_a_screenshot_is_read_with_ocr(stack: Stack) -> None:
+    conversation = f"conv-{uuid4().hex}"
+    image = screenshot(
+        ["Outlook cannot connect to the server.", "Error code: 0x800CCC0E", "Close    Help"]
+    )
+    response = attach(stack, "outlook.png", image, conversation)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["kind"] == "image"
+    assert "0x800ccc0e" in [signature.lower() for signature in body["signatures"]]
+    assert "connect to the server" in body["text_excerpt"]
+
+
+@pytest.mark.parametrize(
+    ("filename", "data", "status", "code"),
+    [
+        ("report.log", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n", 415, "unsupported_file_type"),
+        ("setup.txt", b"MZ\x90\x00\x03\x00\x00\x00\x04\x00", 415, "unsupported_file_type"),
+        ("huge.log", b"ERROR disk full\n" * (MAX_LOG // 10), 413, "file_too_large"),
+        ("broken.png", b"\x89PNG\r\n\x1a\n" + b"\x00garbage" * 50, 422, "corrupt_file"),
+        ("empty.log", b"", 422, "invalid_request"),
+    ],
+)
+def test_bad_files_get_clear_errors_and_nothing_is_kept(
+    stack: Stack, filename: str, data: bytes, status: int, code: str
+) -> None:
+    response = attach(stack, filename, data)
+    assert response.status_code == status, response.text
+    assert response.json()["error_code"] == code
+    assert response.json()["detail"]
+    client = redis.Redis.from_url(stack.redis_url)
+    # The bytes never stay on the bus, whatever happened to them.
+    assert client.xlen("attachment.received") == 0
+    assert client.xlen("attachment.extracted") == 0
+
+
+def test_a_message_cannot_use_another_conversations_attachment(stack: Stack) -> None:
+    body = attach(stack, "app.log", LOG, f"conv-{uuid4().hex}").json()
+    response = chat(stack, f"conv-{uuid4().hex}", "what does this log mean?", [body["id"]])
+    assert response.status_code == 404
+    assert response.json()["error_code"] == "unknown_attachment"
+
+
+def keys_mentioning(stack: Stack, needles: list[str]) -> list[str]:
+    client = redis.Redis.from_url(stack.redis_url)
+    found = []
+    for key in client.scan_iter(count=1000):
+        name = key.decode()
+        if any(needle in name for needle in needles):
+            found.append(name)
+    return found
+
+
+async def test_purge_deletes_the_conversation_everywhere(stack: Stack) -> None:
+    conversation = f"conv-{uuid4().hex}"
+    attachment = attach(stack, "vpnagent.log", LOG, conversation).json()
+    turn = chat(stack, conversation, "vpn error, see log", [attachment["id"]]).json()
+    needles = [conversation, attachment["id"], turn["turn_id"]]
+    assert keys_mentioning(stack, needles), "the conversation left no keys to purge"
+
+    refused = httpx.delete(f"{stack.url}/api/admin/conversations/{conversation}", timeout=10)
+    assert refused.status_code == 401
+    accepted = httpx.delete(
+        f"{stack.url}/api/admin/conversations/{conversation}", headers=ADMIN, timeout=10
+    )
+    assert accepted.status_code == 202, accepted.text
+
+    async def gone() -> bool:
+        return not keys_mentioning(stack, needles)
+
+    await wait_until(gone, 30, message=lambda: f"left: {keys_mentioning(stack, needles)}")
+    assert httpx.get(f"{stack.url}/api/attachments/{attachment['id']}").status_code == 404
+    assert httpx.get(f"{stack.url}/api/turns/{turn['turn_id']}").status_code == 404
+
+
+def test_purge_from_the_command_line(stack: Stack) -> None:
+    conversation = f"conv-{uuid4().hex}"
+    attachment = attach(stack, "vpnagent.log", LOG, conversation).json()
+    turn = chat(stack, conversation, "vpn error, see log", [attachment["id"]]).json()
+    done = deskpilot("purge", "--conversation", conversation, "--data-dir", str(stack.data_dir))
+    assert done.returncode == 0, done.stderr
+    assert "purged conversation" in done.stdout
+    assert not keys_mentioning(stack, [conversation, attachment["id"], turn["turn_id"]])
