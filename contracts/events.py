@@ -76,9 +76,12 @@ class TicketRef(BaseModel):
 
 
 class IncidentRef(BaseModel):
+    """An ongoing incident the turn matched: the user need not keep troubleshooting."""
+
     id: str
     title: str
     status: str
+    url: str | None = None
     since: datetime | None = None
     latest_update: str | None = None
 
@@ -142,6 +145,11 @@ class MessageReceived(Event):
     request_ticket: bool = Field(
         False, description="The user pressed the ticket button: escalate whatever the text says."
     )
+    authenticated: bool = Field(
+        False,
+        description="The gateway verified the user's identity (a signed token); anonymous and "
+        "self-declared user ids are not authenticated.",
+    )
 
 
 class QueryReceived(Event):
@@ -153,6 +161,7 @@ class QueryReceived(Event):
     reply_to: str
     attachments: list[str] = Field(default_factory=list)
     request_ticket: bool = False
+    authenticated: bool = False
 
 
 class TurnReply(Event):

@@ -107,7 +107,7 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.DOCUMENT_STATUS: (Group.GATEWAY,),
     Topic.ESCALATION_REQUESTED: (Group.TICKETING,),
     Topic.TICKET_STATUS_REQUESTED: (Group.TICKETING,),
-    Topic.TICKET_EVENTS: (Group.ORCHESTRATOR,),
+    Topic.TICKET_EVENTS: (Group.ORCHESTRATOR, Group.GATEWAY),
     Topic.INCIDENT_REPORTED: (Group.ORCHESTRATOR, Group.TICKETING),
 }
 """Which groups read which topic. Every service creates all of these groups at start-up, so a

@@ -95,6 +95,7 @@ def register(
             reply_to=event.reply_to,
             attachments=event.attachments,
             request_ticket=event.request_ticket,
+            authenticated=event.authenticated,
         )
         await bus.publish(Topic.QUERY_RECEIVED, query)
         # Raw text lives only until it is redacted.
