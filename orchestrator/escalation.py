@@ -37,7 +37,7 @@ from orchestrator.sentiment import (
     word_set,
 )
 
-DEFAULT_ANGER_THRESHOLD = 0.6
+DEFAULT_ANGER_THRESHOLD = 0.5
 
 # ---------------------------------------------------------------------------------------------
 # Vocabulary
@@ -197,6 +197,15 @@ _REQUEST_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
             rf"agents?|operators?|supervisors?|managers?|specialists?)\b|"
             rf"someone (?:to|who|that|real|from|at|in)\b|somebody (?:to|who|that|real|from|at)\b)",
         ),
+        # "could someone from the service desk call me back"
+        (
+            "person",
+            "asked a person to contact them",
+            rf"\b(?:can|could|would|will|please|have|get|may)\s+{_PERSON_DIRECT}\s+"
+            rf"(?:(?:from|at|in|on)\s+{_DET}(?:[a-z0-9]+\s+){{1,3}}?)?(?:please\s+)?(?:call|"
+            rf"contact|ring|phone|email|e-mail|get back to|reach out to|come (?:over )?to|come "
+            rf"and see|visit|message|text)\s+(?:me|us)\b",
+        ),
         # "I need help from a real human", "assistance from a person"
         (
             "person",
@@ -209,7 +218,7 @@ _REQUEST_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
             "asked for a real person",
             r"\b(?:real|live|actual|human|genuine) (?:humans?|person|people|beings?|agents?|"
             r"representatives?|someone|somebody|support|help|technicians?|employees?|"
-            r"operators?|staff|chat)\b|\b(?:someone|somebody) real\b",
+            r"operators?|staff)\b|\b(?:someone|somebody) real\b",
         ),
         # "is there a human I can talk to", "do you have human support", "are there humans..."
         (
@@ -217,17 +226,17 @@ _REQUEST_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
             "asked whether a person is available",
             rf"\b(?:is there|are there|do you (?:guys )?have|have you got|any)\s+(?:any |also |a |"
             rf"an |some |even )*(?:{_QUALIFIER}\s+)?(?:humans?|people|person|representatives?|"
-            rf"technicians?|human support|someone (?:i|who|to)|somebody (?:i|who|to)|live "
-            rf"(?:agents?|chat|support))\b",
+            rf"technicians?|human support|live (?:agents?|chat|support)|(?:someone|somebody|"
+            rf"anyone|anybody) (?:human|real|live|i (?:can|could)|who|to (?:talk|speak|chat)))\b",
         ),
         # "I don't want to talk to a bot", "talking to a machine is stupid"
         (
             "person",
             "does not want to talk to a bot",
-            rf"\b(?:not|never|no longer|stop|quit|hate|tired of|sick of|fed up with|done with|"
-            rf"enough of)\s+(?:\w+\s+){{0,3}}?(?:talk|talking|speak|speaking|chat|chatting|deal|"
-            rf"dealing|communicate|communicating|texting)\s+(?:to|with)\s+(?:a |an |the |this |"
-            rf"some |your )?{_BOT}\b",
+            rf"\b(?:not|never|no longer|no more|stop|quit|hate|tired of|sick of|fed up with|"
+            rf"done with|done|finished|enough of|enough with)\s+(?:\w+\s+){{0,3}}?(?:talk|"
+            rf"talking|speak|speaking|chat|chatting|deal|dealing|communicate|communicating|"
+            rf"texting)\s+(?:to|with)\s+(?:a |an |the |this |some |your )?{_BOT}\b",
         ),
         (
             "person",
@@ -327,6 +336,7 @@ _KEY_WORDS = (
     "status",
     "helpdesk",
 )
+_SHORT_KEY_WORDS = ("talk", "chat", "want", "need")
 # Real words one edit away from a key word, left as they are.
 _KNOWN = frozenset(_KEY_WORDS) | word_set(
     "escalated escalates escalating persons personal agents agenda urgent humane tickle ticked "
@@ -353,7 +363,23 @@ def _within_one_edit(word: str, target: str) -> bool:
     return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
 
 
+def _swapped(word: str, target: str) -> bool:
+    """Two neighbouring letters swapped ("tlak" for "talk")."""
+    diffs = [i for i, (a, b) in enumerate(zip(word, target, strict=True)) if a != b]
+    return len(diffs) == 2 and diffs[1] == diffs[0] + 1 and word[diffs[0]] == target[diffs[1]]
+
+
 def _correct(word: str) -> str:
+    if len(word) == 4 and word not in _SHORT_KEY_WORDS:
+        # Short words: only a swap, which never turns one real word into another here.
+        return next(
+            (
+                key
+                for key in _SHORT_KEY_WORDS
+                if sorted(key) == sorted(word) and _swapped(word, key)
+            ),
+            word,
+        )
     if len(word) < 5 or word in _KNOWN:
         return word
     for key in _KEY_WORDS:
@@ -365,6 +391,7 @@ def _correct(word: str) -> str:
 _PHRASES = (
     (re.compile(r"\bhuman resources\b"), "hr"),
     (re.compile(r"\bhand (off|over)\b"), r"hand\1"),
+    (re.compile(r"\bhelp desk\b"), "helpdesk"),
 )
 
 
@@ -390,6 +417,10 @@ def _negated(clause: str, start: int) -> bool:
     if re.search(r"\bnot (know|sure) (how|where|who)\b", before):
         return False
     return bool(_NEGATION.search(before))
+
+
+# A copula before the phrase describes someone ("I am a real person"), it asks for nobody.
+_DESCRIBING = re.compile(r"\b(i am|we are|he is|she is|they are|is|was|am|are)\s+(a |an )?$")
 
 
 @dataclass(frozen=True)
@@ -441,7 +472,13 @@ def detect_human_request(text: str) -> HumanRequest | None:
             continue
         for kind, reason, pattern in _REQUEST_PATTERNS:
             for match in pattern.finditer(clause):
-                if kind == "person" and _QUOTED_CONTACT.search(match.group()):
+                if kind == "person" and (
+                    _QUOTED_CONTACT.search(match.group())
+                    or (
+                        reason == "asked for a real person"
+                        and _DESCRIBING.search(clause[: match.start()])
+                    )
+                ):
                     continue
                 if kind == "ticket" and (
                     _ticket_clause_excluded(clause, whole)
@@ -584,7 +621,8 @@ _STATUS_PATTERNS = tuple(
         rf"assigned|picked up|looked at|seen|handled|solved|still|received|progressing|moving)\b",
         rf"\b(?:what|anything) (?:is |has )?(?:happening|happened|going on|new|the news) "
         rf"(?:with|on|to|about) {_MY_TICKET}\b",
-        rf"\bhow is {_MY_TICKET} (?:\w+ )?(?:going|doing|coming along|progressing|getting on)\b",
+        rf"\bhow is {_MY_TICKET} (?:\w+ ){{0,5}}?(?:going|doing|coming along|progressing|"
+        rf"getting on)\b",
         r"\bhow is (?:it|that) (?:going|doing|coming along|progressing)\b.*\b(?:ticket|"
         r"incident|case|request|issue)\b|\b(?:ticket|incident|case|request|issue)\b.*\bhow "
         r"is (?:it|that) (?:going|doing|coming along|progressing)\b",
@@ -626,7 +664,7 @@ def extract_ticket_key(text: str) -> str | None:
             continue
         # Lower-case keys count only where a ticket word or a question makes them one.
         if project.islower() and not re.search(
-            r"\b(ticket|incident|case|request|issue|update|status)\b|\?", text, re.IGNORECASE
+            r"\b(ticket|incident|case|request|issue|updates?|status)\b|\?", text, re.IGNORECASE
         ):
             continue
         return key.upper()
@@ -652,7 +690,11 @@ def detect_status_question(text: str) -> StatusQuestion | None:
         return StatusQuestion(key)
     if key and (
         _STATUS_UPDATE_ONLY.search(whole)
-        or re.search(r"\b(status|update|progress|news|closed|resolved|open|eta)\b", whole)
+        or re.search(
+            r"\b(status|updates?|progress|news|closed|resolved|open|eta|pick(ed)? up|look(ed)? "
+            r"at|assigned|fixed|done|when|anyone|someone|happen\w*|going)\b",
+            whole,
+        )
         or re.fullmatch(r"\s*(what about|and|how about)?\s*\S+\s*\?\s*", text.lower())
     ):
         return StatusQuestion(key)

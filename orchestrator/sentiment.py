@@ -128,7 +128,7 @@ class AngerWeights:
 
     vader: float = 0.45
     """At a VADER compound of -0.9 or lower; nothing above -0.5, linear in between."""
-    profanity_strong: float = 0.5
+    profanity_strong: float = 0.45
     profanity_mild: float = 0.3
     shouting: float = 0.45
     """At every long word in capitals; from half of them, linear."""
@@ -139,13 +139,13 @@ class AngerWeights:
     """Saying so: frustrated, fed up, angry, sick of it."""
     persistence: float = 0.3
     """Still not working, nothing works."""
-    not_helping: float = 0.3
+    not_helping: float = 0.35
     repetition: float = 0.2
     """Again, once more, every time."""
-    repetition_strong: float = 0.3
+    repetition_strong: float = 0.4
     """How many times, for the third time."""
     waiting: float = 0.25
-    failed_step: float = 0.15
+    failed_step: float = 0.1
     """Per failed checklist step, at most three counted."""
     repeated_question: float = 0.35
     clarify_cap: float = 0.25
@@ -176,7 +176,7 @@ _PROFANITY_MILD = re.compile(
 )
 _INSULT = re.compile(
     r"\b(useless|pointless|hopeless|worthless|waste of (my )?time|ridiculous|unacceptable|absurd|"
-    r"pathetic|a joke|joke of|nonsense|garbage|rubbish|terrible|horrible|awful|the worst|"
+    r"pathetic|joke|nonsense|garbage|rubbish|terrible|horrible|awful|the worst|"
     r"incompetent|stupid|dumb|idiot\w*|moronic|lame|trash|shambles|disgrace\w*|insane|"
     r"unbelievable|outrageous|clueless|dreadful|abysmal)\b"
 )
@@ -188,10 +188,12 @@ _EMOTION = re.compile(
 )
 _PERSISTENCE = re.compile(
     r"\b(still (not|does not|do not|did not|is not|are not|can not|will not|no|broken|fails?|"
-    r"failing|the same|same|nothing|having|getting|doing)|nothing (works|worked|has worked|"
-    r"helps|helped|is working|happens)|none of (this|that|these|it|them|your \w+) (works?|worked|"
-    r"helps?|helped)|not working (at all|again|still)|never works|keeps? (failing|happening|"
-    r"crashing|breaking|dropping|doing)|same (problem|issue|error) (again|still))\b"
+    r"failing|the same|same|nothing|having|getting|doing|down|dead|offline|frozen|crashing|"
+    r"stuck|missing|locked|waiting)|nothing (\w+ ){0,3}?(works|worked|has worked|helps|"
+    r"helped|is working|happens)|(never|ever) (works?|worked|helps?|helped)|none of (this|"
+    r"that|these|it|them|your \w+) (works?|worked|helps?|helped)|not working (at all|again|"
+    r"still)|keeps? (failing|happening|crashing|breaking|dropping|doing)|same (problem|issue|"
+    r"error) (again|still))\b"
 )
 _NOT_HELPING = re.compile(
     r"\b(not|no) help(ing|ful)?\b|\b(did|does|is) not help\b|\bnot what i (asked|said|meant)\b|"
