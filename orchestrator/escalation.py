@@ -168,7 +168,7 @@ _REQUEST_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
             r"\b(?:i (?:want|would like|need|wish|would love|would prefer|prefer|demand|would "
             r"rather)|can i|could i|may i|let me|i am trying) (?:to )?(?:just )?"
             r"(?:talk|speak|chat|converse) (?:to|with) (?!(?:a |the |this |an )?"
-            r"(?:bot|robot|machine|computer|ai|chatbot|you)\b)\w+",
+            r"(?:bot|robot|machine|computer|ai|chatbot|you)\b)(?:<\w+>|\w+)",
         ),
         # "connect me to a person", "transfer me to your team", "hand this over to a human"
         (
@@ -537,6 +537,9 @@ _RESOLVED = re.compile(
     r"need|do not bother|that is (ok|okay|fine|alright) (thanks|thank you)|i am (ok|okay|fine|"
     r"good))\b"
 )
+_ACCEPT_ACTION = re.compile(
+    r"\b(create|open|file|raise|log|submit|make|send|escalate|do) (it|one|that|the ticket|so)\b"
+)
 _DECLINE_START = re.compile(
     r"^(no|nope|nah|na|no thanks|no thank you|negative|not really|rather not|i would rather not|"
     r"do not|dont|please do not|cancel|stop|i do not (want|need) (it|one|that|a ticket)|"
@@ -566,6 +569,11 @@ def read_offer_reply(text: str) -> OfferReply:
     if not parts:
         return OfferReply.NEITHER
     whole = " ".join(parts)
+    # "no, open it anyway": an instruction to go ahead, wherever it stands.
+    for clause in parts:
+        action = _ACCEPT_ACTION.search(clause)
+        if action and not _negated(clause, action.start()):
+            return OfferReply.ACCEPT
     if _RESOLVED.search(whole):
         return OfferReply.DECLINE
     first = parts[0]

@@ -124,6 +124,11 @@ def test_near_misses_are_not_requests(text: str) -> None:
     assert detect_human_request(text) is None
 
 
+def test_redaction_placeholders_are_people_one_can_ask_for() -> None:
+    assert detect_human_request("can I talk to <PERSON_1> from the network team?") is not None
+    assert detect_human_request("my colleague <PERSON_1> cannot log in") is None
+
+
 def test_a_later_clause_can_ask_after_a_negated_one() -> None:
     assert detect_human_request("I don't need the manual, I want a person") is not None
     assert detect_human_request("no, get me a human") is not None
@@ -141,6 +146,8 @@ def test_a_later_clause_can_ask_after_a_negated_one() -> None:
         ("that would be great", OfferReply.ACCEPT),
         ("create a ticket", OfferReply.ACCEPT),
         ("no, I want to speak to a person", OfferReply.ACCEPT),
+        ("hmm no, file it anyway", OfferReply.ACCEPT),
+        ("never mind, do not create it", OfferReply.DECLINE),
         ("no", OfferReply.DECLINE),
         ("no thanks", OfferReply.DECLINE),
         ("nah, not now", OfferReply.DECLINE),
