@@ -122,7 +122,9 @@ async def test_resolution_removes_it_and_beats_a_late_older_update(
 
     # The resolved version is kept, briefly.
     kept = await store.get("inc-vpn")
-    assert kept is not None and kept.resolved and kept.latest_update == "Fixed"
+    assert kept is not None
+    assert kept.resolved
+    assert kept.latest_update == "Fixed"
     ttl = await client.ttl(store.record_key("inc-vpn"))
     assert 0 < ttl <= store.resolved_keep_s
 
@@ -216,7 +218,8 @@ ALL = [VPN, MAIL, WIFI]
 )
 def test_matches_an_affected_service_by_name(text: str) -> None:
     found = match(ALL, text, [], None)
-    assert found is not None and found.incident.id == "inc-vpn"
+    assert found is not None
+    assert found.incident.id == "inc-vpn"
     assert found.score >= MIN_SCORE
     assert found.reason.startswith("service ")
 
@@ -250,7 +253,8 @@ def test_the_category_alone_never_matches() -> None:
 )
 def test_matches_by_error_signature(signatures: list[str], text: str) -> None:
     found = match(ALL, text, signatures, None)
-    assert found is not None and found.incident.id == "inc-vpn"
+    assert found is not None
+    assert found.incident.id == "inc-vpn"
     assert "signature 0x80070005" in found.reason
 
 
@@ -266,7 +270,8 @@ def test_signatures_are_exact() -> None:
 def test_a_generic_signature_needs_another_clue() -> None:
     assert match([VPN], "the portal answers HTTP 503", [], None) is None
     found = match([VPN], "the portal answers HTTP 503", [], "connectivity")
-    assert found is not None and "generic signature HTTP 503" in found.reason
+    assert found is not None
+    assert "generic signature HTTP 503" in found.reason
 
 
 def test_no_synonyms_unless_listed() -> None:
@@ -277,12 +282,14 @@ def test_no_synonyms_unless_listed() -> None:
     listed = outlook_only.model_copy(update={"affected_services": ["Outlook", "E-mail"]})
     for text in ("my e-mail is not arriving", "email is not arriving", "no emails today"):
         found = match([listed], text, [], None)
-        assert found is not None and found.reason == "service E-mail"
+        assert found is not None
+        assert found.reason == "service E-mail"
 
 
 def test_an_everyday_word_of_a_product_name_is_a_weak_clue() -> None:
     exchange = MAIL.model_copy(update={"title": "Delays", "affected_services": ["Exchange Online"]})
-    assert match([exchange], "I want to exchange my broken mouse", [], "peripheral_exchange") is None
+    mouse = "I want to exchange my broken mouse"
+    assert match([exchange], mouse, [], "peripheral_exchange") is None
     assert match([exchange], "exchange online is down", [], None) is not None
     # A single word of a longer name, with the same category, is enough.
     assert match([exchange], "exchange does not sync", [], "account") is not None
@@ -291,7 +298,8 @@ def test_an_everyday_word_of_a_product_name_is_a_weak_clue() -> None:
 def test_a_title_word_counts_with_the_category() -> None:
     assert match([WIFI], "wifi is down on my floor", [], "account") is None
     found = match([WIFI], "wifi is down on my floor", [], "connectivity")
-    assert found is not None and found.incident.id == "inc-wifi"
+    assert found is not None
+    assert found.incident.id == "inc-wifi"
     assert found.reason == "word Wi-Fi; category connectivity"
 
 
@@ -301,13 +309,16 @@ def test_the_best_match_wins() -> None:
     )
     # Both name the VPN: the category breaks the tie, though the other is newer.
     found = match([other_vpn, VPN], "vpn drops", [], "connectivity")
-    assert found is not None and found.incident.id == "inc-vpn"
+    assert found is not None
+    assert found.incident.id == "inc-vpn"
     # Without a category the more recently updated one wins.
     found = match([VPN, other_vpn], "vpn drops", [], None)
-    assert found is not None and found.incident.id == "inc-vpn-apac"
+    assert found is not None
+    assert found.incident.id == "inc-vpn-apac"
     # A specific signature outweighs a name.
     found = match([other_vpn, VPN], "vpn drops", ["0x80070005"], "account")
-    assert found is not None and found.incident.id == "inc-vpn"
+    assert found is not None
+    assert found.incident.id == "inc-vpn"
 
 
 def test_resolved_incidents_never_match() -> None:
@@ -320,13 +331,15 @@ def test_the_reason_holds_the_incidents_terms_not_the_users_text() -> None:
     found = match([VPN], text, ["0x80070005"], "connectivity")
     assert found is not None
     assert found.reason == "signature 0x80070005; service VPN; category connectivity"
-    assert "Oslo" not in found.reason and "PERSON" not in found.reason
+    assert "Oslo" not in found.reason
+    assert "PERSON" not in found.reason
 
 
 def test_names_in_attachment_signatures_count() -> None:
     agent = vpn_incident(affected_services=["vpnagent"], error_signatures=[], title="Agent down")
     found = match([agent], "see the attached log", ["component vpnagent"], None)
-    assert found is not None and found.reason == "service vpnagent"
+    assert found is not None
+    assert found.reason == "service vpnagent"
 
 
 # -- the notice ---------------------------------------------------------------------------------
@@ -350,8 +363,11 @@ def test_notice_without_start_update_or_link() -> None:
         "This looks like an ongoing incident IT already knows about: Printing is down "
         "(cause identified, a fix is being worked on)."
     )
-    assert "since" not in text and "Latest update" not in text and "http" not in text
-    assert "don't need to keep troubleshooting" in text and "ticket" in text
+    assert "since" not in text
+    assert "Latest update" not in text
+    assert "http" not in text
+    assert "don't need to keep troubleshooting" in text
+    assert "ticket" in text
 
 
 def test_notice_shortens_a_long_update() -> None:
@@ -376,9 +392,7 @@ def test_notice_shortens_a_long_update() -> None:
         (None, T0, ""),
     ],
 )
-def test_since_is_human_friendly(
-    started: datetime | None, now: datetime, expected: str
-) -> None:
+def test_since_is_human_friendly(started: datetime | None, now: datetime, expected: str) -> None:
     assert since_phrase(started, now) == expected
 
 
