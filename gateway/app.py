@@ -16,11 +16,15 @@ from contracts.topics import Group
 from gateway import handlers
 from gateway.api import api_router
 from gateway.attachments import AttachmentRecords, AttachmentService
+from gateway.audit import AuditReader
 from gateway.config import GatewaySettings
 from gateway.conversations import ConversationIndex, PurgeService
 from gateway.documents import DocumentRecords, DocumentService
 from gateway.errors import install_error_handlers
+from gateway.identity import IdentityResolver, withhold_tokens_in_server_logs
+from gateway.incidents import IncidentService
 from gateway.service import TurnService, TurnStore
+from gateway.tickets import TicketReadModel
 
 SERVICE = "gateway"
 STATIC_DIR = Path(__file__).parent / "static"
@@ -39,6 +43,10 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     handlers.register_purge(bus, purge)
     documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
     handlers.register_documents(bus, documents)
+    tickets = TicketReadModel(bus.redis)
+    handlers.register_tickets(bus, tickets)
+    # The WebSocket takes its user token in the query string, which uvicorn logs.
+    withhold_tokens_in_server_logs()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,6 +72,10 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.documents = documents
     app.state.attachments = attachments
     app.state.purge = purge
+    app.state.tickets = tickets
+    app.state.incidents = IncidentService(bus)
+    app.state.audit = AuditReader(bus.redis, settings.audit_scan)
+    app.state.identity = IdentityResolver.from_settings(settings)
     install_error_handlers(app)
     app.include_router(api_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

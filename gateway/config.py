@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from contracts.settings import ServiceSettings
+
+PLACEHOLDER_SECRETS = frozenset({"change-me", "changeme"})
+MIN_JWT_SECRET_BYTES = 32
 
 
 class GatewaySettings(ServiceSettings):
@@ -51,9 +54,48 @@ class GatewaySettings(ServiceSettings):
         default_factory=lambda: ["redactor", "orchestrator", "indexer"],
         description="Services /health requires a live heartbeat from.",
     )
+    incident_token: SecretStr = Field(
+        SecretStr(""),
+        description="Bearer token of POST /api/incidents (status pages, monitoring); empty "
+        "disables the endpoint (401). Production refuses the placeholder `change-me`.",
+    )
+    audit_scan: int = Field(
+        10_000,
+        ge=100,
+        description="GET /api/admin/audit reads at most this many of the newest audit entries "
+        "looking for a conversation's records.",
+    )
+    jwt_secret: SecretStr = Field(
+        SecretStr(""),
+        description="Shared HS256 secret (at least 32 bytes) of the optional user tokens on the "
+        "chat and attachment endpoints; unset means every user is anonymous.",
+    )
+    jwt_audience: str | None = Field(
+        None, description="The `aud` user tokens must carry; unset refuses tokens with an `aud`."
+    )
+    jwt_issuer: str | None = Field(None, description="The `iss` user tokens must carry, if set.")
+    jwt_leeway_s: float = Field(
+        30.0, ge=0, le=300, description="Clock skew allowed when checking a token's `exp`/`nbf`."
+    )
 
     @model_validator(mode="after")
     def _default_instance(self) -> GatewaySettings:
         if not self.instance_id:
             self.instance_id = f"{self.node_name}-{self.port}"
+        return self
+
+    @model_validator(mode="after")
+    def _gateway_secrets(self) -> GatewaySettings:
+        if (
+            self.environment == "production"
+            and self.incident_token.get_secret_value() in PLACEHOLDER_SECRETS
+        ):
+            raise ValueError(
+                "GATEWAY_INCIDENT_TOKEN must be a real secret in production (or empty to "
+                "disable POST /api/incidents)"
+            )
+        secret = self.jwt_secret.get_secret_value()
+        # RFC 7518 section 3.2: an HS256 key must be at least as long as the hash (32 bytes).
+        if secret and len(secret.encode()) < MIN_JWT_SECRET_BYTES:
+            raise ValueError(f"GATEWAY_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes")
         return self

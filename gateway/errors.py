@@ -24,6 +24,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_DOCUMENT = "unknown_document"
     UNKNOWN_ATTACHMENT = "unknown_attachment"
     CORRUPT_FILE = "corrupt_file"
+    UNKNOWN_TICKET = "unknown_ticket"
 
 
 STATUS = {
@@ -40,6 +41,7 @@ STATUS = {
     ErrorCode.UNKNOWN_DOCUMENT: 404,
     ErrorCode.UNKNOWN_ATTACHMENT: 404,
     ErrorCode.CORRUPT_FILE: 422,
+    ErrorCode.UNKNOWN_TICKET: 404,
 }
 
 

@@ -1,15 +1,16 @@
-"""The gateway's subscriptions: its own reply stream, the indexer's document statuses, and
-conversation purges."""
+"""The gateway's subscriptions: its own reply stream, the indexer's document statuses,
+conversation purges, and the ticketing service's ticket events (the admin read model)."""
 
 from __future__ import annotations
 
 from contracts.bus import Bus, Delivery
-from contracts.events import ConversationPurged, DocumentStatus, TurnReply
+from contracts.events import ConversationPurged, DocumentStatus, TicketEvent, TurnReply
 from contracts.topics import Group, Topic
 from gateway.attachments import AttachmentService
 from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
 from gateway.service import TurnService
+from gateway.tickets import TicketReadModel
 
 
 def register(bus: Bus, turns: TurnService, attachments: AttachmentService) -> None:
@@ -34,3 +35,10 @@ def register_purge(bus: Bus, purge: PurgeService) -> None:
         await purge.on_purge(event)
 
     bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.GATEWAY)
+
+
+def register_tickets(bus: Bus, tickets: TicketReadModel) -> None:
+    async def on_ticket(event: TicketEvent, _: Delivery) -> None:
+        await tickets.apply(event)
+
+    bus.subscribe(Topic.TICKET_EVENTS, TicketEvent, on_ticket, group=Group.GATEWAY)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.events import AnswerBody, AttachmentSummary
+from contracts.events import (
+    AnswerBody,
+    AttachmentSummary,
+    AuditRecorded,
+    Incident,
+    TicketChange,
+    TicketRecord,
+)
 
 
 class ChatCreate(BaseModel):
@@ -102,3 +110,85 @@ class PurgeAccepted(BaseModel):
 
     conversation_id: str
     status: Literal["queued"] = "queued"
+
+
+class TicketRead(TicketRecord):
+    """A ticket as the ticketing service last reported it."""
+
+    last_change: TicketChange | None = Field(
+        None, description="What the ticketing service last did to it (created, commented...)."
+    )
+
+
+class IncidentCreate(Incident):
+    """An incident reported by a status page or monitoring system."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        examples=["inc-2026-031"],
+        description="Stable per incident: later reports with the same id update it.",
+    )
+    title: str = Field(min_length=1, max_length=500)
+    status: str = Field(
+        min_length=1,
+        max_length=64,
+        examples=["investigating", "identified", "monitoring", "resolved"],
+    )
+    affected_services: list[str] = Field(
+        default_factory=list, max_length=50, examples=[["VPN", "GlobalProtect"]]
+    )
+    error_signatures: list[str] = Field(default_factory=list, max_length=50)
+    latest_update: str | None = Field(None, max_length=4000)
+
+
+class IncidentAccepted(BaseModel):
+    """The incident was queued for the orchestrator and the ticketing service."""
+
+    id: str
+    status: Literal["queued"] = "queued"
+
+
+class AuditEntryRead(BaseModel):
+    """One recorded agent action (already redacted by the service that recorded it)."""
+
+    entry_id: str = Field(description="The audit stream's entry id; orders the records.")
+    event_id: str
+    occurred_at: datetime
+    conversation_id: str
+    correlation_id: str = Field(description="The turn (or request) the action belongs to.")
+    trace_id: str | None
+    service: str
+    action: str = Field(examples=["retrieval", "decision", "ticket", "purge"])
+    reason: str
+    details: dict[str, str | int | float | bool | None]
+
+    @classmethod
+    def of(cls, entry_id: str, record: AuditRecorded) -> AuditEntryRead:
+        return cls(
+            entry_id=entry_id,
+            event_id=record.event_id,
+            occurred_at=record.occurred_at,
+            conversation_id=record.conversation_id,
+            correlation_id=record.correlation_id,
+            trace_id=record.trace_id,
+            service=record.service,
+            action=record.action,
+            reason=record.reason,
+            details=record.details,
+        )
+
+
+class AuditRead(BaseModel):
+    """A conversation's audit records, oldest first."""
+
+    conversation_id: str
+    records: list[AuditEntryRead]
+    scanned: int = Field(description="Audit entries read, newest first, to find them.")
+    complete: bool = Field(
+        description="False when the scan stopped at GATEWAY_AUDIT_SCAN entries or at `limit` "
+        "records before reaching the oldest entry: older records may exist."
+    )

@@ -134,9 +134,11 @@ class TurnService:
         *,
         attachments: list[str] | None = None,
         request_ticket: bool = False,
+        authenticated: bool = False,
     ) -> Submitted:
         """Publish the message; once this returns the turn is durably accepted. Attachment
-        ids must have been checked (:meth:`AttachmentService.check_references`)."""
+        ids must have been checked (:meth:`AttachmentService.check_references`).
+        ``authenticated`` says ``user_id`` is a verified token's subject, not a claim."""
         text = self.validate_text(text, attachments=bool(attachments) or request_ticket)
         conversation_id = conversation_id or new_id()
         user = user_id or "anonymous"
@@ -155,6 +157,7 @@ class TurnService:
                         reply_to=self.reply_to,
                         attachments=attachments or [],
                         request_ticket=request_ticket,
+                        authenticated=authenticated,
                     ),
                 )
             except (RedisError, OSError) as exc:

@@ -1,14 +1,30 @@
 """HTTP and WebSocket routers, one per resource."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
-from gateway.api import admin, attachments, chat, documents, feedback, health, turns
+from gateway.api import (
+    admin,
+    attachments,
+    audit,
+    chat,
+    documents,
+    feedback,
+    health,
+    incidents,
+    tickets,
+    turns,
+)
+from gateway.deps import current_identity
 
 api_router = APIRouter()
 api_router.include_router(chat.router)
 api_router.include_router(feedback.router)
 api_router.include_router(turns.router)
 api_router.include_router(documents.router)
-api_router.include_router(attachments.router)
+# A user token that does not verify is refused on attachments as on chat messages.
+api_router.include_router(attachments.router, dependencies=[Depends(current_identity)])
 api_router.include_router(admin.router)
+api_router.include_router(tickets.router)
+api_router.include_router(audit.router)
+api_router.include_router(incidents.router)
 api_router.include_router(health.router)

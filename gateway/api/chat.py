@@ -8,11 +8,21 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse
 
 from contracts.events import new_id
 from gateway.attachments import AttachmentService
-from gateway.deps import AttachmentsDep, AttachmentsWsDep, SettingsDep, TurnsDep, TurnsWsDep
-from gateway.errors import ApiError, ErrorCode
+from gateway.deps import (
+    AttachmentsDep,
+    AttachmentsWsDep,
+    IdentityDep,
+    IdentityResolverWsDep,
+    SettingsDep,
+    TurnsDep,
+    TurnsWsDep,
+)
+from gateway.errors import STATUS, ApiError, ErrorCode
+from gateway.identity import Identity
 from gateway.models import ChatCreate, ChatRead
 from gateway.service import TurnService
 
@@ -20,11 +30,22 @@ router = APIRouter(tags=["chat"])
 log = logging.getLogger("deskpilot.gateway.chat")
 
 
-@router.post("/api/chat", response_model=ChatRead)
+@router.post(
+    "/api/chat",
+    response_model=ChatRead,
+    responses={401: {"description": "A user token was sent and it is not valid."}},
+)
 async def chat(
-    request: ChatCreate, turns: TurnsDep, attachments: AttachmentsDep, settings: SettingsDep
+    request: ChatCreate,
+    turns: TurnsDep,
+    attachments: AttachmentsDep,
+    settings: SettingsDep,
+    identity: IdentityDep,
 ) -> ChatRead:
-    """Ask one question and wait for the answer (504 with the turn id if it takes too long)."""
+    """Ask one question and wait for the answer (504 with the turn id if it takes too long).
+
+    With a valid user token (`Authorization: Bearer <JWT>`) the token's subject is the user,
+    whatever `user_id` says; without one the user is `user_id` (or anonymous), unverified."""
     turn_id = new_id()
     if request.attachments:
         if request.conversation_id is None:
@@ -37,10 +58,11 @@ async def chat(
         await turns.submit(
             request.text,
             request.conversation_id,
-            request.user_id,
+            identity.user_id if identity else request.user_id,
             turn_id,
             attachments=request.attachments,
             request_ticket=request.request_ticket,
+            authenticated=identity is not None,
         )
         try:
             async with asyncio.timeout(settings.turn_timeout_s):
@@ -66,11 +88,13 @@ class _Connection:
         turns: TurnService,
         attachments: AttachmentService,
         conversation_id: str,
+        identity: Identity | None = None,
     ) -> None:
         self.websocket = websocket
         self.turns = turns
         self.attachments = attachments
         self.conversation_id = conversation_id
+        self.identity = identity
         self._send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -144,10 +168,11 @@ class _Connection:
                 await self.turns.submit(
                     text,
                     self.conversation_id,
-                    None,
+                    self.identity.user_id if self.identity else None,
                     turn_id,
                     attachments=attachments,
                     request_ticket=request_ticket,
+                    authenticated=self.identity is not None,
                 )
             except ApiError as exc:
                 await self.error(exc.code, exc.detail, client_id=client_id)
@@ -181,13 +206,23 @@ async def chat_socket(
     websocket: WebSocket,
     turns: TurnsWsDep,
     attachments: AttachmentsWsDep,
+    identities: IdentityResolverWsDep,
     conversation_id: str | None = None,
+    token: str | None = None,
 ) -> None:
-    """A conversation: send ``{"type":"message","text":...}``, receive progress and answers."""
+    """A conversation: send ``{"type":"message","text":...}``, receive progress and answers.
+
+    ``token`` (optional) is a user token, as in ``Authorization: Bearer`` on ``/api/chat``; one
+    that does not verify is refused before the connection opens."""
+    try:
+        identity = identities.resolve_token(token)
+    except ApiError as exc:
+        await _refuse(websocket, exc)
+        return
     await websocket.accept()
     if conversation_id and (len(conversation_id) > 128 or not conversation_id.isascii()):
         conversation_id = None
-    connection = _Connection(websocket, turns, attachments, conversation_id or new_id())
+    connection = _Connection(websocket, turns, attachments, conversation_id or new_id(), identity)
     await connection.send({"type": "ready", "conversation_id": connection.conversation_id})
     try:
         while True:
@@ -204,3 +239,18 @@ async def chat_socket(
     finally:
         # The turns go on: answers are stored and can be fetched from /api/turns/{turn_id}.
         await connection.close()
+
+
+async def _refuse(websocket: WebSocket, error: ApiError) -> None:
+    """Refuse the handshake: an HTTP error response where the server supports it (the ASGI
+    denial-response extension), else a policy-violation close (the browser sees a failed
+    handshake either way)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        response = JSONResponse(
+            error.payload(),
+            status_code=STATUS[error.code],
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+        await websocket.send_denial_response(response)
+    else:
+        await websocket.close(code=1008, reason=error.detail)
