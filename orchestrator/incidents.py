@@ -310,16 +310,18 @@ def _tokens(name: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _name_pattern(name: str) -> re.Pattern[str] | None:
+def _name_pattern(name: str) -> tuple[re.Pattern[str], str] | None:
     """The name with its words joined by an optional separator, ending in an optional plural
-    or possessive; case-insensitive unless the name is one or two characters ("IT", "AD")."""
+    or possessive; case-insensitive unless the name is one or two characters ("IT", "AD").
+    With it, its first word in lower case: text without it cannot match."""
     tokens = _tokens(name)
     if not tokens:
         return None
     body = _SEPARATOR.join(re.escape(t) for t in tokens)
     short = sum(len(t) for t in tokens) <= 2
     flags = 0 if short else re.IGNORECASE
-    return re.compile(rf"{_BEFORE}{body}(?:'s|’s|s|es)?{_AFTER}", flags)
+    pattern = re.compile(rf"{_BEFORE}{body}(?:'s|’s|s|es)?{_AFTER}", flags)
+    return pattern, tokens[0].lower()
 
 
 def _normal(value: str) -> str:
@@ -374,27 +376,71 @@ def _signature_key(signature: str) -> str:
     return normal.lower() if _HEX.fullmatch(normal) else normal
 
 
-def _signature_in_text(signature: str, text: str) -> bool:
+@dataclass(frozen=True)
+class _Signature:
+    shown: str
+    key: str
+    pattern: re.Pattern[str]
+    generic: bool
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """What an incident is matched on, worked out once per version of it."""
+
+    signatures: tuple[_Signature, ...]
+    strong: tuple[str, ...]
+    weak: tuple[str, ...]
+    title: tuple[str, ...]
+    category: str
+
+
+def _signature(signature: str) -> _Signature:
     normal = _normal(signature)
-    if not normal:
-        return False
     body = r"\s+".join(re.escape(part) for part in normal.split(" "))
     before = _BEFORE if normal[0].isalnum() else ""
     after = _AFTER if normal[-1].isalnum() else ""
     flags = re.IGNORECASE if _HEX.fullmatch(normal) else 0
-    return re.search(f"{before}{body}{after}", text, flags) is not None
+    return _Signature(
+        shown=normal,
+        key=_signature_key(normal),
+        pattern=re.compile(f"{before}{body}{after}", flags),
+        generic=_GENERIC_SIGNATURE.fullmatch(normal) is not None,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _terms(
+    title: str, services: tuple[str, ...], signatures: tuple[str, ...], category: str | None
+) -> _Terms:
+    strong: list[str] = []
+    weak: list[str] = []
+    for service in services:
+        names, words = _names(service)
+        strong += names
+        weak += words
+    return _Terms(
+        signatures=tuple(_signature(s) for s in signatures if _normal(s)),
+        strong=tuple(strong),
+        weak=tuple(weak),
+        title=tuple(w for w in _WORD.findall(title) if _distinctive(w)),
+        category=_category_key(category),
+    )
 
 
 def _category_key(category: str | None) -> str:
     return _lower_words(category or "").replace(" ", "_")
 
 
-def _found(names: Iterable[str], text: str) -> list[str]:
+def _found(names: Iterable[str], text: str, lowered: str) -> list[str]:
     """The names (as the incident spells them) found in ``text``, each once."""
     hits: dict[str, str] = {}
     for name in names:
-        pattern = _name_pattern(name)
-        if name.lower() not in hits and pattern is not None and pattern.search(text):
+        compiled = _name_pattern(name)
+        if compiled is None or name.lower() in hits:
+            continue
+        pattern, first = compiled
+        if first in lowered and pattern.search(text):  # a cheap look before the regex
             hits[name.lower()] = name
     return list(hits.values())
 
@@ -402,36 +448,33 @@ def _found(names: Iterable[str], text: str) -> list[str]:
 def _score(
     incident: Incident, text: str, signatures: set[str], category: str
 ) -> tuple[float, list[str]]:
+    terms = _terms(
+        incident.title,
+        tuple(incident.affected_services),
+        tuple(incident.error_signatures),
+        incident.category,
+    )
+    lowered = text.lower()
     reasons: list[str] = []
     score = 0.0
 
     specific: list[str] = []
     generic: list[str] = []
-    for signature in incident.error_signatures:
-        if not _normal(signature):
-            continue
-        if _signature_key(signature) in signatures or _signature_in_text(signature, text):
-            kind = generic if _GENERIC_SIGNATURE.fullmatch(_normal(signature)) else specific
-            kind.append(_normal(signature))
+    for signature in terms.signatures:
+        if signature.key in signatures or signature.pattern.search(text):
+            (generic if signature.generic else specific).append(signature.shown)
     if specific:
         score += STRONG + SIGNATURE_BONUS + EXTRA * min(len(specific) - 1, MAX_EXTRA)
         reasons.append("signature " + ", ".join(specific))
 
-    strong_names: list[str] = []
-    weak_names: list[str] = []
-    for service in incident.affected_services:
-        strong, weak = _names(service)
-        strong_names += strong
-        weak_names += weak
-    services = _found(strong_names, text)
+    services = _found(terms.strong, text, lowered)
     if services:
         score += STRONG + EXTRA * min(len(services) - 1, MAX_EXTRA)
         reasons.append("service " + ", ".join(services))
 
-    weak_hits = [] if services else _found(weak_names, text)
-    title_words = [w for w in _WORD.findall(incident.title) if _distinctive(w)]
+    weak_hits = [] if services else _found(terms.weak, text, lowered)
     taken = {w.lower() for w in [*services, *weak_hits]}
-    weak_hits += [w for w in _found(title_words, text) if w.lower() not in taken]
+    weak_hits += [w for w in _found(terms.title, text, lowered) if w.lower() not in taken]
     weak_clues = len(generic) + len(weak_hits)
     if weak_clues:
         score += WEAK + EXTRA * min(weak_clues - 1, MAX_EXTRA)
@@ -440,7 +483,7 @@ def _score(
         if weak_hits:
             reasons.append("word " + ", ".join(weak_hits))
 
-    if score > 0 and category and category == _category_key(incident.category):
+    if score > 0 and category and category == terms.category:
         score += CATEGORY
         reasons.append(f"category {category}")
     return score, reasons
