@@ -1,0 +1,479 @@
+"""The admin, incident and identity endpoints over HTTP, on an app built by ``create_app`` with a
+real valkey (a database of its own, emptied per test, since stream names are fixed). No other
+service runs: messages stay on their streams, where the tests read them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import jwt
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from starlette.testclient import WebSocketDenialResponse
+
+from contracts.bus import Bus, decode_entry
+from contracts.events import (
+    AuditRecorded,
+    Event,
+    IncidentReported,
+    MessageReceived,
+    TicketChange,
+    TicketEvent,
+    TicketRecord,
+)
+from contracts.topics import Topic
+from gateway.app import create_app
+from gateway.config import GatewaySettings
+
+ADMIN = "admin-token-for-tests-0123456789"
+INCIDENT = "incident-token-for-tests-0123456789"
+SECRET = "jwt-secret-for-tests-0123456789abcdef"
+AUDIENCE = "deskpilot-chat"
+DB = 7
+"""This module's own database: no other test package uses it."""
+
+E = TypeVar("E", bound=Event)
+
+
+@pytest.fixture
+def db_url(redis_url: str) -> Iterator[str]:
+    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.close()
+
+
+@pytest.fixture
+def raw(db_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(db_url)
+    yield client
+    client.close()
+
+
+def settings_for(db_url: str, **overrides: Any) -> GatewaySettings:
+    values: dict[str, Any] = {
+        "redis_url": db_url,
+        "admin_token": ADMIN,
+        "incident_token": INCIDENT,
+        "jwt_secret": SECRET,
+        "jwt_audience": AUDIENCE,
+        "turn_timeout_s": 0.3,
+        "instance_id": f"test-{uuid.uuid4().hex[:8]}",
+        "heartbeat_interval_s": 0.5,
+        "graceful_timeout_s": 5,
+    }
+    values.update(overrides)
+    return GatewaySettings.model_validate(values)
+
+
+@pytest.fixture
+def settings(db_url: str) -> GatewaySettings:
+    return settings_for(db_url)
+
+
+@pytest.fixture
+def client(settings: GatewaySettings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def admin() -> dict[str, str]:
+    return {"Authorization": f"Bearer {ADMIN}"}
+
+
+def user_token(sub: str | None = "emp-1042", **claims: Any) -> str:
+    payload: dict[str, Any] = {"sub": sub, "aud": AUDIENCE, "exp": int(time.time()) + 300}
+    payload.update(claims)
+    return jwt.encode({k: v for k, v in payload.items() if v is not None}, SECRET, "HS256")
+
+
+def publish(settings: GatewaySettings, topic: str, events: list[Event]) -> None:
+    """Publish as another service would, through its own bus."""
+
+    async def run() -> None:
+        bus = Bus(settings, "test-publisher")
+        await bus.broker.connect()
+        try:
+            for event in events:
+                await bus.publish(topic, event)
+        finally:
+            await bus.stop()
+
+    asyncio.run(run())
+
+
+def read(raw: redis.Redis, topic: str, model: type[E]) -> list[E]:
+    return [decode_entry(fields, model) for _, fields in raw.xrange(topic)]  # type: ignore[union-attr]
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+# -- tickets -----------------------------------------------------------------------------------
+
+
+def ticket_event(key: str, minutes: int, **fields: Any) -> TicketEvent:
+    values: dict[str, Any] = {
+        "key": key,
+        "url": f"https://jira.northwind.example/browse/{key}",
+        "status": "Open",
+        "summary": "Printer on floor 3 jams",
+        "user_id": "emp-1",
+        "updated_at": datetime(2026, 3, 2, 9, tzinfo=UTC) + timedelta(minutes=minutes),
+    }
+    values.update(fields)
+    return TicketEvent(
+        correlation_id="turn-1",
+        conversation_id="conv-1",
+        change=TicketChange.CREATED,
+        record=TicketRecord.model_validate(values),
+    )
+
+
+def test_ticket_events_become_the_admin_ticket_listing(
+    client: TestClient, settings: GatewaySettings
+) -> None:
+    publish(
+        settings,
+        Topic.TICKET_EVENTS,
+        [
+            ticket_event("IT-1", 0),
+            ticket_event("IT-2", 10, user_id="emp-2", status="In Progress"),
+            ticket_event("IT-1", 20, status="Done"),
+            ticket_event("IT-1", 5, status="Open"),  # stale, arrives last
+        ],
+    )
+
+    def listed() -> list[str]:
+        response = client.get("/api/admin/tickets", headers=admin())
+        assert response.status_code == 200
+        return [(t["key"], t["status"]) for t in response.json()]  # type: ignore[misc]
+
+    wait_for(
+        lambda: (
+            len(listed()) == 2
+            and client.get("/api/admin/tickets/IT-1", headers=admin()).json().get("status")
+            == "Done"
+        )
+    )
+    assert listed() == [("IT-1", "Done"), ("IT-2", "In Progress")]
+
+    response = client.get("/api/admin/tickets/IT-1", headers=admin())
+    assert response.status_code == 200
+    ticket = response.json()
+    assert ticket["url"] == "https://jira.northwind.example/browse/IT-1"
+    assert ticket["last_change"] == "created"
+    assert ticket["user_id"] == "emp-1"
+
+    filtered = client.get(
+        "/api/admin/tickets", params={"status": "in progress", "limit": 5}, headers=admin()
+    )
+    assert [t["key"] for t in filtered.json()] == ["IT-2"]
+    mine = client.get("/api/admin/tickets", params={"user_id": "emp-1"}, headers=admin())
+    assert [t["key"] for t in mine.json()] == ["IT-1"]
+    one = client.get("/api/admin/tickets", params={"limit": 1}, headers=admin())
+    assert [t["key"] for t in one.json()] == ["IT-1"]
+
+
+def test_ticket_endpoints_are_for_admins_and_say_when_a_ticket_is_unknown(
+    client: TestClient,
+) -> None:
+    for path in ("/api/admin/tickets", "/api/admin/tickets/IT-1"):
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": f"Bearer {INCIDENT}"},
+        ):
+            response = client.get(path, headers=headers)
+            assert response.status_code == 401
+            assert response.json()["error_code"] == "unauthorized"
+    missing = client.get("/api/admin/tickets/IT-404", headers=admin())
+    assert missing.status_code == 404
+    assert missing.json() == {
+        "error_code": "unknown_ticket",
+        "detail": "No ticket 'IT-404' is known.",
+    }
+    too_many = client.get("/api/admin/tickets", params={"limit": 0}, headers=admin())
+    assert too_many.status_code == 422
+    assert too_many.json()["error_code"] == "invalid_request"
+
+
+# -- incidents ---------------------------------------------------------------------------------
+
+INCIDENT_BODY: dict[str, Any] = {
+    "id": "inc-2026-031",
+    "title": "VPN gateway unreachable in Berlin",
+    "status": "investigating",
+    "affected_services": ["VPN"],
+    "error_signatures": ["0x800704cf"],
+    "started_at": "2026-03-02T08:55:00Z",
+    "updated_at": "2026-03-02T09:05:00Z",
+    "url": "https://status.northwind.example/incidents/031",
+    "latest_update": "We are investigating reports of VPN failures.",
+    "resolved": False,
+    "ticket_key": None,
+    "category": "connectivity",
+}
+
+
+def incident_headers(token: str = INCIDENT) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_a_reported_incident_is_published_for_the_other_services(
+    client: TestClient, raw: redis.Redis
+) -> None:
+    response = client.post("/api/incidents", json=INCIDENT_BODY, headers=incident_headers())
+    assert response.status_code == 202
+    assert response.json() == {"id": "inc-2026-031", "status": "queued"}
+    [event] = read(raw, Topic.INCIDENT_REPORTED, IncidentReported)
+    assert event.source == "api"
+    assert event.correlation_id == "inc-2026-031"
+    assert event.conversation_id == "inc-2026-031"
+    assert event.incident.model_dump(mode="json") | {"started_at": None, "updated_at": None} == (
+        INCIDENT_BODY | {"started_at": None, "updated_at": None}
+    )
+    assert event.incident.updated_at == datetime(2026, 3, 2, 9, 5, tzinfo=UTC)
+
+    # A retried request is the same event (consumers de-duplicate); a change is a new one.
+    client.post("/api/incidents", json=INCIDENT_BODY, headers=incident_headers())
+    resolved = INCIDENT_BODY | {"status": "resolved", "resolved": True}
+    client.post("/api/incidents", json=resolved, headers=incident_headers())
+    first, retried, changed = read(raw, Topic.INCIDENT_REPORTED, IncidentReported)
+    assert retried.event_id == first.event_id
+    assert changed.event_id != first.event_id
+    assert changed.incident.resolved is True
+
+
+def test_incidents_need_the_incident_token(client: TestClient, raw: redis.Redis) -> None:
+    for headers in (
+        {},
+        incident_headers("wrong"),
+        incident_headers(ADMIN),
+        {"Authorization": INCIDENT},
+    ):
+        response = client.post("/api/incidents", json=INCIDENT_BODY, headers=headers)
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"
+        assert response.json()["error_code"] == "unauthorized"
+    assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+
+
+def test_an_empty_incident_token_disables_the_endpoint(db_url: str, raw: redis.Redis) -> None:
+    with TestClient(create_app(settings_for(db_url, incident_token=""))) as disabled:
+        for headers in ({}, {"Authorization": "Bearer "}, incident_headers()):
+            response = disabled.post("/api/incidents", json=INCIDENT_BODY, headers=headers)
+            assert response.status_code == 401
+    assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ({"id": ""}, "id"),
+        ({"id": "inc 31 with spaces"}, "id"),
+        ({"title": None}, "title"),
+        ({"status": ""}, "status"),
+        ({"started_at": "yesterday"}, "started_at"),
+        ({"affected_services": "VPN"}, "affected_services"),
+        ({"severity": "major"}, "severity"),
+    ],
+)
+def test_invalid_incidents_are_422_with_the_field(
+    client: TestClient, raw: redis.Redis, change: dict[str, Any], where: str
+) -> None:
+    response = client.post(
+        "/api/incidents", json=INCIDENT_BODY | change, headers=incident_headers()
+    )
+    assert response.status_code == 422
+    body = response.json()
+    assert body["error_code"] == "invalid_request"
+    assert body["detail"].startswith(f"{where}: ")
+    assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+
+def audit(conversation_id: str, n: int, action: str = "decision") -> AuditRecorded:
+    return AuditRecorded.model_validate(
+        {
+            "correlation_id": f"turn-{n}",
+            "conversation_id": conversation_id,
+            "service": "orchestrator",
+            "action": action,
+            "reason": f"step {n}",
+            "trace_id": f"{n:032x}",
+            "details": {"n": n},
+        }
+    )
+
+
+def test_the_audit_of_a_conversation_is_its_records_oldest_first(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis
+) -> None:
+    publish(settings, Topic.AUDIT, [audit("conv-a", 1, "retrieval"), audit("conv-b", 2)])
+    raw.xadd(Topic.AUDIT, {b"not": b"an event"})  # a stray entry is skipped, not a 500
+    publish(settings, Topic.AUDIT, [audit("conv-a", 3), audit("conv-a", 4, "ticket")])
+
+    response = client.get("/api/admin/audit", params={"conversation_id": "conv-a"}, headers=admin())
+    assert response.status_code == 200
+    body = response.json()
+    assert body["conversation_id"] == "conv-a"
+    assert [r["reason"] for r in body["records"]] == ["step 1", "step 3", "step 4"]
+    assert [r["action"] for r in body["records"]] == ["retrieval", "decision", "ticket"]
+    first = body["records"][0]
+    assert first["correlation_id"] == "turn-1"
+    assert first["trace_id"] == f"{1:032x}"
+    assert first["service"] == "orchestrator"
+    assert first["details"] == {"n": 1}
+    ids = [r["entry_id"] for r in body["records"]]
+    assert ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
+    assert body["scanned"] == 5
+    assert body["complete"] is True
+
+    limited = client.get(
+        "/api/admin/audit", params={"conversation_id": "conv-a", "limit": 2}, headers=admin()
+    ).json()
+    assert [r["reason"] for r in limited["records"]] == ["step 3", "step 4"]  # the newest two
+    assert limited["complete"] is False
+
+    nobody = client.get("/api/admin/audit", params={"conversation_id": "conv-z"}, headers=admin())
+    assert nobody.json()["records"] == []
+    assert nobody.json()["complete"] is True
+
+
+def test_the_audit_scan_is_bounded(db_url: str, raw: redis.Redis) -> None:
+    settings = settings_for(db_url, audit_scan=100)
+    publish(
+        settings,
+        Topic.AUDIT,
+        [audit("conv-old", 0)] + [audit("conv-new", n) for n in range(1, 151)],
+    )
+    with TestClient(create_app(settings)) as bounded:
+        old = bounded.get(
+            "/api/admin/audit", params={"conversation_id": "conv-old"}, headers=admin()
+        ).json()
+        new = bounded.get(
+            "/api/admin/audit",
+            params={"conversation_id": "conv-new", "limit": 1000},
+            headers=admin(),
+        ).json()
+    assert old == {"conversation_id": "conv-old", "records": [], "scanned": 100, "complete": False}
+    assert [r["reason"] for r in new["records"]] == [f"step {n}" for n in range(51, 151)]
+    assert new["scanned"] == 100
+
+
+def test_the_audit_is_for_admins_and_needs_a_conversation(client: TestClient) -> None:
+    assert client.get("/api/admin/audit", params={"conversation_id": "c"}).status_code == 401
+    missing = client.get("/api/admin/audit", headers=admin())
+    assert missing.status_code == 422
+    assert missing.json()["detail"].startswith("query.conversation_id: ")
+    bad = client.get("/api/admin/audit", params={"conversation_id": "a b"}, headers=admin())
+    assert bad.status_code == 422
+
+
+# -- identity on chat, attachments and the WebSocket --------------------------------------------
+
+
+def messages(raw: redis.Redis) -> list[MessageReceived]:
+    return read(raw, Topic.MESSAGE_RECEIVED, MessageReceived)
+
+
+def test_a_valid_token_makes_its_subject_the_authenticated_user(
+    client: TestClient, raw: redis.Redis
+) -> None:
+    response = client.post(
+        "/api/chat",
+        json={"text": "my vpn drops", "user_id": "someone-else"},
+        headers={"Authorization": f"Bearer {user_token()}"},
+    )
+    assert response.status_code == 504  # accepted; nobody answers in this test
+    [message] = messages(raw)
+    assert message.user_id == "emp-1042"
+    assert message.authenticated is True
+
+
+def test_without_a_token_the_user_is_as_before_and_unverified(
+    client: TestClient, raw: redis.Redis
+) -> None:
+    client.post("/api/chat", json={"text": "my vpn drops", "user_id": "browser-7"})
+    client.post("/api/chat", json={"text": "my vpn drops"})
+    client.post("/api/chat", json={"text": "my vpn drops"}, headers={"Authorization": "Basic dTpw"})
+    assert [(m.user_id, m.authenticated) for m in messages(raw)] == [
+        ("browser-7", False),
+        ("anonymous", False),
+        ("anonymous", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    "presented",
+    [
+        user_token(exp=int(time.time()) - 3600),
+        user_token(aud="payroll"),
+        user_token(sub=None),
+        user_token()[:-4] + "AAAA",
+        "not-a-token",
+    ],
+    ids=["expired", "audience", "no-sub", "tampered", "garbage"],
+)
+def test_an_invalid_token_is_one_generic_401_and_nothing_is_sent(
+    client: TestClient, raw: redis.Redis, presented: str
+) -> None:
+    response = client.post(
+        "/api/chat",
+        json={"text": "my vpn drops"},
+        headers={"Authorization": f"Bearer {presented}"},
+    )
+    assert response.status_code == 401
+    assert response.json() == {
+        "error_code": "unauthorized",
+        "detail": "The access token is not valid.",
+    }
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert raw.xlen(Topic.MESSAGE_RECEIVED) == 0
+
+
+def test_an_invalid_token_is_refused_on_attachments(client: TestClient) -> None:
+    response = client.post(
+        "/api/attachments",
+        files={"file": ("vpn.log", b"ERROR vpn connect failed\n", "text/plain")},
+        headers={"Authorization": f"Bearer {user_token(aud='payroll')}"},
+    )
+    assert response.status_code == 401
+    assert response.json()["detail"] == "The access token is not valid."
+
+
+def test_the_websocket_takes_its_token_in_the_query(client: TestClient, raw: redis.Redis) -> None:
+    refused_url = f"/ws/chat?token={user_token(aud='payroll')}"
+    with pytest.raises(WebSocketDenialResponse) as refused, client.websocket_connect(refused_url):
+        pass
+    assert refused.value.status_code == 401
+    assert refused.value.json() == {
+        "error_code": "unauthorized",
+        "detail": "The access token is not valid.",
+    }
+
+    with client.websocket_connect(f"/ws/chat?conversation_id=c-ws&token={user_token()}") as ws:
+        assert ws.receive_json() == {"type": "ready", "conversation_id": "c-ws"}
+        ws.send_json({"type": "message", "text": "printer jams"})
+        assert ws.receive_json()["type"] == "accepted"
+    with client.websocket_connect("/ws/chat?conversation_id=c-anon") as ws:
+        assert ws.receive_json()["type"] == "ready"
+        ws.send_json({"type": "message", "text": "printer jams"})
+        assert ws.receive_json()["type"] == "accepted"
+    wait_for(lambda: raw.xlen(Topic.MESSAGE_RECEIVED) == 2)
+    by_conversation = {m.conversation_id: (m.user_id, m.authenticated) for m in messages(raw)}
+    assert by_conversation == {"c-ws": ("emp-1042", True), "c-anon": ("anonymous", False)}
