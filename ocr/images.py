@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import io
+import re
 import threading
 import warnings
 from dataclasses import dataclass
@@ -152,6 +153,16 @@ def lines_from_detections(detections: list[Detection]) -> list[str]:
     return [" ".join(text for _, text in sorted(words)) for _, _, words in rows]
 
 
+# A hex code read with a letter O for a zero ("Ox80O70005"): the recogniser confuses the two, and
+# the signature extractor needs the digits. Only tokens made of hex digits and O, with a digit.
+_HEX_CODE = re.compile(r"(?<![\w])[0Oo][xX]((?=[0-9A-Fa-fOo]*\d)[0-9A-Fa-fOo]{3,8})(?![\w])")
+
+
+def repair_codes(line: str) -> str:
+    """``0x`` codes as written on screen, with the letter O read for a zero put right."""
+    return _HEX_CODE.sub(lambda m: "0x" + re.sub("[Oo]", "0", m.group(1)), line)
+
+
 class ScreenReader:
     """One EasyOCR reader for the process; :meth:`read` may be called from any thread.
 
@@ -185,7 +196,7 @@ class ScreenReader:
             prepared = ImageOps.invert(prepared)
         with self._lock:
             detections = self._reader.readtext(np.asarray(prepared), detail=1, paragraph=False)
-        return lines_from_detections(detections)
+        return [repair_codes(line) for line in lines_from_detections(detections)]
 
 
 def _is_dark(image: Image.Image) -> bool:
