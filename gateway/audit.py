@@ -9,13 +9,14 @@ than that window are not found (the answer says so with ``complete=false``).
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from contracts.bus import decode_entry
+from contracts.bus import RAW_FIELD, decode_entry
 from contracts.events import AuditRecorded
 from contracts.topics import Topic
 from gateway.models import AuditEntryRead, AuditRead
@@ -34,6 +35,9 @@ class AuditReader:
     async def conversation(self, conversation_id: str, limit: int) -> AuditRead:
         """The conversation's newest ``limit`` records among the newest ``max_scan`` entries,
         returned oldest first."""
+        # An entry is decoded only when its bytes contain the id as a JSON string: most entries
+        # belong to other conversations, and decoding them all would dominate the scan's cost.
+        needle = json.dumps(conversation_id, ensure_ascii=False).encode()
         found: list[AuditEntryRead] = []
         scanned = 0
         undecodable = 0
@@ -44,6 +48,8 @@ class AuditReader:
             entries: Any = await self.client.xrevrange(self.stream, max=upper, min="-", count=count)
             for raw_id, fields in entries:
                 scanned += 1
+                if needle not in fields.get(RAW_FIELD, b""):
+                    continue
                 record = _decode(fields)
                 if record is None:
                     undecodable += 1

@@ -73,6 +73,7 @@ class TicketReadModel:
 
     def __init__(self, client: aioredis.Redis, namespace: str = NAMESPACE) -> None:
         self.client = client
+        self.namespace = namespace
         self.ticket_prefix = f"{namespace}:ticket:"
         self.index = f"{namespace}:tickets"
         self.status_index = f"{self.index}:status:"

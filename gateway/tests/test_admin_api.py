@@ -324,7 +324,9 @@ def test_the_audit_of_a_conversation_is_its_records_oldest_first(
     client: TestClient, settings: GatewaySettings, raw: redis.Redis
 ) -> None:
     publish(settings, Topic.AUDIT, [audit("conv-a", 1, "retrieval"), audit("conv-b", 2)])
-    raw.xadd(Topic.AUDIT, {b"not": b"an event"})  # a stray entry is skipped, not a 500
+    # Stray entries are skipped, not a 500, even one that names the conversation.
+    raw.xadd(Topic.AUDIT, {b"not": b"an event"})
+    raw.xadd(Topic.AUDIT, {b"__data__": b'{"conversation_id": "conv-a", "half": "an event"}'})
     publish(settings, Topic.AUDIT, [audit("conv-a", 3), audit("conv-a", 4, "ticket")])
 
     response = client.get("/api/admin/audit", params={"conversation_id": "conv-a"}, headers=admin())
@@ -340,7 +342,7 @@ def test_the_audit_of_a_conversation_is_its_records_oldest_first(
     assert first["details"] == {"n": 1}
     ids = [r["entry_id"] for r in body["records"]]
     assert ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
-    assert body["scanned"] == 5
+    assert body["scanned"] == 6
     assert body["complete"] is True
 
     limited = client.get(

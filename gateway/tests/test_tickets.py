@@ -65,11 +65,11 @@ async def test_redelivered_events_change_nothing(
 ) -> None:
     created = event(record("IT-1", 0))
     assert await model.apply(created)
-    keys_before = sorted(await redis.keys(f"{model.ticket_prefix.rsplit(':', 2)[0]}:*"))
+    keys_before = sorted(await redis.keys(f"{model.namespace}:*"))
     snapshot = {key: await redis.dump(key) for key in keys_before}
     assert await model.apply(created)  # the same event again: same state
     assert await model.apply(created)
-    keys_after = sorted(await redis.keys(f"{model.ticket_prefix.rsplit(':', 2)[0]}:*"))
+    keys_after = sorted(await redis.keys(f"{model.namespace}:*"))
     assert keys_after == keys_before
     assert {key: await redis.dump(key) for key in keys_after} == snapshot
     assert [t.key for t in await model.list()] == ["IT-1"]
