@@ -34,6 +34,7 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
 _MAX_CONTROL_RATIO = 0.01
 _SAMPLE_BYTES = 64 * 1024
+_MOST_COMMON_CODE_PAGE = "cp1252"
 
 BINARY_DETAIL = (
     "This file does not look like a text log (it holds binary data). Attach the log as plain "
@@ -112,10 +113,18 @@ def _encoding_of(data: bytes) -> str:
         pass
     else:
         return "utf-8"
-    best = from_bytes(data[: 4 * _SAMPLE_BYTES]).best()
+    results = from_bytes(data[: 4 * _SAMPLE_BYTES])
+    best = results.best()
     if best is None:
         raise AttachmentRefused("unsupported_media_type", BINARY_DETAIL)
-    return best.encoding
+    # Western text fits cp1250 as well as cp1252 when only shared letters occur, and "è" then
+    # reads "č". Among equally plausible code pages, the one most Windows logs are written in.
+    tied = {
+        match.encoding
+        for match in results
+        if match.chaos == best.chaos and match.coherence == best.coherence
+    }
+    return _MOST_COMMON_CODE_PAGE if _MOST_COMMON_CODE_PAGE in tied else best.encoding
 
 
 def _utf16_without_bom(sample: bytes) -> str | None:
