@@ -11,6 +11,11 @@ PLACEHOLDER_SECRETS = frozenset({"change-me", "changeme"})
 MIN_JWT_SECRET_BYTES = 32
 
 
+def secret_value(secret: SecretStr | None) -> str:
+    """An optional secret's value; unset and empty are both ``""`` (the feature is off)."""
+    return secret.get_secret_value() if secret is not None else ""
+
+
 class GatewaySettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="GATEWAY_")
 
@@ -54,8 +59,8 @@ class GatewaySettings(ServiceSettings):
         default_factory=lambda: ["redactor", "orchestrator", "indexer"],
         description="Services /health requires a live heartbeat from.",
     )
-    incident_token: SecretStr = Field(
-        SecretStr(""),
+    incident_token: SecretStr | None = Field(
+        None,
         description="Bearer token of POST /api/incidents (status pages, monitoring); empty "
         "disables the endpoint (401). Production refuses the placeholder `change-me`.",
     )
@@ -65,8 +70,8 @@ class GatewaySettings(ServiceSettings):
         description="GET /api/admin/audit reads at most this many of the newest audit entries "
         "looking for a conversation's records.",
     )
-    jwt_secret: SecretStr = Field(
-        SecretStr(""),
+    jwt_secret: SecretStr | None = Field(
+        None,
         description="Shared HS256 secret (at least 32 bytes) of the optional user tokens on the "
         "chat and attachment endpoints; unset means every user is anonymous.",
     )
@@ -88,13 +93,13 @@ class GatewaySettings(ServiceSettings):
     def _gateway_secrets(self) -> GatewaySettings:
         if (
             self.environment == "production"
-            and self.incident_token.get_secret_value() in PLACEHOLDER_SECRETS
+            and secret_value(self.incident_token) in PLACEHOLDER_SECRETS
         ):
             raise ValueError(
                 "GATEWAY_INCIDENT_TOKEN must be a real secret in production (or empty to "
                 "disable POST /api/incidents)"
             )
-        secret = self.jwt_secret.get_secret_value()
+        secret = secret_value(self.jwt_secret)
         # RFC 7518 section 3.2: an HS256 key must be at least as long as the hash (32 bytes).
         if secret and len(secret.encode()) < MIN_JWT_SECRET_BYTES:
             raise ValueError(f"GATEWAY_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes")

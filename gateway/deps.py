@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gateway.attachments import AttachmentService
 from gateway.audit import AuditReader
-from gateway.config import GatewaySettings
+from gateway.config import GatewaySettings, secret_value
 from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
 from gateway.errors import ApiError, ErrorCode
@@ -131,7 +131,7 @@ def require_incident_token(
 ) -> None:
     """``POST /api/incidents`` needs ``Authorization: Bearer <GATEWAY_INCIDENT_TOKEN>``, checked
     like the admin token; an empty configured token disables it."""
-    if not _token_matches(settings.incident_token.get_secret_value(), credentials):
+    if not _token_matches(secret_value(settings.incident_token), credentials):
         raise ApiError(ErrorCode.UNAUTHORIZED, "Incident credentials are missing or not valid.")
 
 

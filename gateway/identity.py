@@ -20,7 +20,7 @@ from typing import Literal, Protocol
 
 import jwt
 
-from gateway.config import GatewaySettings
+from gateway.config import GatewaySettings, secret_value
 from gateway.errors import ApiError, ErrorCode
 
 log = logging.getLogger("deskpilot.gateway.identity")
@@ -145,7 +145,7 @@ class IdentityResolver:
 
     @classmethod
     def from_settings(cls, settings: GatewaySettings) -> IdentityResolver:
-        secret = settings.jwt_secret.get_secret_value()
+        secret = secret_value(settings.jwt_secret)
         if not secret:
             return cls(None)
         return cls(

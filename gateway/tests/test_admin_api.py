@@ -270,8 +270,11 @@ def test_incidents_need_the_incident_token(client: TestClient, raw: redis.Redis)
     assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
 
 
-def test_an_empty_incident_token_disables_the_endpoint(db_url: str, raw: redis.Redis) -> None:
-    with TestClient(create_app(settings_for(db_url, incident_token=""))) as disabled:
+@pytest.mark.parametrize("configured", [None, ""], ids=["unset", "empty"])
+def test_no_incident_token_disables_the_endpoint(
+    db_url: str, raw: redis.Redis, configured: str | None
+) -> None:
+    with TestClient(create_app(settings_for(db_url, incident_token=configured))) as disabled:
         for headers in ({}, {"Authorization": "Bearer "}, incident_headers()):
             response = disabled.post("/api/incidents", json=INCIDENT_BODY, headers=headers)
             assert response.status_code == 401

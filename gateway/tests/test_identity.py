@@ -190,8 +190,10 @@ def test_production_refuses_a_placeholder_incident_token_but_allows_none() -> No
     production = {"environment": "production", "admin_token": "a-real-admin-token-0123456789"}
     with pytest.raises(ValidationError, match="GATEWAY_INCIDENT_TOKEN"):
         GatewaySettings(**production, incident_token="change-me")
-    assert GatewaySettings(**production).incident_token.get_secret_value() == ""
-    assert GatewaySettings(**production, incident_token="t" * 32).incident_token
+    assert GatewaySettings(**production).incident_token is None
+    configured = GatewaySettings(**production, incident_token="t" * 32).incident_token
+    assert configured is not None
+    assert configured.get_secret_value() == "t" * 32
 
 
 def test_tokens_in_query_strings_are_withheld_from_server_logs() -> None:
