@@ -61,8 +61,8 @@ class GatewaySettings(ServiceSettings):
     )
     incident_token: SecretStr | None = Field(
         None,
-        description="Bearer token of POST /api/incidents (status pages, monitoring); empty "
-        "disables the endpoint (401). Production refuses the placeholder `change-me`.",
+        description="Bearer token of POST /api/incidents (status pages, monitoring); unset "
+        "or empty disables the endpoint (401). Production refuses the placeholder `change-me`.",
     )
     audit_scan: int = Field(
         10_000,
