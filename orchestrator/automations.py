@@ -146,13 +146,13 @@ class AutomationSettings(ServiceSettings):
 
     @field_validator("automations", mode="before")
     @classmethod
-    def _comma_separated(cls, value: object) -> object:
+    def _automation_names(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
     @model_validator(mode="after")
-    def _known_and_configured(self) -> AutomationSettings:
+    def _automations_known_and_configured(self) -> AutomationSettings:
         unknown = sorted(set(self.automations) - set(REGISTRY))
         if unknown:
             raise ValueError(
@@ -449,7 +449,11 @@ _OTHER_OWNERS = _words(
     """
 )
 _PLACEHOLDER = re.compile(r"^<[a-z_]+\d*>s?$")
-_POST_PREPOSITIONS = frozenset({"for", "to", "of", "on"})
+_POST_PREPOSITIONS = frozenset({"for", "of", "to", "on"})
+# After these, only the account's own names keep the password the user's ("the password for
+# the guest wifi", "for the coffee machine"); after "to" and "on" only another credential or
+# owner makes it someone else's ("the password to log in", "reset it on the portal").
+_STRICT_PREPOSITIONS = frozenset({"for", "of"})
 
 _OWN = "pwdown"
 _OTHER = "pwdother"
@@ -480,13 +484,7 @@ _RULES = re.compile(
     r"choose|choosing|pick|picking|come up with|ideas?|tips?|allowed|valid|minimum|maximum|"
     r"blocked list|generator|manager)\b"
 )
-# A modal before the verb must have the user, the assistant or "someone" as its subject:
-# "can you reset my password", not "can my manager reset my password".
-_MODAL_SUBJECT = re.compile(
-    r"\b(can|could|will|would|does|do|did|may|might|shall)\s+(?P<subject>[\w<>\-]+)"
-    r"(?:\s+[\w<>\-]+){0,2}?\s+(reset|change|renew|recover|replace|update)\b"
-)
-_REQUESTING_SUBJECTS = _words("you u i we someone somebody anyone anybody ya yall please one")
+_REQUESTING_SUBJECTS = _words("you u someone somebody anyone anybody ya yall please one")
 # The user already did it: "I reset my password and now Outlook keeps asking".
 _DONE_ALREADY = re.compile(
     r"\bi (?:(?:have|had|just|already|recently|also|then|successfully|finally) )*"
@@ -494,7 +492,7 @@ _DONE_ALREADY = re.compile(
 )
 _VERB = (
     r"(?:reset|resetting|change|changing|renew|renewing|recover|recovering|replace|"
-    r"replacing|update|updating|regenerate|unlock)"
+    r"replacing|update|updating|regenerate)"
 )
 _VERB_REQUEST = re.compile(rf"\b{_VERB}\b(?: [\w<>\-]+){{0,2}}? {_OWN}\b")
 _VERB_IT = re.compile(rf"\b{_VERB} (it|that|this|one|this one|that one)\b")
@@ -504,10 +502,10 @@ _FORGOT = re.compile(
     rf"(?: [\w<>\-]+){{0,2}}? {_OWN}\b"
 )
 _EXPIRED = re.compile(
-    rf"\b{_OWN} (?:(?:has|had|is|was|just|already|now|apparently|seems to have|has now) )*"
-    r"(expired|run out|ran out)\b|\bexpired " + _OWN + r"\b"
+    rf"\b{_OWN} (?:<[a-z_]+\d*> )?(?:(?:has|had|is|was|just|already|now|apparently|seems to|"
+    rf"have) )*(expired|run out|ran out)\b|\bexpired {_OWN}\b"
 )
-_NOUN_REQUEST = re.compile(rf"\b{_OWN} (reset|change|renewal|recovery|resets)\b")
+_NOUN_REQUEST = re.compile(rf"\b{_OWN} (reset|change|changed|renewal|renewed|recovery|resets)\b")
 _NEW_PASSWORD = re.compile(rf"\bnew {_OWN}\b")
 _NEED = re.compile(
     r"\b(need|needs|want|would like|request|requesting|requested|get|please|help|give me|"
@@ -546,14 +544,11 @@ def _password_mentions(words: list[str]) -> list[str]:
             cursor = end + 1
             while cursor < len(out) and out[cursor] in _DETERMINERS:
                 cursor += 1
-            if out[end] == "to":
-                # "the password to log in to email": any other credential or owner named.
+            if out[end] not in _STRICT_PREPOSITIONS:
                 following = out[cursor : cursor + 4]
                 if any(w in _FOREIGN_WORDS or w in _OTHER_OWNERS for w in following):
                     foreign = True
             elif cursor < len(out):
-                # "the password for the guest wifi", "for <person_1>", "for the coffee machine":
-                # after "for", "of" or "on" only the account's own names keep it the user's.
                 if out[cursor] not in _OWN_WORDS:
                     foreign = True
                 end = cursor + 1
@@ -568,23 +563,24 @@ _SUBJECT_FILLERS = _words("not please just maybe somehow quickly kindly")
 
 
 def _modal_subject_ok(before: str) -> bool:
-    """A modal shortly before the verb needs the user, the assistant or "someone" as its
-    subject ("can you reset", "I can't reset"), not "can my manager reset" or "who can reset"."""
+    """A modal shortly before the verb asks the assistant or "someone" ("can you reset"), or
+    states the user's need ("I can't reset", "I would like to reset"); "can my manager reset",
+    "who can reset" and "can I change it from my phone?" (a question about what is possible)
+    are not requests."""
     words = before.split()
     if "possible to" in before:
         return True  # "would it be possible to reset my password"
     for back in range(1, min(5, len(words)) + 1):
         if words[-back] not in _MODALS:
             continue
-        previous = words[-back - 1] if len(words) > back else ""
+        if len(words) > back and words[-back - 1] in _STATEMENT_SUBJECTS:
+            return True  # a statement: "I can't reset", "I would like to reset"
         between = [w for w in words[len(words) - back + 1 :] if w not in _SUBJECT_FILLERS]
-        if not between:
-            return previous in _STATEMENT_SUBJECTS
-        return between[0] in _REQUESTING_SUBJECTS
+        return bool(between) and between[0] in _REQUESTING_SUBJECTS
     return True
 
 
-def _request_ok(clause: str, at: int) -> bool:
+def _request_ok(clause: str, at: int, verb: bool = True) -> bool:
     """A request to reset is a request unless negated, a how-to, advice, a hypothesis, about
     someone else doing it, or already done; "I can't reset my password" is one (trouble)."""
     before = clause[:at]
@@ -597,7 +593,7 @@ def _request_ok(clause: str, at: int) -> bool:
             return False
     if _NEGATION.search(before) and not _TROUBLE.search(before):
         return False
-    return _modal_subject_ok(before)
+    return not verb or _modal_subject_ok(before)  # "can I get a password reset" asks for one
 
 
 def detect_password_reset(text: str) -> str | None:
@@ -607,8 +603,9 @@ def detect_password_reset(text: str) -> str | None:
     A need triggers it: an explicit request ("reset my password", "I need a password reset",
     "can you reset it" after naming the password), a forgotten password, an expired one, or a
     failed attempt ("I can't reset my password"). How-to questions ("how do I reset my
-    password?"), advice and hypotheses ("should I change it?", "what if I forget it?") and
-    questions about the password rules are answered from the knowledge base instead; other
+    password?", "can I change it from my phone?"), advice and hypotheses ("should I change
+    it?", "what if I forget it?") and questions about the password rules are answered from the
+    knowledge base instead (its article has the self-service steps the user asked for); other
     credentials (VPN, Wi-Fi, a PIN, a token), other people's passwords and passwords of things
     ("the password for the coffee machine") never trigger it.
     """
@@ -660,7 +657,9 @@ def _clause_kind(clause: str, last_mention: str | None) -> str | None:
             continue
         rest = [w for w in clause.split() if w not in _FILLER and w != _OWN]
         noun = {"reset", "change", "renewal", "recovery", "resets", "new"}
-        if (_NEED.search(clause) or set(rest) <= noun) and _request_ok(clause, match.start()):
+        if (_NEED.search(clause) or set(rest) <= noun) and _request_ok(
+            clause, match.start(), verb=False
+        ):
             return "request"
     return None
 

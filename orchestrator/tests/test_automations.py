@@ -73,6 +73,11 @@ REQUESTS = [
     "I have forgotten my password again",
     "I need help resetting my password",
     "my account password expired yesterday and I can't sign in",
+    "I would like to reset my password",
+    "Please can I have a new password",
+    "I need my password changed please",
+    "I am unable to reset my password on the portal",
+    "my password <PASSWORD_1> has expired",
 ]
 
 NEAR_MISSES = [
@@ -89,6 +94,8 @@ NEAR_MISSES = [
     "I need help choosing a new password",
     "my password is <PASSWORD_1> is that strong enough?",
     "is there a password manager?",
+    "Can I change my password from my phone?",
+    "Tell me how to reset my password",
     # other credentials
     "reset my VPN token",
     "reset my VPN password",
