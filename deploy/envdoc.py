@@ -24,8 +24,10 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
     from deploy.runner import RunnerSettings
     from gateway.config import GatewaySettings
     from indexer.config import IndexerSettings
+    from ocr.config import OcrSettings
     from orchestrator.config import OrchestratorSettings
     from redactor.config import RedactorSettings
+    from ticketing.config import TicketingSettings
 
     return [
         ("all services", ServiceSettings),
@@ -33,9 +35,11 @@ def _classes() -> list[tuple[str, type[BaseSettings]]]:
         ("orchestrator, crawler (the LLM)", LLMEndpointSettings),
         ("gateway", GatewaySettings),
         ("redactor", RedactorSettings),
+        ("ocr", OcrSettings),
         ("orchestrator", OrchestratorSettings),
         ("indexer", IndexerSettings),
         ("crawler", CrawlerSettings),
+        ("ticketing", TicketingSettings),
         ("embedded runner", RunnerSettings),
     ]
 
@@ -54,7 +58,8 @@ def variable(cls: type[BaseSettings], name: str, field: FieldInfo) -> str:
 def default(field: FieldInfo) -> str:
     if field.default_factory is not None:
         value: Any = field.default_factory()  # type: ignore[call-arg]
-        if isinstance(value, list) and len(value) > 4:
+        # Long lists and mappings (category routes, patterns) are summarised, not printed.
+        if isinstance(value, list | dict) and len(value) > 4:
             return f"{len(value)} entries"
         if not isinstance(value, list | dict):
             return COMPUTED.get(field.default_factory.__name__, "(computed)")

@@ -26,6 +26,8 @@ from contracts import heartbeat
 from contracts.settings import ServiceSettings
 from contracts.topics import SUBSCRIPTIONS, Group
 from deploy.envdoc import table
+from ocr.config import OcrSettings
+from ticketing.config import TicketingSettings
 
 REPO = Path(__file__).resolve().parents[1]
 K8S = REPO / "deploy" / "k8s"
@@ -35,14 +37,15 @@ API_VERSIONS = {
     "ConfigMap": "v1",
     "Secret": "v1",
     "Service": "v1",
+    "PersistentVolumeClaim": "v1",
     "Deployment": "apps/v1",
     "StatefulSet": "apps/v1",
     "ScaledObject": "keda.sh/v1alpha1",
     "TriggerAuthentication": "keda.sh/v1alpha1",
     "Kustomization": "kustomize.config.k8s.io/v1beta1",
 }
-BUILT_IN = {"ConfigMap", "Secret", "Service", "Deployment", "StatefulSet"}
-SCALED_SERVICES = {"crawler", "indexer"}
+BUILT_IN = {"ConfigMap", "Secret", "Service", "PersistentVolumeClaim", "Deployment", "StatefulSet"}
+SCALED_SERVICES = {"crawler", "indexer", "ocr"}
 HEARTBEAT_CHECK = ["python", "-m", "contracts.heartbeat", "check"]
 
 # The redis-streams trigger's metadata as KEDA documents it (keda.sh/docs/*/scalers/redis-streams).
@@ -133,9 +136,27 @@ def config_data() -> dict[str, str]:
     return data
 
 
-def secret_data() -> dict[str, str]:
-    data: dict[str, str] = of_kind("Secret")["deskpilot-secrets"]["stringData"]
+def secret_data(name: str = "deskpilot-secrets") -> dict[str, str]:
+    data: dict[str, str] = of_kind("Secret")[name]["stringData"]
     return data
+
+
+def container_env(workload: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The container's own ``env`` entries by name (``envFrom`` not included)."""
+    return {e["name"]: e for e in only_container(workload).get("env", [])}
+
+
+def pod_environment(workload: dict[str, Any]) -> dict[str, str]:
+    """What the container's settings read: the shared ConfigMap and Secret, then literal ``env``
+    values (which win, as in Kubernetes), then values taken from other Secrets by key."""
+    environment = {**config_data(), **secret_data()}
+    for name, entry in container_env(workload).items():
+        if "value" in entry:
+            environment[name] = str(entry["value"])
+        reference = entry.get("valueFrom", {}).get("secretKeyRef")
+        if reference:
+            environment[name] = secret_data(reference["name"])[reference["key"]]
+    return environment
 
 
 # -- structural validation of built-in kinds against the kubernetes client's models -------------
@@ -432,6 +453,52 @@ def test_crawler_has_a_memory_backed_dev_shm() -> None:
     assert quantity(limit) > quantity(volume["emptyDir"]["sizeLimit"]), "shm counts against it"
 
 
+def pod_volumes(workload: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in workload["spec"]["template"]["spec"].get("volumes", [])}
+
+
+def claimed(workload: dict[str, Any]) -> set[str]:
+    """Names of the PersistentVolumeClaims the workload's pods mount."""
+    return {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod_volumes(workload).values()
+        if "persistentVolumeClaim" in v
+    }
+
+
+def test_mounts_name_declared_volumes_and_claims_exist() -> None:
+    claims = of_kind("PersistentVolumeClaim")
+    users: dict[str, list[str]] = {name: [] for name in claims}
+    for name, deployment in of_kind("Deployment").items():
+        volumes = pod_volumes(deployment)
+        for mount in only_container(deployment).get("volumeMounts", []):
+            assert mount["name"] in volumes, f"{name}: mounts an undeclared volume {mount['name']}"
+        for claim in claimed(deployment):
+            assert claim in claims, f"{name}: no PersistentVolumeClaim {claim!r}"
+            users[claim].append(name)
+    for claim, deployments in users.items():
+        assert len(deployments) == 1, f"{claim} is mounted by {deployments or 'nothing'}"
+
+
+def test_a_deployment_with_a_read_write_once_volume_runs_one_pod_at_a_time() -> None:
+    # A second pod (a replica, or the surge pod of a rolling update) could not attach the volume
+    # on another node, and would open the same SQLite file on the same one.
+    claims = of_kind("PersistentVolumeClaim")
+    scaled = {s["spec"]["scaleTargetRef"]["name"] for s in of_kind("ScaledObject").values()}
+    with_claims = {n: d for n, d in of_kind("Deployment").items() if claimed(d)}
+    assert "ticketing" in with_claims, "the ticketing store has no volume"
+    for name, deployment in with_claims.items():
+        for claim in claimed(deployment):
+            assert claims[claim]["spec"]["accessModes"] == ["ReadWriteOnce"], claim
+        spec = deployment["spec"]
+        assert spec.get("replicas") == 1, f"{name}: replicas {spec.get('replicas')}"
+        assert spec.get("strategy", {}).get("type") == "Recreate", f"{name}: strategy"
+        assert name not in scaled, f"{name}: KEDA would add replicas"
+        # A new volume's root belongs to root; the pod's group must be able to write it.
+        pod = spec["template"]["spec"]["securityContext"]
+        assert pod.get("fsGroup") == pod["runAsGroup"], f"{name}: fsGroup"
+
+
 # -- configuration -----------------------------------------------------------------------------
 
 
@@ -441,8 +508,13 @@ def documented_variables() -> set[str]:
 
 def test_config_and_secret_set_only_known_variables() -> None:
     known = documented_variables() | KEDA_ONLY_VARIABLES
-    for key in (*config_data(), *secret_data()):
+    secrets = [key for name in of_kind("Secret") for key in secret_data(name)]
+    assert secrets, "no Secret holds anything"
+    for key in (*config_data(), *secrets):
         assert key in known, f"{key} is not a setting of any service"
+    for name, deployment in of_kind("Deployment").items():
+        for variable in container_env(deployment):
+            assert variable in known, f"{name}: {variable} is not a setting of any service"
 
 
 def test_config_values_are_valid_settings() -> None:
@@ -459,6 +531,101 @@ def test_placeholder_admin_token_is_refused_in_production() -> None:
     assert config_data()["DESKPILOT_ENV"] == "production"
     with pytest.raises(ValueError, match="DESKPILOT_ADMIN_TOKEN"):
         ServiceSettings(environment="production", admin_token=token)
+
+
+def settings_of(
+    cls: type[ServiceSettings], environment: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> ServiceSettings:
+    """``cls`` read from ``environment`` alone, as the pod's process reads it."""
+    for variable in documented_variables() | {"DESKPILOT_NODE"}:
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in environment.items():
+        if variable not in KEDA_ONLY_VARIABLES:
+            monkeypatch.setenv(variable, value)
+    return cls()
+
+
+def test_references_to_secrets_and_config_maps_resolve() -> None:
+    maps, secrets = of_kind("ConfigMap"), of_kind("Secret")
+    for name, deployment in of_kind("Deployment").items():
+        for variable, entry in container_env(deployment).items():
+            source = entry.get("valueFrom", {})
+            if "secretKeyRef" in source:
+                ref = source["secretKeyRef"]
+                assert ref["name"] in secrets, f"{name}.{variable}: no Secret {ref['name']!r}"
+                assert ref["key"] in secret_data(ref["name"]), f"{name}.{variable}: {ref}"
+            if "configMapKeyRef" in source:
+                ref = source["configMapKeyRef"]
+                assert ref["key"] in maps[ref["name"]]["data"], f"{name}.{variable}: {ref}"
+
+
+def test_the_jira_token_reaches_the_ticketing_pod_only() -> None:
+    assert "JIRA_API_TOKEN" not in config_data()
+    assert "JIRA_API_TOKEN" not in secret_data(), "every pod reads deskpilot-secrets"
+    readers = {
+        name
+        for name, deployment in of_kind("Deployment").items()
+        for entry in container_env(deployment).values()
+        if entry.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "deskpilot-jira"
+    }
+    assert readers == {"ticketing"}, readers
+    env = container_env(of_kind("Deployment")["ticketing"])
+    assert env["JIRA_API_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "JIRA_API_TOKEN"
+
+
+def test_ticketing_keeps_its_local_store_on_its_volume(monkeypatch: pytest.MonkeyPatch) -> None:
+    ticketing = of_kind("Deployment")["ticketing"]
+    environment = {**pod_environment(ticketing), "DESKPILOT_ADMIN_TOKEN": "a-real-secret"}
+    settings = settings_of(TicketingSettings, environment, monkeypatch)
+    assert isinstance(settings, TicketingSettings)
+    assert settings.environment == "production"
+    assert settings.backend == "local"
+    store = settings.local_config().path
+    volumes = pod_volumes(ticketing)
+    persistent = [
+        Path(m["mountPath"])
+        for m in only_container(ticketing)["volumeMounts"]
+        if "persistentVolumeClaim" in volumes[m["name"]]
+    ]
+    assert any(store.is_relative_to(mount) for mount in persistent), f"{store} is not on a volume"
+
+
+def test_the_placeholder_jira_token_is_refused_in_production(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ticketing = of_kind("Deployment")["ticketing"]
+    environment = {
+        **pod_environment(ticketing),
+        "DESKPILOT_ADMIN_TOKEN": "a-real-secret",
+        "TICKETING_BACKEND": "jira",
+        "JIRA_BASE_URL": "https://jira.invalid",
+        "JIRA_EMAIL": "bot@example.com",
+    }
+    assert environment["JIRA_API_TOKEN"] == secret_data("deskpilot-jira")["JIRA_API_TOKEN"]
+    with pytest.raises(ValueError, match="JIRA_API_TOKEN"):
+        settings_of(TicketingSettings, environment, monkeypatch)
+    environment["JIRA_API_TOKEN"] = "a-real-jira-token"
+    settings = settings_of(TicketingSettings, environment, monkeypatch)
+    assert isinstance(settings, TicketingSettings)
+    assert settings.jira_config().project_key == config_data()["JIRA_PROJECT_KEY"]
+
+
+# Resident memory of one ocr process reading a 1920x1080 screenshot (EasyOCR on the CPU, default
+# settings), measured with ocr.images.ScreenReader: 2.5 GiB at the peak, 0.87 GiB idle.
+OCR_READ_PEAK = 2.5 * 2**30
+
+
+def test_ocr_pods_have_the_cores_and_memory_of_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    ocr = of_kind("Deployment")["ocr"]
+    environment = {**pod_environment(ocr), "DESKPILOT_ADMIN_TOKEN": "a-real-secret"}
+    settings = settings_of(OcrSettings, environment, monkeypatch)
+    assert isinstance(settings, OcrSettings)
+    assert not settings.gpu, "the image's torch is a CPU build"
+    limits = only_container(ocr)["resources"]["limits"]
+    threads = settings.concurrency * settings.torch_threads
+    # More torch threads than cores would be throttled by the CPU limit.
+    assert threads <= quantity(limits["cpu"]), f"{threads} threads, cpu limit {limits['cpu']}"
+    assert quantity(limits["memory"]) >= OCR_READ_PEAK, f"memory limit {limits['memory']}"
 
 
 # -- KEDA --------------------------------------------------------------------------------------
