@@ -228,6 +228,7 @@ def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], d
 class _Handler(BaseHTTPRequestHandler):
     webhook: FakeResetWebhook
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out at once, as a real server's do
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
