@@ -11,10 +11,12 @@ then redacted like any other and, because it is a secret, it is exempt from the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import tldextract
-from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer
+from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer, RecognizerResult
+from presidio_analyzer.nlp_engine import NlpArtifacts
 from presidio_analyzer.predefined_recognizers import (
     CreditCardRecognizer,
     EmailRecognizer,
@@ -27,6 +29,9 @@ from presidio_analyzer.predefined_recognizers import (
     UsSsnRecognizer,
 )
 
+from redactor.addresses import StreetAddressRecognizer
+from redactor.names import NameLists
+from redactor.people import PersonCueRecognizer
 from redactor.secrets import SECRET_KEY_ENTITIES, key_recognizers
 
 PASSWORD = "PASSWORD"  # noqa: S105 - the entity type's name, not a credential
@@ -140,6 +145,27 @@ PASSWORD_PATTERNS: list[Pattern] = [
 ]
 
 
+class CaseInsensitiveIbanRecognizer(IbanRecognizer):
+    """Presidio's IBAN recogniser, also for account numbers typed in lower case."""
+
+    def analyze(
+        self,
+        text: str,
+        entities: list[str],
+        nlp_artifacts: NlpArtifacts | None = None,
+        regex_flags: int | None = None,
+    ) -> list[RecognizerResult]:
+        upper = text.upper()
+        # Offsets must stay valid: upper-casing "ß" to "SS" would shift them.
+        results: list[RecognizerResult] = super().analyze(
+            upper if len(upper) == len(text) else text,
+            entities,
+            nlp_artifacts,  # type: ignore[arg-type]  # Presidio's own default is None
+            regex_flags,  # type: ignore[arg-type]
+        )
+        return results
+
+
 def secret_recognizers(language: str) -> list[EntityRecognizer]:
     """Deskpilot's own detectors for secrets typed into chat; extend this list for new kinds."""
     return [
@@ -154,7 +180,7 @@ def pii_recognizers(language: str) -> list[EntityRecognizer]:
         OfflineEmailRecognizer(supported_language=language),
         PhoneRecognizer(supported_language=language),
         CreditCardRecognizer(supported_language=language),
-        IbanRecognizer(supported_language=language),
+        CaseInsensitiveIbanRecognizer(supported_language=language),
         IpRecognizer(supported_language=language),
         UrlRecognizer(supported_language=language),
         UsSsnRecognizer(supported_language=language),
@@ -176,7 +202,7 @@ LOOSE_PHONE_PATTERNS = [
         r"\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?:\s?x\d{1,5})?(?![\w/]|[.-]\d)",
         0.2,
     ),
-    Pattern("ten_digits", r"(?<![\w.+-])\+?\d{10,12}(?![\w.-])", 0.15),
+    Pattern("ten_digits", r"(?<![\w.+-])\+?\d{10,12}(?![\w.]|-\d)", 0.15),
 ]
 PHONE_CONTEXT = [
     "phone", "telephone", "tel", "mobile", "cell", "call", "desk", "office", "fax", "reach",
@@ -211,11 +237,40 @@ CARD_CONTEXT = [
 
 
 class _LoosePhoneRecognizer(PatternRecognizer):
-    """Seven to fifteen digits, as phone numbers have: "error 404 500" near "phone" is not one."""
+    """Seven to fifteen digits, as phone numbers have: "error 404 500" near "phone" is not one.
+
+    The phone words are looked for here, in the raw text, as well as by Presidio's context
+    enhancer: the enhancer skips spaCy's stop words, and "call" is one ("call me on 450 0840"),
+    and it compares lemmas of whole tokens, which misses "788-063-Office".
+    """
+
+    CONTEXT_SCORE = 0.6
+    _WORDS_BEFORE = re.compile(
+        r"(?i:\b(?:" + "|".join(PHONE_CONTEXT) + r"|dial|ring)(?:s|ed|ing)?\b\W+"
+        r"(?:\w+\W+){0,4}$)"
+    )
+    _WORDS_AFTER = re.compile(r"(?i:^\W{0,3}(?:\w+\W+)?(?:" + "|".join(PHONE_CONTEXT) + r")\b)")
 
     def invalidate_result(self, pattern_text: str) -> bool:
         digits = sum(char.isdigit() for char in pattern_text)
         return not 7 <= digits <= 15
+
+    def analyze(
+        self,
+        text: str,
+        entities: list[str],
+        nlp_artifacts: NlpArtifacts | None = None,
+        regex_flags: int | None = None,
+    ) -> list[RecognizerResult]:
+        results: list[RecognizerResult] = super().analyze(
+            text, entities, nlp_artifacts, regex_flags
+        )
+        for result in results:
+            before = text[max(0, result.start - 60) : result.start]
+            after = text[result.end : result.end + 25]
+            if self._WORDS_BEFORE.search(before) or self._WORDS_AFTER.search(after):
+                result.score = max(result.score, self.CONTEXT_SCORE)
+        return results
 
 
 MAC_PATTERNS = [
@@ -255,12 +310,30 @@ def identifier_recognizers(
     return recognizers
 
 
-def build_recognizers(
-    language: str, employee_ids: Sequence[str] = (), hostnames: Sequence[str] = ()
+def context_recognizers(
+    language: str, names: NameLists, allowed_words: Sequence[str] = ()
 ) -> list[EntityRecognizer]:
-    """Every recognizer the redactor registers, in one list."""
+    """People and postal addresses found from word lists, cue words and address layout, which
+    the small spaCy model misses (see :mod:`redactor.people` and :mod:`redactor.addresses`)."""
+    return [
+        PersonCueRecognizer(names, allowed_words, supported_language=language),
+        StreetAddressRecognizer(names, allowed_words, supported_language=language),
+    ]
+
+
+def build_recognizers(
+    language: str,
+    employee_ids: Sequence[str] = (),
+    hostnames: Sequence[str] = (),
+    names: NameLists | None = None,
+    allowed_words: Sequence[str] = (),
+) -> list[EntityRecognizer]:
+    """Every recognizer the redactor registers, in one list. Without ``names`` (the model's
+    vocabulary and the name gazetteer, :func:`redactor.names.name_lists`) the person and address
+    recognizers are left out."""
     return [
         *pii_recognizers(language),
         *secret_recognizers(language),
         *identifier_recognizers(language, employee_ids, hostnames),
+        *(context_recognizers(language, names, allowed_words) if names is not None else []),
     ]

@@ -26,6 +26,7 @@ from presidio_analyzer.nlp_engine import SpacyNlpEngine
 from pydantic import BaseModel, ConfigDict, Field
 
 from redactor.config import RedactorSettings
+from redactor.names import name_lists
 from redactor.recognizers import SECRET_ENTITIES, build_recognizers
 
 
@@ -108,9 +109,15 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
     nlp_engine = SpacyNlpEngine(
         models=[{"lang_code": settings.language, "model_name": settings.spacy_model}]
     )
+    nlp_engine.load()
+    names = name_lists(nlp_engine.get_nlp(settings.language))
     registry = RecognizerRegistry(
         recognizers=build_recognizers(
-            settings.language, settings.employee_id_patterns, settings.hostname_patterns
+            settings.language,
+            settings.employee_id_patterns,
+            settings.hostname_patterns,
+            names=names,
+            allowed_words=allowed_words(settings.allow_list),
         ),
         supported_languages=[settings.language],
     )
@@ -123,6 +130,12 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
             context_prefix_count=5, context_suffix_count=2
         ),
     )
+
+
+def allowed_words(terms: Iterable[str]) -> list[str]:
+    """The single words of allow-listed terms ("Cisco AnyConnect" gives "Cisco" and
+    "AnyConnect"), which the person and address recognizers never treat as a name."""
+    return sorted({word for term in terms for word in re.findall(r"[^\W_]+", term)})
 
 
 def _require_installed_model(model: str) -> None:
