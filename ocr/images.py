@@ -194,7 +194,9 @@ class ScreenReader:
         prepared = prepare_for_ocr(image, self.settings)
         if self.settings.invert_dark and _is_dark(prepared):
             prepared = ImageOps.invert(prepared)
-        with self._lock:
+        with self._lock, warnings.catch_warnings():
+            # torch warns on every read that there is no GPU to pin memory for.
+            warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
             detections = self._reader.readtext(np.asarray(prepared), detail=1, paragraph=False)
         return [repair_codes(line) for line in lines_from_detections(detections)]
 
@@ -214,10 +216,14 @@ def build_reader(settings: OcrSettings) -> Any:
     import torch
 
     torch.set_num_threads(settings.torch_threads)
-    return easyocr.Reader(
-        ["en"],
-        gpu=settings.gpu,
-        model_storage_directory=easyocr_en_models.model_dir(),
-        download_enabled=False,
-        verbose=False,
-    )
+    with warnings.catch_warnings():
+        # EasyOCR quantises its recogniser with APIs torch has deprecated; nothing to act on.
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantize.*", category=UserWarning)
+        return easyocr.Reader(
+            ["en"],
+            gpu=settings.gpu,
+            model_storage_directory=easyocr_en_models.model_dir(),
+            download_enabled=False,
+            verbose=False,
+        )
