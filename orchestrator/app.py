@@ -16,6 +16,7 @@ from orchestrator.cases import CaseRetriever, open_cases_collection
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits, sweep_due
 from orchestrator.embedding import QueryEncoder, one_embedding_per_text
+from orchestrator.incidents import IncidentStore
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import build_provider
 from orchestrator.memory import ConversationStore
@@ -45,6 +46,12 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         waits = CrawlWaits(bus.redis)
         attachments = AttachmentStore(bus.redis, settings.conversation_ttl_s)
         keys = ConversationKeys(bus.redis, max(settings.turn_ttl_s, settings.conversation_ttl_s))
+        incidents = IncidentStore(
+            bus.redis,
+            cache_s=settings.incident_cache_s,
+            resolved_keep_s=settings.incident_resolved_keep_s,
+            stale_after_s=settings.incident_stale_after_s,
+        )
         orchestrator = Orchestrator(
             retriever,
             intents,
@@ -57,13 +64,17 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             waits,
             attachments,
             keys,
+            handlers.BusTicketDesk(bus),
+            handlers.BusAudit(bus),
+            incidents,
         )
         replies = handlers.register(bus, orchestrator, settings.concurrency)
         handlers.register_attachments(bus, attachments)
+        handlers.register_incidents(bus, incidents)
 
         async def answer_late_turn(correlation_id: str) -> None:
             with one_embedding_per_text():
-                await orchestrator.resume(correlation_id, replies, deadline=True)
+                await orchestrator.on_deadline(correlation_id, replies)
 
         async def sweep() -> None:
             await sweep_due(waits, answer_late_turn)

@@ -17,8 +17,8 @@ from orchestrator.retrieval import Hit, Retrieval
 
 NO_ANSWER_TEXT = (
     "I couldn't find this in the IT knowledge base, so I'd rather not guess. "
-    'I can hand it to a technician: reply "create a ticket" and describe what you see, '
-    "or rephrase the question if it is about something else."
+    'Shall I create a ticket for a technician? Reply "yes" and I\'ll pass on what you told '
+    "me, or rephrase the question if it is about something else."
 )
 REFUSE_TEXT = (
     "That's outside what I can help with: I'm the IT service desk assistant. I can help with "
@@ -30,8 +30,8 @@ GREETING_TEXT = (
     '"How do I reset my VPN password?" or "My headset isn\'t recognised in Teams".'
 )
 CAP_TEXT = (
-    "I still can't tell which article fits, so a technician should look at this. Reply "
-    "\"create a ticket\" and I'll pass on everything you've told me."
+    "I still can't tell which article fits, so a technician should look at this. Shall I "
+    "create a ticket? Reply \"yes\" and I'll pass on everything you've told me."
 )
 SNIPPET_CHARS = 240
 MAIN_SECTION_BONUS = 0.05

@@ -73,6 +73,52 @@ class OrchestratorSettings(LLMEndpointSettings):
         "or a ticket.",
     )
 
+    # Escalation to a technician (orchestrator/escalation.py, orchestrator/tickets.py).
+    escalation_anger_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description='Anger score (VADER, profanity, shouting, repeated punctuation, "still '
+        "doesn't work\", failed steps, repeated questions) at which a conversation goes to a "
+        "technician; see `deskpilot eval escalation`.",
+    )
+    ticket_wait_s: float = Field(
+        15.0,
+        gt=0,
+        description="How long a turn waits for the ticketing service before telling the user a "
+        "ticket will follow (the request stays queued).",
+    )
+    support_email: str = Field(
+        "servicedesk@northwind.example",
+        description="Where users are told to write when no ticket can be filed now; keep it "
+        "equal to TICKETING_SUPPORT_EMAIL.",
+    )
+    route_categories: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated categories the assistant does not handle itself: such "
+        "requests go straight to their category's technician queue as a ticket.",
+    )
+
+    # Ongoing incidents (orchestrator/incidents.py).
+    incident_cache_s: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds each process reuses its list of active incidents before reading "
+        "Redis again (every turn asks for it).",
+    )
+    incident_resolved_keep_s: int = Field(
+        6 * 3600,
+        ge=60,
+        description="How long a resolved incident is kept, so a late, older update cannot "
+        "make it active again.",
+    )
+    incident_stale_after_s: int = Field(
+        7 * 24 * 3600,
+        ge=60,
+        description="An active incident not updated for this long is forgotten (its source "
+        "never reported the resolution).",
+    )
+
     # The LLM plugin (orchestrator/llm.py); its endpoint, model and key come from
     # LLMEndpointSettings, shared with the crawler.
     llm_temperature: float = Field(
@@ -146,7 +192,7 @@ class OrchestratorSettings(LLMEndpointSettings):
         "early (a checklist always does); thinner pages (a hub listing links) let it go on.",
     )
 
-    @field_validator("crawl_seed_urls", "crawl_allowed_domains", mode="before")
+    @field_validator("crawl_seed_urls", "crawl_allowed_domains", "route_categories", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         if isinstance(value, str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 from contracts.bus import Bus, Delivery
@@ -15,14 +16,22 @@ from contracts.events import (
     ConversationPurged,
     CrawlFinished,
     CrawlStop,
+    EscalationRequested,
+    IncidentReported,
     QueryReceived,
+    TicketEvent,
+    TicketStatusRequested,
     TurnReply,
 )
 from contracts.topics import Group, Topic
+from contracts.tracing import current_trace_id
 from orchestrator.attachments import AttachmentStore
 from orchestrator.embedding import one_embedding_per_text
+from orchestrator.incidents import IncidentStore
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState
+
+log = logging.getLogger("deskpilot.orchestrator")
 
 
 class BusReplies:
@@ -56,6 +65,42 @@ class BusFleet:
             reason="enough",
         )
         await self.bus.publish(Topic.CRAWL_STOP, stop)
+
+
+class BusTicketDesk:
+    """Ticket requests and status questions for the ticketing service."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def request(self, escalation: EscalationRequested) -> None:
+        await self.bus.publish(Topic.ESCALATION_REQUESTED, escalation)
+
+    async def status(self, request: TicketStatusRequested) -> None:
+        await self.bus.publish(Topic.TICKET_STATUS_REQUESTED, request)
+
+
+class BusAudit:
+    """Agent actions on the durable audit stream, with the turn's trace id."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def record(
+        self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
+    ) -> None:
+        record = AuditRecorded.model_validate(
+            {
+                "correlation_id": turn.correlation_id,
+                "conversation_id": turn.conversation_id,
+                "service": "orchestrator",
+                "action": action,
+                "reason": reason,
+                "trace_id": current_trace_id(),
+                "details": details,
+            }
+        )
+        await self.bus.publish(Topic.AUDIT, record)
 
 
 def _reply(turn: TurnState, **fields: object) -> TurnReply:
@@ -99,6 +144,13 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
     )
     bus.subscribe(Topic.CRAWL_FINISHED, CrawlFinished, on_finished, group=Group.ORCHESTRATOR)
 
+    async def on_ticket(event: TicketEvent, _: Delivery) -> None:
+        await orchestrator.on_ticket_event(event, replies)
+
+    bus.subscribe(
+        Topic.TICKET_EVENTS, TicketEvent, on_ticket, group=Group.ORCHESTRATOR, concurrency=2
+    )
+
     async def on_purge(event: ConversationPurged, _: Delivery) -> None:
         deleted = await orchestrator.purge(event.conversation_id)
         audit = AuditRecorded(
@@ -123,3 +175,11 @@ def register_attachments(bus: Bus, store: AttachmentStore) -> None:
     bus.subscribe(
         Topic.ATTACHMENT_REDACTED, AttachmentRedacted, on_attachment, group=Group.ORCHESTRATOR
     )
+
+
+def register_incidents(bus: Bus, store: IncidentStore) -> None:
+    async def on_incident(event: IncidentReported, _: Delivery) -> None:
+        outcome = await store.apply(event)
+        log.info("incident", extra={"incident_id": event.incident.id, "outcome": outcome})
+
+    bus.subscribe(Topic.INCIDENT_REPORTED, IncidentReported, on_incident, group=Group.ORCHESTRATOR)

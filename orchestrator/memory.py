@@ -13,7 +13,7 @@ from datetime import datetime
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 
-from contracts.events import AttachmentSummary, utcnow
+from contracts.events import AttachmentSummary, TranscriptLine, utcnow
 
 KEY_PREFIX = "deskpilot:orchestrator:conversation:"
 
@@ -55,11 +55,41 @@ class Conversation(BaseModel):
     attachments: list[AttachmentSummary] = Field(
         default_factory=list, description="Files the user attached (redacted), newest last."
     )
+    tried: list[StepOutcome] = Field(
+        default_factory=list,
+        description="Checklist steps tried in earlier topics too (a ticket wants them all).",
+    )
+    transcript: list[TranscriptLine] = Field(
+        default_factory=list, description="The redacted conversation, newest last (bounded)."
+    )
+    ticket_offer: str | None = Field(
+        None, description="Why a ticket was just offered; a 'yes' to it files one."
+    )
+    tickets: list[str] = Field(default_factory=list, description="Keys of tickets filed.")
+    incident_id: str | None = Field(
+        None, description="The ongoing incident the conversation matched; tickets link to it."
+    )
+    incidents_told: list[str] = Field(
+        default_factory=list, description="Incidents the user was already told about."
+    )
     updated_at: datetime = Field(default_factory=utcnow)
 
-    def remember(self, question: str, action: str, url: str | None, keep: int = 12) -> None:
+    def remember(
+        self,
+        question: str,
+        action: str,
+        url: str | None,
+        answer: str = "",
+        keep: int = 12,
+        transcript_chars: int = 800,
+    ) -> None:
         self.history.append(TurnSummary(question=question, action=action, url=url))
         del self.history[:-keep]
+        self.transcript.append(TranscriptLine(role="user", text=question))
+        if answer:
+            short = answer if len(answer) <= transcript_chars else answer[:transcript_chars] + " …"
+            self.transcript.append(TranscriptLine(role="assistant", text=short))
+        del self.transcript[: -2 * keep]
 
     def new_topic(self, topic: str, category: str | None) -> None:
         """Start over on a new subject; facts about the user's setup stay."""
@@ -67,6 +97,8 @@ class Conversation(BaseModel):
         self.category = category
         self.clarify_rounds = 0
         self.asked = []
+        if self.checklist is not None:
+            self.tried += self.checklist.tried
         self.checklist = None
 
 

@@ -39,8 +39,13 @@ from contracts.events import (
     Citation,
     ContextInsufficient,
     CrawlBudget,
+    EscalationReason,
+    EscalationRequested,
     QueryReceived,
     SimilarCase,
+    TicketChange,
+    TicketEvent,
+    TicketStatusRequested,
 )
 from orchestrator.attachments import (
     AttachmentStore,
@@ -79,14 +84,30 @@ from orchestrator.dialogue import (
     readable,
     search_text,
 )
+from orchestrator.escalation import (
+    EscalationCheckpoint,
+    EscalationPolicy,
+    OfferReply,
+    detect_status_question,
+    read_offer_reply,
+)
+from orchestrator.incidents import IncidentStore, incident_notice, match, to_ref
 from orchestrator.intent import Intent, IntentClassifier
 from orchestrator.llm import LLMProvider, NoLLM, generate_answer, read_message
 from orchestrator.memory import KEY_PREFIX as CONVERSATION_PREFIX
 from orchestrator.memory import ChecklistState, Conversation, ConversationStore, StepOutcome
 from orchestrator.notice import redaction_notice
 from orchestrator.retrieval import Retrieval, Retriever
+from orchestrator.sentiment import Trajectory
 from orchestrator.state import KEY_PREFIX as TURN_PREFIX
 from orchestrator.state import TurnState, TurnStatus, TurnStore
+from orchestrator.tickets import (
+    build_escalation,
+    problem_words,
+    requester,
+    status_reply,
+    ticket_reply,
+)
 
 log = logging.getLogger("deskpilot.orchestrator")
 T = TypeVar("T")
@@ -100,6 +121,12 @@ OS_MATCH_MARGIN = 0.05
 WHAT_DO_YOU_NEED = "What do you need help with?"
 ANYTHING_ELSE = "Is there anything else I can help with?"
 CRAWL_STARTED = "That isn't in the knowledge base yet, so I'm reading the IT help site for it."
+NO_TICKET_TEXT = "Alright, no ticket. Is there anything else I can help with?"
+TICKET_STATUS_UNAVAILABLE = (
+    "I can't reach the ticket system right now, so I can't read your ticket's status. "
+    "Please ask again in a few minutes."
+)
+WAITING_STAGES = (TurnStatus.CRAWLING, TurnStatus.ESCALATING, TurnStatus.CHECKING_TICKET)
 
 
 def crawled_nothing(pages: int) -> str:
@@ -147,6 +174,29 @@ class CrawlFleet(Protocol):
     async def stop(self, turn: TurnState, job_id: str) -> None: ...
 
 
+class TicketDesk(Protocol):
+    """Where ticket requests go (the ticketing service, through the bus)."""
+
+    async def request(self, escalation: EscalationRequested) -> None: ...
+
+    async def status(self, request: TicketStatusRequested) -> None: ...
+
+
+class AuditTrail(Protocol):
+    """The durable, redacted record of every agent action (the ``audit.log`` stream)."""
+
+    async def record(
+        self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
+    ) -> None: ...
+
+
+class NoAudit:
+    async def record(
+        self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
+    ) -> None:
+        return None
+
+
 class Orchestrator:
     def __init__(
         self,
@@ -161,7 +211,16 @@ class Orchestrator:
         waits: CrawlWaits | None = None,
         attachments: AttachmentStore | None = None,
         keys: ConversationKeys | None = None,
+        desk: TicketDesk | None = None,
+        audit: AuditTrail | None = None,
+        incidents: IncidentStore | None = None,
     ) -> None:
+        self.incidents = incidents
+        self.desk = desk
+        self.audit = audit or NoAudit()
+        self.checkpoint = EscalationCheckpoint(
+            policy=EscalationPolicy(anger_threshold=settings.escalation_anger_threshold)
+        )
         self.attachments = attachments
         self.keys = keys
         self.llm = llm or NoLLM()
@@ -182,8 +241,8 @@ class Orchestrator:
             log.info("turn already answered; sending the same answer again")
             await replies.answer(turn, turn.answer)
             return
-        if turn is not None and turn.status is TurnStatus.CRAWLING:
-            log.info("turn already waits on a crawl; it is answered when the crawl has results")
+        if turn is not None and turn.status in WAITING_STAGES:
+            log.info("turn already waits (%s); it is answered when that ends", turn.status.value)
             return
         turn = TurnState(
             correlation_id=query.correlation_id,
@@ -203,7 +262,18 @@ class Orchestrator:
             # What the files say is part of the question: searched, and kept for the crawl.
             context = " ".join(search_context(attachment) for attachment in attached)
             turn.question = f"{query.text}\n{context}".strip()
+        await self.match_incident(turn, conversation, attached)
+        if await self.triage(query, turn, conversation, replies):
+            return
+        if turn.incident is not None and turn.incident.id not in conversation.incidents_told:
+            # Known outage: say what is known instead of troubleshooting; "yes" files a ticket
+            # linked to it.
+            await self.tell_incident(turn, conversation, replies)
+            return
         body, reason = await self.decide(turn.question, conversation, turn, replies)
+        if body.action is Action.ESCALATED:  # a category the assistant routes to technicians
+            await self.escalate(turn, conversation, EscalationReason.ROUTING, reason, None, replies)
+            return
         if attached and body.action is not Action.REFUSE:
             body.answer = f"{describe(attached)}\n\n{body.answer}"
             reason = f"{reason}; {len(attached)} attachment(s) read"
@@ -211,6 +281,45 @@ class Orchestrator:
             await self.start_crawl(turn, conversation, replies, reason)
             return
         await self.finish(turn, conversation, body, reason, replies)
+
+    async def match_incident(
+        self, turn: TurnState, conversation: Conversation, attached: list[StoredAttachment]
+    ) -> None:
+        """Set ``turn.incident`` when the turn is about an ongoing incident."""
+        if self.incidents is None:
+            return
+        active = await self.incidents.active()
+        if not active:
+            return
+        signatures = [s for a in attached for s in a.summary.signatures]
+        signatures += [s for a in conversation.attachments for s in a.signatures]
+        found = match(active, turn.question, signatures, conversation.category)
+        if found is None:
+            return
+        turn.incident = to_ref(found.incident)
+        conversation.incident_id = found.incident.id
+        log.info(
+            "incident matched",
+            extra={
+                "incident_id": found.incident.id,
+                "score": round(found.score, 2),
+                "reason": found.reason,
+            },
+        )
+
+    async def tell_incident(
+        self, turn: TurnState, conversation: Conversation, replies: Replies
+    ) -> None:
+        incidents = await self.incidents.active() if self.incidents else []
+        incident = next(i for i in incidents if turn.incident and i.id == turn.incident.id)
+        conversation.incidents_told.append(incident.id)
+        body = compose_text(incident_notice(incident), Action.ANSWER)
+        body.incident = turn.incident
+        reason = f"ongoing incident {incident.id}"
+        await self.finish(turn, conversation, body, reason, replies)
+        # After the notice, a "yes" files a ticket linked to the incident.
+        conversation.ticket_offer = reason
+        await self.conversations.save(conversation)
 
     async def remember_keys(self, conversation_id: str, correlation_id: str) -> None:
         if self.keys is not None:
@@ -254,13 +363,188 @@ class Orchestrator:
     ) -> None:
         """Record the turn as answered (with the conversation) and send the answer."""
         body.redaction_notice = turn.redaction_notice
+        if body.incident is None and turn.incident is not None:
+            body.incident = turn.incident
         turn.status, turn.answer, turn.reason = TurnStatus.ANSWERED, body, reason
         conversation.remember(
-            turn.question, body.action.value, body.citations[0].url if body.citations else None
+            turn.question,
+            body.action.value,
+            body.citations[0].url if body.citations else None,
+            body.answer,
         )
+        # No answer (or nothing left to try): a ticket is offered, and a "yes" files it.
+        conversation.ticket_offer = reason if body.action is Action.NO_ANSWER else None
         await asyncio.gather(self.conversations.save(conversation), self.store.save(turn))
         log.info("decided", extra={"action": body.action.value, "reason": reason})
+        await self.audit.record(turn, "decision", reason, outcome=body.action.value)
         await replies.answer(turn, body)
+
+    # -- escalation ----------------------------------------------------------------------------
+
+    def trajectory(self, conversation: Conversation) -> Trajectory:
+        checklist_tried = conversation.checklist.tried if conversation.checklist else []
+        failed = sum(1 for t in [*conversation.tried, *checklist_tried] if t.outcome == "failed")
+        return Trajectory(
+            failed_steps=failed,
+            previous_questions=tuple(turn.question for turn in conversation.history),
+            clarify_cap_reached=conversation.clarify_rounds >= self.settings.clarify_cap,
+        )
+
+    async def triage(
+        self,
+        query: QueryReceived,
+        turn: TurnState,
+        conversation: Conversation,
+        replies: Replies,
+    ) -> bool:
+        """Before the knowledge base: status questions, ticket requests (words or the ticket
+        button), a reply to a ticket offer, and anger. True when the turn is handled."""
+        if self.desk is None:
+            return False
+        text = query.text
+        if not query.request_ticket and (status := detect_status_question(text)):
+            await self.check_ticket(turn, conversation, status.ticket_key, replies)
+            return True
+        decision = self.checkpoint.check(text, self.trajectory(conversation))
+        reason, detail = decision.reason, decision.reason_detail
+        if query.request_ticket:
+            reason, detail = EscalationReason.USER_REQUEST, "the user pressed the ticket button"
+        if reason is None and (offer := conversation.ticket_offer):
+            conversation.ticket_offer = None
+            answer = read_offer_reply(text)
+            if answer is OfferReply.ACCEPT:
+                reason = EscalationReason.LOW_CONFIDENCE
+                detail = f"accepted the ticket offered because: {offer}"
+            elif answer is OfferReply.DECLINE:
+                body = compose_text(NO_TICKET_TEXT, Action.ANSWER)
+                await self.finish(turn, conversation, body, "ticket offer declined", replies)
+                return True
+        if reason is None:
+            return False
+        await self.escalate(turn, conversation, reason, detail, decision.anger.score, replies)
+        return True
+
+    async def escalate(
+        self,
+        turn: TurnState,
+        conversation: Conversation,
+        reason: EscalationReason,
+        detail: str,
+        sentiment: float | None,
+        replies: Replies,
+    ) -> None:
+        """Ask the ticketing service for a ticket; the turn waits in Redis for its answer (or
+        its deadline, after which the user is told a ticket will follow)."""
+        desk, waits = self.desk, self.waits
+        if desk is None or waits is None:
+            raise RuntimeError("escalating needs the ticket desk and the waits store")
+        if conversation.topic is None and problem_words(turn.question):
+            # A first message that says what is wrong besides asking for a person.
+            intent = await asyncio.to_thread(self.intents.classify, readable(turn.question))
+            conversation.new_topic(turn.question, intent.category)
+        queue = self.intents.queues.get(conversation.category or "")
+        escalation = build_escalation(
+            turn,
+            conversation,
+            reason=reason,
+            reason_detail=detail,
+            queue=queue,
+            sentiment=None if sentiment is None else round(sentiment, 3),
+            incident_id=turn.incident.id if turn.incident else conversation.incident_id,
+        )
+        turn.status, turn.ticket_queue = TurnStatus.ESCALATING, queue
+        turn.reason = f"escalated ({reason.value}): {detail}"
+        conversation.ticket_offer = None
+        await asyncio.gather(self.conversations.save(conversation), self.store.save(turn))
+        await waits.wait(turn.correlation_id, time.time() + self.settings.ticket_wait_s)
+        await desk.request(escalation)
+        log.info("decided", extra={"action": Action.ESCALATED.value, "reason": turn.reason})
+        await self.audit.record(turn, "ticket", turn.reason, queue=queue, topic=escalation.topic)
+        await replies.progress(turn, "creating_ticket", "creating a ticket")
+
+    async def check_ticket(
+        self, turn: TurnState, conversation: Conversation, key: str | None, replies: Replies
+    ) -> None:
+        desk, waits = self.desk, self.waits
+        if desk is None or waits is None:
+            raise RuntimeError("ticket status needs the ticket desk and the waits store")
+        turn.status, turn.ticket_key_asked = TurnStatus.CHECKING_TICKET, key
+        turn.reason = f"ticket status question ({key or 'latest tickets'})"
+        await self.store.save(turn)
+        await waits.wait(turn.correlation_id, time.time() + self.settings.ticket_wait_s)
+        await desk.status(
+            TicketStatusRequested(
+                event_id=turn.correlation_id,
+                correlation_id=turn.correlation_id,
+                conversation_id=turn.conversation_id,
+                user_id=requester(turn),
+                reply_to=turn.reply_to,
+                key=key,
+            )
+        )
+        await replies.progress(turn, "checking_ticket", "reading your ticket's status")
+
+    async def on_ticket_event(self, event: TicketEvent, replies: Replies) -> None:
+        """The ticketing service answered a waiting turn: tell the user. Runs under the turn's
+        lock; a turn no longer waiting is left alone (redeliveries, a late "created" after
+        "deferred", events of other turns)."""
+        if self.waits is None:
+            return
+        if event.change not in (
+            TicketChange.CREATED,
+            TicketChange.COMMENTED,
+            TicketChange.DEFERRED,
+            TicketChange.FAILED,
+            TicketChange.STATUS,
+        ):
+            return
+        async with self.waits.lock(event.correlation_id):
+            turn = await self.store.get(event.correlation_id)
+            if turn is None:
+                return
+            if turn.status is TurnStatus.ESCALATING and event.change is not TicketChange.STATUS:
+                await self.answer_escalation(turn, event, replies)
+            elif turn.status is TurnStatus.CHECKING_TICKET and event.change is TicketChange.STATUS:
+                conversation = await self.conversations.load(turn.conversation_id)
+                tickets = event.tickets or ([event.ticket] if event.ticket else [])
+                body = compose_text(status_reply(event, turn.ticket_key_asked), Action.ANSWER)
+                body.ticket = tickets[0] if tickets else None
+                await self.finish(turn, conversation, body, turn.reason or "status", replies)
+            else:
+                return
+            await self.waits.done(event.correlation_id)
+
+    async def answer_escalation(
+        self, turn: TurnState, event: TicketEvent, replies: Replies
+    ) -> None:
+        conversation = await self.conversations.load(turn.conversation_id)
+        text = ticket_reply(event, turn.ticket_queue, self.settings.support_email)
+        body = AnswerBody(answer=text, action=Action.ESCALATED, ticket=event.ticket)
+        if event.ticket is not None and event.ticket.key not in conversation.tickets:
+            conversation.tickets.append(event.ticket.key)
+        reason = f"{turn.reason or 'escalated'}; ticket {event.change.value}"
+        await self.finish(turn, conversation, body, reason, replies)
+
+    async def on_deadline(self, correlation_id: str, replies: Replies) -> None:
+        """A waiting turn's deadline passed: answer with what there is."""
+        turn = await self.store.get(correlation_id)
+        if turn is None or turn.status is TurnStatus.CRAWLING or self.waits is None:
+            await self.resume(correlation_id, replies, deadline=True)
+            return
+        async with self.waits.lock(correlation_id):
+            turn = await self.store.get(correlation_id)
+            if turn is not None and turn.status is TurnStatus.ESCALATING:
+                late = TicketEvent(
+                    correlation_id=correlation_id,
+                    conversation_id=turn.conversation_id,
+                    change=TicketChange.DEFERRED,
+                )
+                await self.answer_escalation(turn, late, replies)
+            elif turn is not None and turn.status is TurnStatus.CHECKING_TICKET:
+                conversation = await self.conversations.load(turn.conversation_id)
+                body = compose_text(TICKET_STATUS_UNAVAILABLE, Action.ANSWER)
+                await self.finish(turn, conversation, body, "ticket status timed out", replies)
+            await self.waits.done(correlation_id)
 
     # -- crawling ------------------------------------------------------------------------------
 
@@ -298,6 +582,7 @@ class Orchestrator:
             )
         )
         log.info("decided", extra={"action": Action.CRAWL.value, "reason": reason})
+        await self.audit.record(turn, "crawl_request", reason, seeds=len(settings.crawl_seed_urls))
         await replies.progress(turn, "crawling", CRAWL_STARTED)
 
     def enough(self, body: AnswerBody) -> bool:
@@ -424,6 +709,14 @@ class Orchestrator:
             )
         best = retrieval.confidence
         confidence = f"best similarity {best:.3f}" if best is not None else "no hits"
+        await self.audit.record(
+            turn,
+            "retrieval",
+            confidence,
+            hits=len(retrieval.hits),
+            best=None if best is None else round(best, 4),
+            top_url=retrieval.hits[0].url if retrieval.hits else None,
+        )
         covered = best is not None and best >= self.settings.relevance_threshold
         # The classifier says off topic and the knowledge base agrees: decline. A strong match
         # in the company's own articles (its product names, its jargon) outweighs the classifier.
@@ -434,6 +727,14 @@ class Orchestrator:
             # A follow-up ("im on linux") is the topic's kind of request, not a request of its own.
             # (The model read it with the topic already.)
             intent = await asyncio.to_thread(self.intents.classify, query_text)
+        if (
+            not follow_up
+            and intent.category in self.settings.route_categories
+            and self.desk is not None
+        ):
+            conversation.new_topic(text, intent.category)
+            reason = f"{intent.category} requests go to the {intent.queue} queue"
+            return compose_text("", Action.ESCALATED), reason + by
         if not covered and allow_crawl and self.may_crawl():
             turn.crawl_question = query_text
             reason = f"{confidence} below threshold {self.settings.relevance_threshold}"
@@ -553,6 +854,7 @@ class Orchestrator:
             n=1, url=checklist.url, title=checklist.title, snippet=checklist.citation_snippet
         )
         if feedback == "fixed":
+            conversation.tried += checklist.tried
             conversation.checklist = None
             conversation.topic = None
             text = (
@@ -572,8 +874,8 @@ class Orchestrator:
             return body, f"step {checklist.current} failed; next step"
         text = (
             f"I'm sorry: none of the {len(checklist.steps)} steps from “{checklist.title}” [1] "
-            'fixed it, so this needs a technician. Reply "create a ticket" and I\'ll pass on '
-            "what we tried."
+            "fixed it, so this needs a technician. Shall I create a ticket with what we tried? "
+            'Reply "yes" and I\'ll pass it all on.'
         )
         body = AnswerBody(answer=text, action=Action.NO_ANSWER, citations=[source])
         return body, "every checklist step failed"

@@ -12,7 +12,7 @@ from enum import StrEnum
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 
-from contracts.events import AnswerBody, utcnow
+from contracts.events import AnswerBody, IncidentRef, utcnow
 
 KEY_PREFIX = "deskpilot:orchestrator:turn:"
 
@@ -21,6 +21,10 @@ class TurnStatus(StrEnum):
     RECEIVED = "received"
     CRAWLING = "crawling"
     """Waiting for the crawler fleet; see :mod:`orchestrator.crawl`."""
+    ESCALATING = "escalating"
+    """Waiting for the ticketing service to file (or defer) the ticket."""
+    CHECKING_TICKET = "checking_ticket"
+    """Waiting for the ticketing service to read a ticket's status back."""
     ANSWERED = "answered"
 
 
@@ -50,6 +54,9 @@ class TurnState(BaseModel):
     crawl_published: int | None = Field(
         None, description="Pages the finished crawl published; None while it runs."
     )
+    ticket_queue: str | None = Field(None, description="The queue an escalation goes to.")
+    ticket_key_asked: str | None = Field(None, description="The ticket a status question names.")
+    incident: IncidentRef | None = Field(None, description="The incident the turn matched.")
     updated_at: datetime = Field(default_factory=utcnow)
 
 

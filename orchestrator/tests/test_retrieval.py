@@ -212,7 +212,10 @@ def test_the_keyword_index_follows_the_collection(kb: Any, encoder: QueryEncoder
 
 
 def test_the_refresh_check_is_throttled(kb: Any, encoder: QueryEncoder) -> None:
-    retriever = Retriever(encoder, kb, HybridConfig(refresh_interval_s=3600))
+    # Both throttles long, so a slow machine (embedding the new chunk taking over a second)
+    # cannot let the dense-hit rebuild in.
+    config = HybridConfig(refresh_interval_s=3600, rebuild_min_interval_s=3600)
+    retriever = Retriever(encoder, kb, config)
     retriever.search("printer", 1)  # builds the index
     add(kb, encoder, "https://kb.example/plotter", "Plotters", "Plotters", "QZ-5512 needs A0.")
 

@@ -1,0 +1,243 @@
+"""Escalation end to end, through the WebSocket as the chat page uses it, on the whole stack:
+tickets a technician can act on, incidents, status questions.
+
+Tickets go to the local store (the embedded default); what a technician sees is read through
+the admin API (`GET /api/admin/tickets/{key}`), which the ticketing service's events feed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+from uuid import uuid4
+
+import httpx
+import pytest
+import websockets
+
+from deploy.runner import Stack
+from tests.support import wait_until
+from tests.support.stack import ask, running_stack
+
+pytestmark = pytest.mark.slow
+
+ADMIN_TOKEN = f"admin-{uuid4().hex}"
+INCIDENT_TOKEN = f"incidents-{uuid4().hex}"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    env = {
+        "DESKPILOT_ADMIN_TOKEN": ADMIN_TOKEN,
+        "GATEWAY_INCIDENT_TOKEN": INCIDENT_TOKEN,
+        "ORCHESTRATOR_INCIDENT_CACHE_S": "0",
+    }
+    with running_stack(tmp_path_factory.mktemp("escalation"), extra_env=env) as running:
+        yield running
+
+
+class Conversation:
+    """One browser's WebSocket conversation."""
+
+    def __init__(self, socket: Any, conversation_id: str) -> None:
+        self.socket = socket
+        self.conversation_id = conversation_id
+        self.stages: list[str] = []
+
+    async def say(self, text: str, **extra: Any) -> dict[str, Any]:
+        await self.socket.send(json.dumps({"type": "message", "text": text, **extra}))
+        self.stages = []
+        while True:
+            frame: dict[str, Any] = json.loads(await asyncio.wait_for(self.socket.recv(), 90))
+            if frame["type"] == "progress":
+                self.stages.append(frame["stage"])
+            elif frame["type"] in ("answer", "error"):
+                return frame
+
+
+async def converse(stack: Stack) -> Any:
+    url = stack.url.replace("http://", "ws://") + f"/ws/chat?conversation_id=c-{uuid4().hex}"
+    return websockets.connect(url)
+
+
+async def open_conversation(socket: Any) -> Conversation:
+    ready = json.loads(await asyncio.wait_for(socket.recv(), 30))
+    assert ready["type"] == "ready"
+    return Conversation(socket, ready["conversation_id"])
+
+
+async def ticket(stack: Stack, key: str, condition: Any = None) -> dict[str, Any]:
+    """The ticket as the admin API shows it, once it is there (and meets ``condition``)."""
+    last: dict[str, Any] = {}
+
+    async def read() -> dict[str, Any] | None:
+        nonlocal last
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{stack.url}/api/admin/tickets/{key}", headers=ADMIN)
+        if response.status_code != 200:
+            return None
+        last = response.json()
+        return last if condition is None or condition(last) else None
+
+    return await wait_until(read, 30, message=lambda: f"ticket {key}: {last}")
+
+
+async def test_still_broken_and_asking_for_a_human_files_a_complete_ticket(stack: Stack) -> None:
+    async with await converse(stack) as socket:
+        chat = await open_conversation(socket)
+        first = await chat.say("My webcam is not working in Teams meetings")
+        assert first["action"] == "checklist", first
+        steps = first["checklist"]["steps"]
+        second = await chat.say("done, still broken")
+        assert second["action"] == "checklist"
+        third = await chat.say("This still doesn't work. I need a human.")
+        assert third["action"] == "escalated", third
+        assert "creating_ticket" in chat.stages
+        key = third["ticket"]["key"]
+        assert key in third["answer"]
+        assert third["ticket"]["url"]
+
+    record = await ticket(stack, key)
+    description = record["description"]
+    # The technician needs to ask nothing: the problem, what was tried, the links, the reason,
+    # and the conversation itself.
+    assert "webcam" in record["summary"].lower()
+    assert steps[0].split("\n")[0][:40] in description
+    assert "/kb/fix-webcam-not-working" in description
+    assert "asked" in description.lower()
+    assert "This still doesn't work. I need a human." in description
+    assert record["status"]
+
+
+async def test_an_explicit_ticket_request_on_the_first_turn(stack: Stack) -> None:
+    async with await converse(stack) as socket:
+        chat = await open_conversation(socket)
+        reply = await chat.say(
+            "Please open a ticket: the docking station in my office no longer detects either "
+            "monitor"
+        )
+        assert reply["action"] == "escalated", reply
+        record = await ticket(stack, reply["ticket"]["key"])
+        assert "dock" in record["summary"].lower() or "monitor" in record["summary"].lower()
+        assert record["summary"] != "Please open a ticket"
+
+    # The chat's ticket button: a flag, whatever the text.
+    async with await converse(stack) as socket:
+        chat = await open_conversation(socket)
+        reply = await chat.say("", request_ticket=True)
+        assert reply["action"] == "escalated", reply
+        assert reply["ticket"]["key"]
+
+
+async def test_an_angry_user_after_two_failed_steps_gets_a_technician(stack: Stack) -> None:
+    async with await converse(stack) as socket:
+        chat = await open_conversation(socket)
+        first = await chat.say("My headset is not recognised in Teams")
+        assert first["action"] == "checklist", first
+        second = await chat.say("done, still broken")
+        assert second["action"] == "checklist"
+        third = await chat.say("STILL NOT WORKING!!! this is useless, I've wasted an hour on it")
+        assert third["action"] == "escalated", third
+        record = await ticket(stack, third["ticket"]["key"])
+        assert "anger" in record["description"].lower()
+
+
+async def test_a_mild_complaint_does_not_escalate(stack: Stack) -> None:
+    async with await converse(stack) as socket:
+        chat = await open_conversation(socket)
+        first = await chat.say("My headset is not recognised in Teams")
+        assert first["action"] == "checklist"
+        second = await chat.say("done, still broken, a bit annoying")
+        assert second["action"] == "checklist", second
+
+
+def report_incident(stack: Stack, **incident: Any) -> None:
+    response = httpx.post(
+        f"{stack.url}/api/incidents",
+        json=incident,
+        headers={"Authorization": f"Bearer {INCIDENT_TOKEN}"},
+        timeout=10,
+    )
+    assert response.status_code == 202, response.text
+
+
+async def test_a_vpn_question_during_a_vpn_incident(stack: Stack) -> None:
+    incident_id = f"inc-vpn-{uuid4().hex[:6]}"
+    report_incident(
+        stack,
+        id=incident_id,
+        title="VPN gateway outage in the Berlin office",
+        status="investigating",
+        affected_services=["VPN"],
+        started_at=datetime.now(UTC).isoformat(),
+        latest_update="Engineers are restarting the VPN concentrator.",
+        url="https://status.northwind.example/incidents/vpn",
+    )
+
+    async def told() -> dict[str, Any] | None:
+        reply = ask(stack, "My VPN keeps disconnecting", conversation_id=f"c-{uuid4().hex}")
+        body: dict[str, Any] = reply.json()
+        return body if body.get("incident") else None
+
+    await wait_until(told, 20)  # the orchestrator has taken the incident in
+    async with await converse(stack) as socket:
+        chat = await open_conversation(socket)
+        reply = await chat.say("My VPN keeps disconnecting every few minutes")
+        assert reply["incident"]["id"] == incident_id, reply
+        assert "VPN gateway outage" in reply["answer"]
+        assert "restarting the VPN concentrator" in reply["answer"]
+        assert "troubleshooting" in reply["answer"]
+        filed = await chat.say("yes please")
+        assert filed["action"] == "escalated", filed
+        record = await ticket(stack, filed["ticket"]["key"])
+        assert f"incident-{incident_id}" in record["labels"]
+        assert record["incident_id"] == incident_id
+
+
+async def test_an_incident_reported_after_three_tickets_updates_all_three(stack: Stack) -> None:
+    keys = []
+    for user in ("ana", "ben", "chen"):
+        response = ask(
+            stack,
+            "I need a person: Outlook keeps showing error 0x800CCC0E when sending mail",
+            conversation_id=f"c-{uuid4().hex}",
+            user_id=f"{user}-{uuid4().hex[:6]}",
+        )
+        body = response.json()
+        assert body.get("action") == "escalated", body
+        keys.append(body["ticket"]["key"])
+    assert len(set(keys)) == 3
+
+    incident_id = f"inc-mail-{uuid4().hex[:6]}"
+    report_incident(
+        stack,
+        id=incident_id,
+        title="Outgoing mail delayed",
+        status="identified",
+        affected_services=["Outlook", "Exchange Online"],
+        error_signatures=["0x800CCC0E"],
+        started_at=datetime.now(UTC).isoformat(),
+    )
+    for key in keys:
+        record = await ticket(
+            stack, key, lambda t: any(incident_id in comment for comment in t["comments"])
+        )
+        assert f"incident-{incident_id}" in record["labels"]
+
+
+async def test_the_ticket_status_question(stack: Stack) -> None:
+    async with await converse(stack) as socket:
+        chat = await open_conversation(socket)
+        filed = await chat.say("Can you raise a ticket? My second monitor flickers constantly")
+        assert filed["action"] == "escalated", filed
+        key = filed["ticket"]["key"]
+        status = await chat.say("What's the status of my ticket?")
+        assert status["action"] == "answer", status
+        assert key in status["answer"]
+        assert status["ticket"]["key"] == key
+        named = await chat.say(f"any update on {key}?")
+        assert key in named["answer"]
