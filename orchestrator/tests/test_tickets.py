@@ -69,7 +69,10 @@ def test_the_escalation_carries_everything_a_technician_needs() -> None:
     assert event.summary.startswith("Connectivity: ")
     assert "vpn" in event.summary.lower()
     assert event.summary != event.problem
-    assert [t.step for t in event.tried] == ["Restart the VPN client", "Switch to the wired network"]
+    assert [t.step for t in event.tried] == [
+        "Restart the VPN client",
+        "Switch to the wired network",
+    ]
     assert all(t.outcome == "failed" for t in event.tried)
     assert event.citations[0].url.endswith("/kb/vpn-keeps-disconnecting")
     assert event.environment["os"] == "windows"
