@@ -12,6 +12,7 @@ from contracts.periodic import every
 from contracts.runtime import Worker
 from orchestrator import handlers
 from orchestrator.attachments import AttachmentStore, ConversationKeys
+from orchestrator.automations import AutomationRunner
 from orchestrator.cases import CaseRetriever, open_cases_collection
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits, sweep_due
@@ -43,6 +44,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         retriever = await asyncio.to_thread(build_retriever, settings, encoder)
         intents = await asyncio.to_thread(IntentClassifier.from_settings, encoder, settings)
         llm = build_provider(settings)
+        automations = AutomationRunner.from_settings(settings)
         waits = CrawlWaits(bus.redis)
         attachments = AttachmentStore(bus.redis, settings.conversation_ttl_s)
         keys = ConversationKeys(bus.redis, max(settings.turn_ttl_s, settings.conversation_ttl_s))
@@ -67,6 +69,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             handlers.BusTicketDesk(bus),
             handlers.BusAudit(bus),
             incidents,
+            automations,
         )
         replies = handlers.register(bus, orchestrator, settings.concurrency)
         handlers.register_attachments(bus, attachments)
@@ -88,5 +91,6 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
                 yield {"chroma": chroma}
         finally:
             await llm.aclose()
+            await automations.aclose()
 
     return Worker(bus, resources)

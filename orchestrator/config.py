@@ -9,9 +9,10 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from contracts.settings import LLMEndpointSettings
+from orchestrator.automations import AutomationSettings
 
 
-class OrchestratorSettings(LLMEndpointSettings):
+class OrchestratorSettings(LLMEndpointSettings, AutomationSettings):
     model_config = SettingsConfigDict(env_prefix="ORCHESTRATOR_")
 
     top_k: int = Field(5, ge=1, le=50, description="Chunks retrieved per question.")

@@ -102,6 +102,9 @@ class BusAudit:
         )
         await self.bus.publish(Topic.AUDIT, record)
 
+    async def publish(self, record: AuditRecorded) -> None:
+        await self.bus.publish(Topic.AUDIT, record)
+
 
 def _reply(turn: TurnState, **fields: object) -> TurnReply:
     return TurnReply.model_validate(

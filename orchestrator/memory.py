@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
 
 from contracts.events import AttachmentSummary, TranscriptLine, utcnow
+from orchestrator.automations import PendingAutomation
 
 KEY_PREFIX = "deskpilot:orchestrator:conversation:"
 
@@ -68,6 +69,9 @@ class Conversation(BaseModel):
     tickets: list[str] = Field(default_factory=list, description="Keys of tickets filed.")
     incident_id: str | None = Field(
         None, description="The ongoing incident the conversation matched; tickets link to it."
+    )
+    pending_automation: PendingAutomation | None = Field(
+        None, description="An automation offer awaiting the user's explicit yes."
     )
     incidents_told: list[str] = Field(
         default_factory=list, description="Incidents the user was already told about."

@@ -35,6 +35,7 @@ from typing import Any, Final, Protocol, TypeVar
 from contracts.events import (
     Action,
     AnswerBody,
+    AuditRecorded,
     ChunksIndexed,
     Citation,
     ContextInsufficient,
@@ -53,6 +54,16 @@ from orchestrator.attachments import (
     StoredAttachment,
     describe,
     search_context,
+)
+from orchestrator.automations import (
+    AutomationRunner,
+    Failed,
+    Offer,
+    ReplyResult,
+    SelfService,
+    StartResult,
+    UserContext,
+    audit_event,
 )
 from orchestrator.cases import CaseRetriever
 from orchestrator.compose import (
@@ -189,11 +200,16 @@ class AuditTrail(Protocol):
         self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
     ) -> None: ...
 
+    async def publish(self, record: AuditRecorded) -> None: ...
+
 
 class NoAudit:
     async def record(
         self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
     ) -> None:
+        return None
+
+    async def publish(self, record: AuditRecorded) -> None:
         return None
 
 
@@ -214,7 +230,9 @@ class Orchestrator:
         desk: TicketDesk | None = None,
         audit: AuditTrail | None = None,
         incidents: IncidentStore | None = None,
+        automations: AutomationRunner | None = None,
     ) -> None:
+        self.automations = automations
         self.incidents = incidents
         self.desk = desk
         self.audit = audit or NoAudit()
@@ -264,6 +282,8 @@ class Orchestrator:
             turn.question = f"{query.text}\n{context}".strip()
         await self.match_incident(turn, conversation, attached)
         if await self.triage(query, turn, conversation, replies):
+            return
+        if await self.automate(query, turn, conversation, replies):
             return
         if turn.incident is not None and turn.incident.id not in conversation.incidents_told:
             # Known outage: say what is known instead of troubleshooting; "yes" files a ticket
@@ -461,6 +481,55 @@ class Orchestrator:
         log.info("decided", extra={"action": Action.ESCALATED.value, "reason": turn.reason})
         await self.audit.record(turn, "ticket", turn.reason, queue=queue, topic=escalation.topic)
         await replies.progress(turn, "creating_ticket", "creating a ticket")
+
+    # -- approved automations ------------------------------------------------------------------
+
+    async def automate(
+        self,
+        query: QueryReceived,
+        turn: TurnState,
+        conversation: Conversation,
+        replies: Replies,
+    ) -> bool:
+        """An allow-listed automation the message asks for (offered, then run on an explicit
+        yes from the same, authenticated user), or the answer to a pending offer."""
+        runner = self.automations
+        if runner is None or not runner.automations:
+            return False
+        user = UserContext(query.user_id, query.authenticated)
+        result: StartResult | ReplyResult | None = None
+        if (pending := conversation.pending_automation) is not None:
+            conversation.pending_automation = None
+            result = await runner.reply(pending, query.text, user, query.correlation_id)
+        if result is None:
+            result = runner.start(query.text, user, query.correlation_id)
+        if result is None:
+            return False
+        await self.audit.publish(
+            audit_event(result.audit, turn.correlation_id, turn.conversation_id)
+        )
+        reason = f"automation {result.action}: {result.audit['outcome']}"
+        if isinstance(result, Offer):
+            conversation.pending_automation = result.pending
+        if isinstance(result, SelfService | Failed):
+            # The knowledge base's own article, cited, rather than a bare link.
+            body, why = await self.decide(
+                turn.question, conversation, turn, replies, allow_crawl=False
+            )
+            if body.action in (Action.ANSWER, Action.CHECKLIST):
+                body.answer = f"{result.text}\n\n{body.answer}"
+                body.action = Action.ANSWER
+                body.checklist = None
+            else:
+                body = compose_text(result.text, Action.AUTOMATION)
+            reason = f"{reason}; {why}"
+        else:
+            body = compose_text(result.text, Action.AUTOMATION)
+        await self.finish(turn, conversation, body, reason, replies)
+        if isinstance(result, Failed) and result.offer_ticket:
+            conversation.ticket_offer = f"automation {result.action} failed"
+            await self.conversations.save(conversation)
+        return True
 
     async def check_ticket(
         self, turn: TurnState, conversation: Conversation, key: str | None, replies: Replies

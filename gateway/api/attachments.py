@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from gateway.deps import AttachmentsDep, SettingsDep
+from gateway.deps import AttachmentsDep, IdentityDep
 from gateway.models import AttachmentRead
 from gateway.uploads import read_upload
 
@@ -46,7 +46,7 @@ _MULTIPART_BODY = {
 
 @router.post("", response_model=AttachmentRead, responses=_ERRORS, openapi_extra=_MULTIPART_BODY)
 async def upload_attachment(
-    request: Request, attachments: AttachmentsDep, settings: SettingsDep
+    request: Request, attachments: AttachmentsDep, identity: IdentityDep
 ) -> AttachmentRead:
     """Attach a file (multipart `file`, with the chat's `conversation_id`): it is read (log
     lines or OCR) and redacted, and the answer shows the redacted excerpt and the error
@@ -55,7 +55,7 @@ async def upload_attachment(
     conversation_id = upload.fields.get("conversation_id") or None
     if conversation_id is not None:
         conversation_id = conversation_id[:128]
-    user_id = (upload.fields.get("user_id") or "")[:128] or None
+    user_id = identity.user_id if identity else (upload.fields.get("user_id") or "")[:128] or None
     return await attachments.submit(upload, conversation_id, user_id)
 
 
