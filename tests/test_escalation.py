@@ -15,11 +15,13 @@ from typing import Any
 from uuid import uuid4
 
 import httpx
+import jwt
 import pytest
 import websockets
 
 from deploy.runner import Stack
 from tests.support import wait_until
+from tests.support.fake_reset_webhook import FakeResetWebhook
 from tests.support.stack import ask, running_stack
 
 pytestmark = pytest.mark.slow
@@ -27,14 +29,26 @@ pytestmark = pytest.mark.slow
 ADMIN_TOKEN = f"admin-{uuid4().hex}"
 INCIDENT_TOKEN = f"incidents-{uuid4().hex}"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+JWT_SECRET = f"user-tokens-{uuid4().hex}{uuid4().hex}"
+WEBHOOK_SECRET = f"reset-webhook-{uuid4().hex}{uuid4().hex}"
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def webhook() -> Iterator[FakeResetWebhook]:
+    with FakeResetWebhook(WEBHOOK_SECRET, delivered_to="your registered mobile phone") as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, webhook: FakeResetWebhook) -> Iterator[Stack]:
     env = {
         "DESKPILOT_ADMIN_TOKEN": ADMIN_TOKEN,
         "GATEWAY_INCIDENT_TOKEN": INCIDENT_TOKEN,
+        "GATEWAY_JWT_SECRET": JWT_SECRET,
         "ORCHESTRATOR_INCIDENT_CACHE_S": "0",
+        "ORCHESTRATOR_AUTOMATIONS": "password_reset",
+        "ORCHESTRATOR_PASSWORD_RESET_WEBHOOK_URL": webhook.url,
+        "ORCHESTRATOR_PASSWORD_RESET_WEBHOOK_SECRET": WEBHOOK_SECRET,
     }
     with running_stack(tmp_path_factory.mktemp("escalation"), extra_env=env) as running:
         yield running
@@ -59,9 +73,14 @@ class Conversation:
                 return frame
 
 
-async def converse(stack: Stack) -> Any:
+async def converse(stack: Stack, token: str | None = None) -> Any:
     url = stack.url.replace("http://", "ws://") + f"/ws/chat?conversation_id=c-{uuid4().hex}"
-    return websockets.connect(url)
+    return websockets.connect(url + (f"&token={token}" if token else ""))
+
+
+def user_token(subject: str) -> str:
+    claims = {"sub": subject, "exp": int(datetime.now(UTC).timestamp()) + 600}
+    return jwt.encode(claims, JWT_SECRET, algorithm="HS256")
 
 
 async def open_conversation(socket: Any) -> Conversation:
@@ -241,3 +260,34 @@ async def test_the_ticket_status_question(stack: Stack) -> None:
         assert status["ticket"]["key"] == key
         named = await chat.say(f"any update on {key}?")
         assert key in named["answer"]
+
+
+async def test_a_signed_in_user_gets_a_password_reset_after_confirming(
+    stack: Stack, webhook: FakeResetWebhook
+) -> None:
+    employee = f"e{uuid4().hex[:6]}"
+    async with await converse(stack, user_token(employee)) as socket:
+        chat = await open_conversation(socket)
+        offer = await chat.say("I forgot my password, can you reset it for me?")
+        assert offer["action"] == "automation", offer
+        assert "Shall I reset it" in offer["answer"]
+        assert not [r for r in webhook.resets if r.user_id == employee]
+        done = await chat.say("yes")
+        assert done["action"] == "automation", done
+        assert "your registered mobile phone" in done["answer"]
+    resets = [r for r in webhook.resets if r.user_id == employee]
+    assert len(resets) == 1
+
+
+async def test_an_anonymous_user_gets_the_self_service_steps(
+    stack: Stack, webhook: FakeResetWebhook
+) -> None:
+    before = len(webhook.resets)
+    async with await converse(stack) as socket:
+        chat = await open_conversation(socket)
+        reply = await chat.say("I forgot my password, can you reset it for me?")
+        assert reply["action"] == "answer", reply
+        assert any(c["url"].endswith("/kb/reset-your-account-password") for c in reply["citations"])
+        follow = await chat.say("yes")
+        assert follow["action"] != "automation"
+    assert len(webhook.resets) == before
