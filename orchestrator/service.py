@@ -29,6 +29,7 @@ import asyncio
 import logging
 import re
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, Final, Protocol, TypeVar
 
@@ -137,6 +138,8 @@ TICKET_STATUS_UNAVAILABLE = (
     "I can't reach the ticket system right now, so I can't read your ticket's status. "
     "Please ask again in a few minutes."
 )
+FIXED: Final = "fixed"
+"""The reason of a turn whose checklist step fixed the problem."""
 WAITING_STAGES = (TurnStatus.CRAWLING, TurnStatus.ESCALATING, TurnStatus.CHECKING_TICKET)
 
 
@@ -290,7 +293,10 @@ class Orchestrator:
             # linked to it.
             await self.tell_incident(turn, conversation, replies)
             return
+        topic = {"topic": conversation.topic, "category": conversation.category}
         body, reason = await self.decide(turn.question, conversation, turn, replies)
+        if reason == FIXED:  # the topic is closed now: the ticket describes the one fixed
+            await self.record_resolved(turn, conversation.model_copy(update=topic))
         if body.action is Action.ESCALATED:  # a category the assistant routes to technicians
             await self.escalate(turn, conversation, EscalationReason.ROUTING, reason, None, replies)
             return
@@ -530,6 +536,25 @@ class Orchestrator:
             conversation.ticket_offer = f"automation {result.action} failed"
             await self.conversations.save(conversation)
         return True
+
+    async def record_resolved(self, turn: TurnState, conversation: Conversation) -> None:
+        """A silent ticket for a conversation the assistant resolved (for analytics and as a
+        future past case); the ticketing service files it only with TICKETING_SILENT_TICKETS."""
+        if self.desk is None:
+            return
+        silent = build_escalation(
+            turn,
+            conversation,
+            reason=EscalationReason.RESOLVED,
+            reason_detail="resolved by the assistant's checklist",
+            queue=self.intents.queues.get(conversation.category or ""),
+            sentiment=None,
+            incident_id=conversation.incident_id,
+        )
+        silent.event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"resolved:{turn.correlation_id}").hex
+        silent.idempotency_key = f"resolved:{turn.correlation_id}"
+        silent.reply_to = None
+        await self.desk.request(silent)
 
     async def check_ticket(
         self, turn: TurnState, conversation: Conversation, key: str | None, replies: Replies
@@ -930,7 +955,7 @@ class Orchestrator:
                 f"Great, glad that fixed it. For next time, the steps are in “{checklist.title}” "
                 "[1]. Is there anything else I can help with?"
             )
-            return AnswerBody(answer=text, action=Action.ANSWER, citations=[source]), "fixed"
+            return AnswerBody(answer=text, action=Action.ANSWER, citations=[source]), FIXED
         checklist.current += 1
         if checklist.current < len(checklist.steps):
             body = compose_checklist_step(
