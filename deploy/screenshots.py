@@ -468,6 +468,10 @@ async def render(scenes: list[Scene], out: Path, chromium: Path = DEFAULT_CHROMI
             await page.route("**/*", lambda route: route.abort())
             for scene in scenes:
                 await page.set_content(scene.html, wait_until="load")
+                # The ground truth has one entry per visual line: no piece of text may wrap.
+                wrapped = await page.evaluate(_WRAPPED_JS)
+                if wrapped:
+                    raise RuntimeError(f"scene {scene.name}: {wrapped} text pieces wrap")
                 png = out / f"{scene.name}.png"
                 await page.locator(".shot").screenshot(path=str(png))
                 (out / f"{scene.name}.txt").write_text("\n".join(scene.lines) + "\n")
@@ -475,6 +479,16 @@ async def render(scenes: list[Scene], out: Path, chromium: Path = DEFAULT_CHROMI
         finally:
             await browser.close()
     return written
+
+
+_WRAPPED_JS = """
+() => [...document.querySelectorAll('.shot span')].filter((el) => {
+  const style = getComputedStyle(el);
+  const text = el.getBoundingClientRect().height
+    - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+  return el.getClientRects().length > 1 || text > 1.8 * parseFloat(style.fontSize);
+}).length
+"""
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
