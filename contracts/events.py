@@ -115,6 +115,12 @@ class AnswerBody(BaseModel):
     checklist: Checklist | None = Field(None, description="Set when action is checklist.")
     ticket: TicketRef | None = None
     incident: IncidentRef | None = None
+    category: str | None = Field(
+        None,
+        description="The request's category as the assistant understood it (for ratings and "
+        "analytics); None for greetings and off-topic turns.",
+        examples=["connectivity"],
+    )
     similar_cases: list[SimilarCase] = Field(
         default_factory=list,
         description="Resolved tickets like this one; lower priority than the knowledge base.",

@@ -391,6 +391,8 @@ class Orchestrator:
         body.redaction_notice = turn.redaction_notice
         if body.incident is None and turn.incident is not None:
             body.incident = turn.incident
+        if body.category is None and body.action not in (Action.REFUSE, Action.CLARIFY):
+            body.category = conversation.category
         turn.status, turn.answer, turn.reason = TurnStatus.ANSWERED, body, reason
         conversation.remember(
             turn.question,

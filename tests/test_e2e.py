@@ -30,6 +30,7 @@ CHAT_FIELDS = {
     "trace_id",
     "ticket",
     "incident",
+    "category",
     "questions",
     "checklist",
     "similar_cases",
