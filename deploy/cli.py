@@ -30,6 +30,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
         redact_cli,
         reindex_cli,
         screenshots,
+        tickets_cli,
     )
 
     parser = argparse.ArgumentParser(prog="deskpilot", description=__doc__)
@@ -49,6 +50,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["reindex"] = reindex_cli.run_reindex
     cases_cli.add_parser(commands)
     runners["cases"] = cases_cli.run_cases
+    tickets_cli.add_parser(commands)
+    runners["tickets"] = tickets_cli.run_tickets
     crawl_cli.add_parser(commands)
     runners["crawl"] = crawl_cli.run_crawl
 
