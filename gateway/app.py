@@ -7,8 +7,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contracts.bus import Bus, create_group
 from contracts.heartbeat import Heartbeat
@@ -84,4 +86,57 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     async def chat_page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html")
 
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
+    # Added last, so it is outermost: CORS preflights and errors get the headers too.
+    app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
     return app
+
+
+class SecurityHeaders:
+    """CSP and the other protective headers on every HTTP response.
+
+    Scripts and everything else load only from the gateway, so text shown in the chat can never
+    run as code even if it reached the DOM as markup; style attributes stay allowed (charts and
+    progress bars set them). Who may frame the chat is ``GATEWAY_FRAME_ANCESTORS``. The OpenAPI
+    pages (Swagger UI and ReDoc load their scripts from a CDN) keep only the other headers.
+    """
+
+    OPEN_PATHS = ("/docs", "/redoc")
+
+    def __init__(self, app: ASGIApp, frame_ancestors: list[str]) -> None:
+        self.app = app
+        ancestors = " ".join(frame_ancestors) or "'none'"
+        policy = (
+            "default-src 'self'; script-src 'self'; style-src 'self'; "
+            "style-src-attr 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; "
+            "frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+            f"frame-ancestors {ancestors}"
+        )
+        self.common = [
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"strict-origin-when-cross-origin"),
+            (b"permissions-policy", b"camera=(), microphone=(), geolocation=()"),
+        ]
+        self.csp = (b"content-security-policy", policy.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        extra = list(self.common)
+        if not str(scope.get("path", "")).startswith(self.OPEN_PATHS):
+            extra.append(self.csp)
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

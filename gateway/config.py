@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import SettingsConfigDict
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from contracts.settings import ServiceSettings
 
@@ -82,6 +84,33 @@ class GatewaySettings(ServiceSettings):
     jwt_leeway_s: float = Field(
         30.0, ge=0, le=300, description="Clock skew allowed when checking a token's `exp`/`nbf`."
     )
+    frame_ancestors: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["'self'"],
+        description="Comma-separated pages allowed to show the chat in a frame (CSP "
+        "`frame-ancestors`): origins such as `https://contoso.sharepoint.com`, `'self'`, or "
+        "`'none'`. The embed launcher's host pages must be listed.",
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated origins whose own scripts may call the API (CORS); none "
+        "by default. The iframe and the embed launcher need none.",
+    )
+
+    @field_validator("frame_ancestors", "cors_origins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("frame_ancestors")
+    @classmethod
+    def _source_expressions(cls, value: list[str]) -> list[str]:
+        # Each entry goes verbatim into the Content-Security-Policy header.
+        for source in value:
+            if any(char in source for char in ';,"') or not source.isprintable() or " " in source:
+                raise ValueError(f"not a CSP source expression: {source!r}")
+        return value
 
     @model_validator(mode="after")
     def _default_instance(self) -> GatewaySettings:

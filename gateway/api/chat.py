@@ -89,12 +89,14 @@ class _Connection:
         attachments: AttachmentService,
         conversation_id: str,
         identity: Identity | None = None,
+        user_id: str | None = None,
     ) -> None:
         self.websocket = websocket
         self.turns = turns
         self.attachments = attachments
         self.conversation_id = conversation_id
         self.identity = identity
+        self.user_id = identity.user_id if identity else user_id
         self._send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -168,7 +170,7 @@ class _Connection:
                 await self.turns.submit(
                     text,
                     self.conversation_id,
-                    self.identity.user_id if self.identity else None,
+                    self.user_id,
                     turn_id,
                     attachments=attachments,
                     request_ticket=request_ticket,
@@ -209,11 +211,14 @@ async def chat_socket(
     identities: IdentityResolverWsDep,
     conversation_id: str | None = None,
     token: str | None = None,
+    user: str | None = None,
 ) -> None:
     """A conversation: send ``{"type":"message","text":...}``, receive progress and answers.
 
     ``token`` (optional) is a user token, as in ``Authorization: Bearer`` on ``/api/chat``; one
-    that does not verify is refused before the connection opens."""
+    that does not verify is refused before the connection opens. ``user`` is the page's
+    per-browser anonymous id, used (unverified, like ``user_id`` on ``/api/chat``) when there is
+    no token."""
     try:
         identity = identities.resolve_token(token)
     except ApiError as exc:
@@ -222,7 +227,10 @@ async def chat_socket(
     await websocket.accept()
     if conversation_id and (len(conversation_id) > 128 or not conversation_id.isascii()):
         conversation_id = None
-    connection = _Connection(websocket, turns, attachments, conversation_id or new_id(), identity)
+    anonymous = user[:128] if user and user.isascii() else None
+    connection = _Connection(
+        websocket, turns, attachments, conversation_id or new_id(), identity, anonymous
+    )
     await connection.send({"type": "ready", "conversation_id": connection.conversation_id})
     try:
         while True:
