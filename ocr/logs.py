@@ -64,18 +64,17 @@ def read_log(data: bytes, settings: OcrSettings) -> LogText:
             "around the error (for example the last few thousand lines).",
         )
     text, encoding = decode_log(data)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not any(line.strip() for line in lines):
+    if not text.strip():
         raise AttachmentRefused(
             "extraction_failed", "The log file is empty. Attach the log that shows the error."
         )
-    kept, omitted = trim_log(lines, settings)
+    found = signatures.scan(text.removesuffix("\n"))
+    lines = found.lines
+    kept, omitted = trim_log(lines, settings, found.error_lines)
     return LogText(
         text=kept,
-        signatures=signatures.extract(text, settings.max_signatures),
-        first_error_at=signatures.first_error_at(lines),
+        signatures=found.signatures(settings.max_signatures),
+        first_error_at=found.first_error_at(),
         encoding=encoding,
         lines=len(lines),
         omitted=omitted,
@@ -142,7 +141,9 @@ def omitted_marker(count: int) -> str:
     return f"… {count} line{'s' if count != 1 else ''} omitted …"
 
 
-def trim_log(lines: list[str], settings: OcrSettings) -> tuple[str, int]:
+def trim_log(
+    lines: list[str], settings: OcrSettings, error_lines: list[int] | None = None
+) -> tuple[str, int]:
     """The lines worth keeping, joined, with a marker for every gap; and how many were left out.
 
     A log within both limits is kept whole (long lines cut). Otherwise the first
@@ -160,7 +161,9 @@ def trim_log(lines: list[str], settings: OcrSettings) -> tuple[str, int]:
     tail_start = max(len(head), total - settings.log_tail_lines)
     tail = list(range(tail_start, total))
     room = settings.log_max_lines - len(head) - len(tail)
-    errors = [i for i in range(len(head), tail_start) if signatures.is_error_line(cut[i])]
+    if error_lines is None:
+        error_lines = signatures.scan("\n".join(lines)).error_lines
+    errors = [i for i in error_lines if len(head) <= i < tail_start]
     if len(errors) > room:
         errors = errors[: (room + 1) // 2] + errors[len(errors) - room // 2 :] if room else []
 
