@@ -17,6 +17,7 @@ Runner = Callable[[argparse.Namespace], int]
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     """The parser, and for each command path ("eval intents") the function that runs it."""
     from deploy import (
+        asyncapi,
         bench_crawl,
         cases_cli,
         crawl_cli,
@@ -95,6 +96,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["redact"] = redact_cli.run_redact
     purge_cli.add_parser(commands)
     runners["purge"] = purge_cli.run_purge
+    asyncapi.add_parser(commands)
+    runners["asyncapi"] = asyncapi.run_asyncapi
 
     dlq = commands.add_parser("dlq", help="inspect and replay dead-letter streams")
     dlq_actions = dlq.add_subparsers(dest="action", required=True)
