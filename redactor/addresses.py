@@ -90,7 +90,9 @@ _COMPOUND_STREET = re.compile(
 _NUMBER_NAME_NUMBER = re.compile(
     rf"{_HOUSE}\s+(?P<name>{CAP_WORD}(?:\s+{CAP_WORD}){{0,2}})\s+{NUMBER}\b\.?"
 )
-_UNIT = re.compile(rf"(?i:\b(?P<unit>{_UNIT_WORDS})\b\.?\s*(?:#\s*|no\.?\s*)?\d{{1,5}}[a-z]?\b)")
+_UNIT = re.compile(
+    rf"(?i:\b(?P<unit>{_UNIT_WORDS})\b\.?\s*(?:#\s*|no\.?\s*)?\d{{1,5}}[a-z]?\b(?![.,]\d))"
+)
 _BOX = re.compile(
     r"(?i:\b(?:p\.?\s*o\.?|post(?:al)?\s+office)\s*box\s+\d{1,6}\b)"
     r"|(?i:\b(?:psc|cmr|unit)\s+\d{3,5},?\s+box\s+\d{3,5}\b)"
@@ -104,7 +106,7 @@ _POSTCODE = re.compile(
 )
 # Words that announce an address; what follows them needs only a number and a name.
 _ADDRESS_CUE = re.compile(
-    r"(?i:\baddress(?:es)?\b(?:\s+(?:is|was|to|with|are))?\s*:?|\b(?:lives?|living|located|"
+    r"(?i:\baddress(?:es)?\b(?:\s+(?:is|was|to|with|are))?(?:\s+(?:now|currently))?\s*:?|\b(?:lives?|living|located|"
     r"based|resides?|stay(?:ing)?|meet\s+me)\s+(?:at|on|in)|\b(?:ship|send|sent|deliver|"
     r"delivered|mail|post|forward|return|returned|moved?|drops?\s+you\s+off)\s+(?:it\s+|them\s+|this\s+)?"
     r"(?:to|at)|\bcorner\s+of)\s*(?:here\s+they\s+are:?)?\s*\n?\s*"
@@ -194,19 +196,19 @@ class StreetAddressRecognizer(EntityRecognizer):
         ]
         for match in _COMPOUND_STREET.finditer(text):
             if self._plausible_name(match.group("name")):
-                cores.append(_Core(match.start(), match.end(), 0.85))
+                cores.append(_Core(match.start(), match.end(), 0.9))
         for match in _NUMBER_NAME_NUMBER.finditer(text):
             if self._plausible_name(match.group("name")):
-                cores.append(_Core(match.start(), match.end(), 0.7))
+                cores.append(_Core(match.start(), match.end(), 0.86))
         for match in _UNIT.finditer(text):
             unit = match.group("unit").casefold()
             if unit in _STANDALONE_UNITS and not self._product_suite(text, match.start()):
-                cores.append(_Core(match.start(), match.end(), 0.8, standalone_unit=True))
+                cores.append(_Core(match.start(), match.end(), 0.9, standalone_unit=True))
         for cue in _ADDRESS_CUE.finditer(text):
             after = _AFTER_CUE.match(text, cue.end())
             if after and self._plausible(after.group()):
                 cores.append(
-                    _Core(after.start(), _strip_end(text, after.start(), after.end()), 0.8)
+                    _Core(after.start(), _strip_end(text, after.start(), after.end()), 0.9)
                 )
         return cores
 

@@ -44,7 +44,7 @@ def fold(word: str) -> str:
 # Endings stripped (and what replaces them) to find the dictionary form of a word.
 _INFLECTIONS: tuple[tuple[str, str], ...] = (
     ("s", ""), ("es", ""), ("ies", "y"), ("ed", ""), ("ed", "e"), ("ied", "y"), ("ing", ""),
-    ("ing", "e"), ("er", ""), ("ers", ""), ("ly", ""), ("'s", ""),
+    ("ing", "e"), ("er", ""), ("er", "e"), ("ers", ""), ("ers", "e"), ("ly", ""), ("'s", ""),
 )  # fmt: skip
 
 

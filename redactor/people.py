@@ -49,7 +49,7 @@ _NAMING_CUE = re.compile(
     r"(?:\b(?:my|his|her|their|the|your|full|first|last|middle|maiden|sur|user|display|"
     r"contact|account)\s*name(?:\s+is|\s+was|'s|\s*:|\s*\?)|\bname\s*:|\bnamed|"
     r"\bcall(?:s|ed)?\s+me|\bi\s+am\s+called|\bi'm\s+called|\bcalled|"
-    r"\b(?:mr|mrs|ms|mx|miss|dr|prof|sir|madam|mme|mlle|herr|frau|sr|sra)\.?)"
+    r"\b(?:mr|mrs|ms|mx|miss|dr|prof|sir|madam|mme|mlle|herr|frau)\.?)"
     r"[\s.,:;!?\"'“”]*$",
     re.IGNORECASE,
 )
@@ -100,11 +100,21 @@ class _Word:
 
 
 def _proper_noun_starts(nlp_artifacts: NlpArtifacts | None) -> frozenset[int]:
-    """Offsets of the tokens spaCy's tagger reads as proper nouns."""
+    """Offsets of the tokens spaCy's tagger reads as proper nouns. At the start of a sentence
+    the small model calls most capitalised words proper nouns ("Grant access..."), so there
+    a token counts only when a verb in the third person follows ("Jacob lives...")."""
     tokens = getattr(nlp_artifacts, "tokens", None)
     if tokens is None:
         return frozenset()
-    return frozenset(token.idx for token in tokens if token.pos_ == "PROPN")
+    starts = set()
+    for token in tokens:
+        if token.pos_ != "PROPN":
+            continue
+        following = token.nbor() if token.i + 1 < len(token.doc) else None
+        if token.is_sent_start and (following is None or following.tag_ not in {"VBZ", "VBD"}):
+            continue
+        starts.add(token.idx)
+    return frozenset(starts)
 
 
 def _words(text: str) -> list[_Word]:
@@ -228,6 +238,8 @@ class PersonCueRecognizer(EntityRecognizer):
         if self._names.is_ordinary_word(word.text) or len(word.text) < 3:
             return None
         introduced = naming or bool(_INTRODUCING_CUE.search(before))
+        if len(word.text) < 4 and not introduced:
+            return None
         if not (naming or self._names.is_common_given_name(word.text)):
             return None
         end = self._extend(text, words, index, lower_case=True)
@@ -271,7 +283,7 @@ class PersonCueRecognizer(EntityRecognizer):
         if lower_case:
             return (
                 word.text.islower()
-                and len(word.text) > 1
+                and (len(word.text) > 3 or self._names.is_given_name(word.text))
                 and not self._names.is_ordinary_word(word.text)
             )
         return word.capitalised and word.text.casefold() not in self._names.stop_words

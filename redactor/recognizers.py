@@ -174,7 +174,45 @@ def secret_recognizers(language: str) -> list[EntityRecognizer]:
     ]
 
 
-def pii_recognizers(language: str) -> list[EntityRecognizer]:
+class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
+    """spaCy's PERSON and LOCATION, less what lower-case IT jargon the small model mistakes
+    for them.
+
+    In lower-case text ("please log queue", "wireless mouse", "va la si") the small model tags
+    ordinary words and abbreviations as people and places. A lower-case PERSON made only of
+    English words and short tokens, none a given name, is dropped, and so is a lower-case
+    LOCATION of tokens of three letters or fewer ("va", "po", "us"). Capitalised spans, and
+    lower-case ones with any other word ("frankfurt", "cohen"), are kept.
+    """
+
+    def __init__(self, names: NameLists, supported_language: str = "en") -> None:
+        self._names = names
+        super().__init__(
+            supported_language=supported_language, supported_entities=list(NER_ENTITIES)
+        )
+
+    def analyze(
+        self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None
+    ) -> list[RecognizerResult]:
+        results: list[RecognizerResult] = super().analyze(text, entities, nlp_artifacts)
+        return [r for r in results if not self.jargon(r.entity_type, text[r.start : r.end])]
+
+    def jargon(self, entity_type: str, value: str) -> bool:
+        """True for a lower-case span of English words or short tokens (see the class)."""
+        words = re.findall(r"[^\W_]+", value)
+        if not words or not all(word.islower() for word in words):
+            return False
+        if entity_type == "LOCATION":
+            return all(len(word) <= 3 for word in words)
+        return all(
+            len(word) <= 2
+            or (self._names.is_ordinary_word(word) and not self._names.is_given_name(word))
+            or (len(word) <= 3 and not self._names.is_given_name(word))
+            for word in words
+        )
+
+
+def pii_recognizers(language: str, names: NameLists | None = None) -> list[EntityRecognizer]:
     """Presidio's generic PII recognizers that matter in IT-support chats, all offline."""
     return [
         OfflineEmailRecognizer(supported_language=language),
@@ -187,7 +225,9 @@ def pii_recognizers(language: str) -> list[EntityRecognizer]:
         UsLicenseRecognizer(supported_language=language),
         # Reads the entities the spaCy pipeline already produced; ORG, DATE_TIME and NRP are
         # left out: in this domain they are mostly product names and dates, not personal data.
-        SpacyRecognizer(supported_language=language, supported_entities=list(NER_ENTITIES)),
+        SpacyRecognizer(supported_language=language, supported_entities=list(NER_ENTITIES))
+        if names is None
+        else VocabularyCheckedSpacyRecognizer(names, supported_language=language),
     ]
 
 
@@ -244,7 +284,7 @@ class _LoosePhoneRecognizer(PatternRecognizer):
     and it compares lemmas of whole tokens, which misses "788-063-Office".
     """
 
-    CONTEXT_SCORE = 0.6
+    CONTEXT_SCORE = 0.45  # over the threshold, under numbers whose own recognizer is sure
     _WORDS_BEFORE = re.compile(
         r"(?i:\b(?:" + "|".join(PHONE_CONTEXT) + r"|dial|ring)(?:s|ed|ing)?\b\W+"
         r"(?:\w+\W+){0,4}$)"
@@ -332,7 +372,7 @@ def build_recognizers(
     vocabulary and the name gazetteer, :func:`redactor.names.name_lists`) the person and address
     recognizers are left out."""
     return [
-        *pii_recognizers(language),
+        *pii_recognizers(language, names),
         *secret_recognizers(language),
         *identifier_recognizers(language, employee_ids, hostnames),
         *(context_recognizers(language, names, allowed_words) if names is not None else []),
