@@ -127,13 +127,19 @@ def choose_resolution(record: TicketRecord) -> str | None:
     """The resolution text of a resolved ticket, by the rules of the module docstring."""
     from ticketing.content import SILENT_LABEL
 
-    human = [c.strip() for c in record.comments if c.strip() and not is_deskpilot_note(c)]
-    for comment in reversed(human):
-        labelled = _LABELLED.match(comment)
-        if labelled and comment[labelled.end() :].strip():
-            return comment[labelled.end() :].strip()
+    human: list[tuple[bool, str]] = []  # (labelled, text without the label)
+    for comment in record.comments:
+        if is_deskpilot_note(comment):
+            continue
+        label = _LABELLED.match(comment)
+        text = comment[label.end() :].strip() if label else comment.strip()
+        if text:
+            human.append((label is not None, text))
+    labelled = [text for is_labelled, text in human if is_labelled]
+    if labelled:
+        return labelled[-1]
     if human:
-        return human[-1]
+        return human[-1][1]
     if SILENT_LABEL in record.labels:
         fixed = [
             match.group(1).strip()
@@ -173,14 +179,17 @@ def to_case(record: TicketRecord) -> ResolvedCase | None:
     resolution = choose_resolution(record)
     if resolution is None or not record.summary.strip():
         return None
+    symptoms = symptoms_of(record)
+    # Absent rather than empty: the case parser refuses a blank symptoms value.
+    optional = {"symptoms": symptoms} if symptoms else {}
     return ResolvedCase(
         id=record.key,
         summary=record.summary,
-        symptoms=symptoms_of(record),
         resolution=resolution,
         category=record.category,
         opened_at=record.created_at,
         resolved_at=record.updated_at,
+        **optional,
     )
 
 
@@ -256,7 +265,8 @@ def _oldest_first(case: ResolvedCase) -> tuple[float, str]:
 
 def render(cases: list[ResolvedCase]) -> str:
     """The file ``deskpilot cases import`` reads: ``{"cases": [...]}``."""
-    items = [case.model_dump(mode="json") for case in cases]
+    # Unset fields are left out: the case parser refuses a blank symptoms value.
+    items = [case.model_dump(mode="json", exclude_defaults=True) for case in cases]
     return json.dumps({"cases": items}, indent=2, ensure_ascii=False) + "\n"
 
 
