@@ -28,7 +28,9 @@ def create_worker(
     async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
         # Loaded before the bus starts: a missing model fails the start, not the first message.
         reader = screens if screens is not None else await asyncio.to_thread(ScreenReader, settings)
-        handlers.register(bus, AttachmentReader(settings, reader), settings.concurrency)
+        handlers.register(
+            bus, AttachmentReader(settings, reader), settings.concurrency, settings.max_deliveries
+        )
         yield {}
 
     return Worker(bus, resources)

@@ -25,10 +25,26 @@ def error_event_id(received_event_id: str) -> str:
     return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot:attachment-error:{received_event_id}").hex
 
 
-def register(bus: Bus, reader: AttachmentReader, concurrency: int) -> None:
+FAILED_DETAIL = (
+    "The file could not be read this time. Attach it again in a moment; if it keeps failing, "
+    "type the error message instead."
+)
+
+
+def register(bus: Bus, reader: AttachmentReader, concurrency: int, max_deliveries: int) -> None:
     async def on_attachment(event: AttachmentReceived, delivery: Delivery) -> None:
         try:
-            extracted = await asyncio.to_thread(reader.read, event.kind, event.content_b64)
+            try:
+                extracted = await asyncio.to_thread(reader.read, event.kind, event.content_b64)
+            except AttachmentRefused:
+                raise
+            except Exception as exc:
+                # Not the file's fault (as far as we know): let the bus retry it, and on the last
+                # delivery tell the user rather than leave the upload waiting for nothing.
+                if delivery.deliveries < max_deliveries:
+                    raise
+                log.error("attachment could not be read", extra={"error": type(exc).__name__})
+                raise AttachmentRefused("extraction_failed", FAILED_DETAIL) from exc
         except AttachmentRefused as refused:
             reply = TurnReply(
                 event_id=error_event_id(event.event_id),

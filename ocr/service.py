@@ -47,7 +47,10 @@ class AttachmentReader:
                 "No text could be read from this image. Attach a sharper screenshot of the "
                 "error, or type the error message.",
             )
-        return Extracted(image.text, image.signatures, None, image.lines)
+        # A page of small print can hold more text than a log is allowed to keep.
+        return Extracted(
+            image.text[: self.settings.log_max_chars], image.signatures, None, image.lines
+        )
 
 
 def decode_content(content_b64: str) -> bytes:

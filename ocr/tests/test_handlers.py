@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 from collections.abc import AsyncIterator
@@ -55,19 +56,25 @@ async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
     await client.aclose()
 
 
-@pytest.fixture
-async def worker(settings: OcrSettings, screen_reader: ScreenReader) -> AsyncIterator[None]:
-    running = create_worker(settings, screens=screen_reader)
+@contextlib.asynccontextmanager
+async def running_worker(settings: OcrSettings, screens: ScreenReader) -> AsyncIterator[None]:
+    worker = create_worker(settings, screens=screens)
     stop = asyncio.Event()
-    task = asyncio.create_task(running.serve(stop))
+    task = asyncio.create_task(worker.serve(stop))
     await wait_until(
-        lambda: task.done() or (running.bus.broker.subscribers and running.consuming()),
+        lambda: task.done() or (worker.bus.broker.subscribers and worker.consuming()),
         TIMEOUT_S,
     )
     assert not task.done(), task.exception()
     yield
     stop.set()
     assert await asyncio.wait_for(task, TIMEOUT_S) == 0
+
+
+@pytest.fixture
+async def worker(settings: OcrSettings, screen_reader: ScreenReader) -> AsyncIterator[None]:
+    async with running_worker(settings, screen_reader):
+        yield
 
 
 @pytest.fixture
@@ -166,4 +173,35 @@ async def test_corrupt_image_is_answered_with_an_error_and_not_extracted(
     assert "upload.bin" not in reply["error"]["detail"]
     await wait_until(lambda: entry_gone(redis, entry_id), TIMEOUT_S)
     # The entry is deleted only after the reply was published: nothing went downstream.
+    assert await extracted_for(redis, event) == []
+
+
+class BrokenModel:
+    """An OCR model that fails whatever it is given, as a model out of memory would."""
+
+    def readtext(self, *_: Any, **__: Any) -> Any:
+        raise RuntimeError("out of memory")
+
+
+async def test_a_reader_failure_on_the_last_delivery_is_answered_not_left_waiting(
+    settings: OcrSettings, producer: Bus, redis: aioredis.Redis
+) -> None:
+    settings = settings.model_copy(update={"max_deliveries": 1})
+    reply_to = unique_name("reply")
+    image = Image.new("RGB", (40, 20), "white")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    event = attachment("image", buffer.getvalue(), reply_to)
+
+    async with running_worker(settings, ScreenReader(settings, reader=BrokenModel())):
+        entry_id = await producer.publish(Topic.ATTACHMENT_RECEIVED, event)
+
+        async def replies() -> list[dict[str, Any]]:
+            return payloads(await redis.xrange(reply_to))
+
+        reply = (await wait_until(replies, TIMEOUT_S))[0]
+        await wait_until(lambda: entry_gone(redis, entry_id), TIMEOUT_S)
+
+    assert reply["kind"] == "attachment_error"
+    assert reply["error"]["error_code"] == "extraction_failed"
     assert await extracted_for(redis, event) == []
