@@ -58,8 +58,9 @@ class GatewaySettings(ServiceSettings):
     )
     turn_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="How long answers can be fetched.")
     required_services: list[str] = Field(
-        default_factory=lambda: ["redactor", "orchestrator", "indexer"],
-        description="Services /health requires a live heartbeat from.",
+        default_factory=lambda: ["redactor", "ocr", "orchestrator", "indexer", "ticketing"],
+        description="Services /health requires a live heartbeat from (a JSON list); by default "
+        "every worker but the optional crawler: redactor, ocr, orchestrator, indexer, ticketing.",
     )
     incident_token: SecretStr | None = Field(
         None,
