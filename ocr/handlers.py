@@ -10,7 +10,7 @@ from contracts.bus import Bus, Delivery
 from contracts.events import AttachmentError, AttachmentExtracted, AttachmentReceived, TurnReply
 from contracts.topics import Group, Topic
 from ocr.errors import AttachmentRefused
-from ocr.service import AttachmentReader
+from ocr.service import AttachmentReader, Extracted
 
 log = logging.getLogger("deskpilot.ocr")
 
@@ -32,19 +32,22 @@ FAILED_DETAIL = (
 
 
 def register(bus: Bus, reader: AttachmentReader, concurrency: int, max_deliveries: int) -> None:
+    async def read(event: AttachmentReceived, delivery: Delivery) -> Extracted:
+        try:
+            return await asyncio.to_thread(reader.read, event.kind, event.content_b64)
+        except AttachmentRefused:
+            raise
+        except Exception as exc:
+            # Not the file's fault (as far as we know): let the bus retry it, and on the last
+            # delivery tell the user rather than leave the upload waiting for nothing.
+            if delivery.deliveries < max_deliveries:
+                raise
+            log.error("attachment could not be read", extra={"error": type(exc).__name__})
+            raise AttachmentRefused("extraction_failed", FAILED_DETAIL) from exc
+
     async def on_attachment(event: AttachmentReceived, delivery: Delivery) -> None:
         try:
-            try:
-                extracted = await asyncio.to_thread(reader.read, event.kind, event.content_b64)
-            except AttachmentRefused:
-                raise
-            except Exception as exc:
-                # Not the file's fault (as far as we know): let the bus retry it, and on the last
-                # delivery tell the user rather than leave the upload waiting for nothing.
-                if delivery.deliveries < max_deliveries:
-                    raise
-                log.error("attachment could not be read", extra={"error": type(exc).__name__})
-                raise AttachmentRefused("extraction_failed", FAILED_DETAIL) from exc
+            extracted = await read(event, delivery)
         except AttachmentRefused as refused:
             reply = TurnReply(
                 event_id=error_event_id(event.event_id),
