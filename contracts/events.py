@@ -186,12 +186,20 @@ class TurnReply(Event):
 
 
 class FeedbackRecorded(Event):
-    """A user's rating of one answered turn."""
+    """A user's rating of one answered turn, with what the answer was (for feedback-aware
+    retrieval and analytics). A rating of a turn rated before replaces the earlier one."""
 
     turn_id: str
     user_id: str
     score: int = Field(ge=1, le=5)
     comment: str | None = None
+    cited_urls: list[str] = Field(
+        default_factory=list,
+        description="The documents the rated answer cited, in citation order.",
+        examples=[["https://it.northwind.example/kb/vpn-password-reset"]],
+    )
+    action: Action | None = Field(None, description="What the rated answer did.")
+    category: str | None = Field(None, description="The category the answer was given in.")
 
 
 AttachmentKind = Literal["log", "image"]

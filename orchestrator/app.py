@@ -10,6 +10,7 @@ from contracts.bus import Bus
 from contracts.heartbeat import Probe
 from contracts.periodic import every
 from contracts.runtime import Worker
+from contracts.runtime_config import RuntimeConfigReader, defaults_of, publish_defaults
 from orchestrator import handlers
 from orchestrator.attachments import AttachmentStore, ConversationKeys
 from orchestrator.automations import AutomationRunner
@@ -17,6 +18,7 @@ from orchestrator.cases import CaseRetriever, open_cases_collection
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits, sweep_due
 from orchestrator.embedding import QueryEncoder, one_embedding_per_text
+from orchestrator.feedback import FeedbackBoosts, FeedbackLedger, FeedbackSettings
 from orchestrator.incidents import IncidentStore
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import build_provider
@@ -29,9 +31,21 @@ SERVICE = "orchestrator"
 
 
 def build_retriever(
-    settings: OrchestratorSettings, encoder: QueryEncoder | None = None
+    settings: OrchestratorSettings,
+    encoder: QueryEncoder | None = None,
+    feedback: FeedbackBoosts | None = None,
 ) -> Retriever:
-    return Retriever(encoder or QueryEncoder(settings.torch_threads), open_collection(settings))
+    return Retriever(
+        encoder or QueryEncoder(settings.torch_threads),
+        open_collection(settings),
+        feedback=feedback,
+    )
+
+
+def feedback_settings(settings: OrchestratorSettings) -> FeedbackSettings:
+    """The ``ORCHESTRATOR_FEEDBACK_*`` settings (read on their own until OrchestratorSettings
+    inherits :class:`FeedbackSettings`)."""
+    return settings if isinstance(settings, FeedbackSettings) else FeedbackSettings()
 
 
 def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
@@ -41,7 +55,10 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
     @asynccontextmanager
     async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
         encoder = await asyncio.to_thread(QueryEncoder, settings.torch_threads)
-        retriever = await asyncio.to_thread(build_retriever, settings, encoder)
+        ratings = feedback_settings(settings)
+        boosts = FeedbackBoosts(FeedbackLedger(bus.redis, ratings.feedback_turn_ttl_s), ratings)
+        retriever = await asyncio.to_thread(build_retriever, settings, encoder, boosts)
+        await boosts.refresh()
         intents = await asyncio.to_thread(IntentClassifier.from_settings, encoder, settings)
         llm = build_provider(settings)
         automations = AutomationRunner.from_settings(settings)
@@ -70,10 +87,16 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             handlers.BusAudit(bus),
             incidents,
             automations,
+            RuntimeConfigReader(bus.redis),
+        )
+        # What the admin API shows as defaults; admins' overrides apply per turn.
+        await publish_defaults(
+            bus.redis, SERVICE, defaults_of(settings, SERVICE, queues=intents.file_queues)
         )
         replies = handlers.register(bus, orchestrator, settings.concurrency)
         handlers.register_attachments(bus, attachments)
         handlers.register_incidents(bus, incidents)
+        handlers.register_feedback(bus, boosts, orchestrator.store)
 
         async def answer_late_turn(correlation_id: str) -> None:
             with one_embedding_per_text():
@@ -86,8 +109,12 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             return await asyncio.to_thread(retriever.ping)
 
         try:
-            # Turns whose crawl neither finished nor reported in time are answered anyway.
-            async with every(1.0, sweep, name="crawl-deadline-sweep"):
+            # Turns whose crawl neither finished nor reported in time are answered anyway;
+            # ratings other replicas counted reach this one's ranking.
+            async with (
+                every(1.0, sweep, name="crawl-deadline-sweep"),
+                every(ratings.feedback_refresh_s, boosts.refresh, name="feedback-refresh"),
+            ):
                 yield {"chroma": chroma}
         finally:
             await llm.aclose()

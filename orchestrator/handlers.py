@@ -17,6 +17,7 @@ from contracts.events import (
     CrawlFinished,
     CrawlStop,
     EscalationRequested,
+    FeedbackRecorded,
     IncidentReported,
     QueryReceived,
     TicketEvent,
@@ -27,11 +28,14 @@ from contracts.topics import Group, Topic
 from contracts.tracing import current_trace_id
 from orchestrator.attachments import AttachmentStore
 from orchestrator.embedding import one_embedding_per_text
+from orchestrator.feedback import FeedbackBoosts
 from orchestrator.incidents import IncidentStore
 from orchestrator.service import Orchestrator
-from orchestrator.state import TurnState
+from orchestrator.state import TurnState, TurnStore
 
 log = logging.getLogger("deskpilot.orchestrator")
+
+UNANSWERED_QUESTION_CHARS = 300
 
 
 class BusReplies:
@@ -89,6 +93,9 @@ class BusAudit:
     async def record(
         self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
     ) -> None:
+        if action == "decision" and details.get("outcome") == "no_answer":
+            # The redacted question, for the admin analytics' unanswered topics.
+            details["question"] = turn.question.split("\n", 1)[0][:UNANSWERED_QUESTION_CHARS]
         record = AuditRecorded.model_validate(
             {
                 "correlation_id": turn.correlation_id,
@@ -186,3 +193,15 @@ def register_incidents(bus: Bus, store: IncidentStore) -> None:
         log.info("incident", extra={"incident_id": event.incident.id, "outcome": outcome})
 
     bus.subscribe(Topic.INCIDENT_REPORTED, IncidentReported, on_incident, group=Group.ORCHESTRATOR)
+
+
+def register_feedback(bus: Bus, boosts: FeedbackBoosts, turns: TurnStore) -> None:
+    async def on_feedback(event: FeedbackRecorded, _: Delivery) -> None:
+        urls = event.cited_urls
+        if not urls and event.action is None:
+            # From a gateway that does not send the answer's context: the turn's own answer.
+            turn = await turns.get(event.turn_id)
+            urls = [c.url for c in turn.answer.citations] if turn and turn.answer else []
+        await boosts.on_feedback(event, urls)
+
+    bus.subscribe(Topic.FEEDBACK_RECORDED, FeedbackRecorded, on_feedback, group=Group.ORCHESTRATOR)

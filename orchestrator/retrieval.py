@@ -31,6 +31,10 @@ What a caller can rely on:
 * With the user's operating system known, chunks for that OS (by the document's ``os`` metadata
   or an OS name in the section path) get a small multiplicative boost; chunks for no particular OS
   stay neutral.
+* With a feedback source (:mod:`orchestrator.feedback`), a chunk's fused score is multiplied by
+  ``1 + adjustment`` of its document: documents users rated mostly well rank a little higher,
+  mostly badly a little lower. ``Hit.score`` (the cosine) is never adjusted, and without ratings
+  every adjustment is 0, so the ranking is exactly the unadjusted one.
 """
 
 from __future__ import annotations
@@ -56,6 +60,13 @@ class Encoder(Protocol):
     def encode(self, texts: list[str]) -> list[list[float]]: ...
 
 
+class FeedbackSource(Protocol):
+    def adjustment(self, url: str) -> float:
+        """The document's rank adjustment from users' ratings (0 for none); must be cheap and
+        thread-safe: it is asked once per candidate chunk."""
+        ...
+
+
 @dataclass(frozen=True)
 class Hit:
     """One retrieved chunk with what a citation needs."""
@@ -74,6 +85,8 @@ class Hit:
     """The chunk's BM25 score for the question; 0 when they share no indexed word."""
     os: str = ""
     """The operating system the chunk is for ("windows", "macos", "linux"), "" when none."""
+    feedback: float = 0.0
+    """The rank adjustment users' ratings of its document gave it (``fused_score`` includes it)."""
 
 
 @dataclass(frozen=True)
@@ -402,6 +415,7 @@ class _Candidate:
     keyword_rank: int | None = None
     keyword_score: float = 0.0
     fused: float = 0.0
+    feedback: float = 0.0
 
 
 class Retriever:
@@ -418,11 +432,16 @@ class Retriever:
     """
 
     def __init__(
-        self, encoder: Encoder, collection: Any, config: HybridConfig | None = None
+        self,
+        encoder: Encoder,
+        collection: Any,
+        config: HybridConfig | None = None,
+        feedback: FeedbackSource | None = None,
     ) -> None:
         self.encoder = encoder
         self.collection = collection
         self.config = config or HybridConfig()
+        self.feedback = feedback
         self._index: _Snapshot | None = None
         self._checked_at = -math.inf
         self._built_at = -math.inf
@@ -535,6 +554,9 @@ class Retriever:
                 fused += document_weight / (config.rrf_k + document)
             if os is not None and os in candidate.record.os:
                 fused *= 1.0 + config.os_boost
+            if self.feedback is not None:
+                candidate.feedback = self.feedback.adjustment(candidate.record.url)
+                fused *= 1.0 + candidate.feedback
             candidate.fused = fused
         ranked = sorted(
             candidates.values(),
@@ -654,4 +676,5 @@ class Retriever:
             fused_score=candidate.fused,
             keyword_score=candidate.keyword_score,
             os=",".join(sorted(record.os)),
+            feedback=candidate.feedback,
         )
