@@ -371,7 +371,7 @@ def build_document(mapping: Mapping[Topic, TopicDoc] = TOPICS) -> dict[str, Any]
     operations[_operation_id("dlq", CLI, "receive")] = {
         "action": "receive",
         "channel": {"$ref": "#/channels/dlq"},
-        "title": "`deskpilot dlq list|replay` reads it (XRANGE, no consumer group)",
+        "title": "`deskpilot dlq list|replay` reads it (XREVRANGE/XRANGE, no consumer group)",
         "messages": [{"$ref": "#/channels/dlq/messages/DeadLetter"}],
         "tags": [{"name": CLI}],
     }
@@ -518,8 +518,8 @@ def _dlq_channel(server_ref: dict[str, str]) -> dict[str, Any]:
         "address": f"{{{TOPIC_PARAMETER}}}{DLQ_SUFFIX}",
         "title": "Dead letters",
         "description": _markdown(
-            f"{_paragraph(topics.dead_letter_stream.__doc__ or '')} Any stream read through a "
-            "consumer group has one: a message whose handler failed "
+            f"{_paragraph(topics.dead_letter_stream.__doc__ or '')} Every stream read through a "
+            "consumer group may have one: a message whose handler failed "
             "`DESKPILOT_MAX_DELIVERIES` times, or whose payload is not a valid event, is added "
             "here with the error and acknowledged on its stream. An entry is a plain Redis "
             "stream entry (the fields of `DeadLetter`), not a FastStream message; `deskpilot dlq "
