@@ -69,18 +69,6 @@ HOSTS = (
 )
 IPS = ("10.20.4.17", "10.0.12.5", "192.168.1.254", "172.16.8.40", "10.44.0.9")
 PORTS = ("443", "8443", "3389", "445", "22", "8080", "5432")
-APPS = (
-    "Microsoft Outlook",
-    "Microsoft Teams",
-    "OneDrive",
-    "Cisco AnyConnect",
-    "Remote Desktop Connection",
-    "Windows Update",
-    "Microsoft Excel",
-    "Printer Setup",
-    "Windows Security",
-    "Company Portal",
-)
 FILES = ("Budget 2024.xlsx", "Q3 Report.docx", "onboarding.pdf", "timesheet_march.xlsx")
 STAMPS = (
     "2024-03-05 14:22:01",
@@ -99,8 +87,10 @@ UNITS = (
 
 @dataclass(frozen=True)
 class Problem:
-    """A dialog's message: its lines (at most ~60 characters each) and a detail line."""
+    """A dialog's message: the application showing it, its lines (at most ~60 characters each)
+    and a detail line."""
 
+    app: str
     lines: list[str]
     detail: str
 
@@ -115,42 +105,52 @@ def _problems(rng: random.Random) -> list[Problem]:
     file = rng.choice(FILES)
     return [
         Problem(
+            "Windows Update",
             ["We couldn't install some updates.", "Error 0x80070005: Access is denied."],
             "Try again later or contact the IT Service Desk.",
         ),
         Problem(
+            "Cisco AnyConnect",
             [f"The connection to {host} failed.", "The VPN server rejected the request."],
             "Error code: 0x800B0109",
         ),
         Problem(
+            "Microsoft Excel",
             [f"Cannot open the file C:\\Users\\{user}\\Documents\\{file}", "The file is locked."],
             "It is in use by another user (error 0x80070020).",
         ),
         Problem(
+            "File Explorer",
             [f"Windows cannot access \\\\{host}\\finance", "The network path was not found."],
             "Error code: 0x80070035",
         ),
         Problem(
+            "Remote Desktop Connection",
             [f"Remote Desktop can't connect to {host}", "The remote computer refused the login."],
             f"Error code: 0x204 (port {port})",
         ),
         Problem(
+            "Microsoft Office",
             ["Activation failed for this copy of Office.", "The license server did not respond."],
             f"Error 0xC004F074 at {rng.choice(STAMPS)}",
         ),
         Problem(
+            "Microsoft Teams",
             [f"Sign-in failed for {user}@northwind.example", "Your password has expired."],
             "Error code: CAA20003 (0xCAA20003)",
         ),
         Problem(
+            "Printers & scanners",
             [f"Printer {host} is offline.", "The print spooler stopped unexpectedly."],
             "Error 0x00000709: Operation could not be completed.",
         ),
         Problem(
+            "OneDrive",
             ["The sync client stopped working.", f"Server {host} returned HTTP 503."],
             f"Service Unavailable at {rng.choice(STAMPS)}",
         ),
         Problem(
+            "Company Portal",
             [f"Could not reach {ip}:{port}", "The request timed out after 30 seconds."],
             "Error 0x80072EE2: The operation timed out.",
         ),
@@ -295,10 +295,14 @@ def _row(pieces: Row, cls: str = "row", piece_cls: str = "") -> str:
     return f'<div class="{cls}">{spans}</div>'
 
 
+# Minimise, maximise and close, drawn with borders: a window's controls are icons, not text.
+_CONTROLS = '<div class="ctl"><i class="min"></i><i class="max"></i><i class="close"></i></div>'
+
+
 def windows_dialog(rng: random.Random, dark: bool, font: str, size: int) -> tuple[str, list[Row]]:
     c = _palette(dark)
     problem = rng.choice(_problems(rng))
-    title = rng.choice(APPS)
+    title = problem.app
     buttons = rng.choice(
         [["OK"], ["Retry", "Cancel"], ["Close", "Details"], ["Try again", "Close"]]
     )
@@ -308,8 +312,13 @@ def windows_dialog(rng: random.Random, dark: bool, font: str, size: int) -> tupl
   box-shadow: 0 8px 24px rgba(0,0,0,.35); min-width: 360px; }}
 .bar {{ background: {c["bar"]}; padding: 8px 12px; display: flex; justify-content: space-between;
   align-items: center; font-size: 0.9em; }}
-.ctl {{ display: flex; gap: 18px; }} .ctl i {{ width: 10px; height: 10px;
-  border: 1px solid {c["muted"]}; display: block; }}
+.ctl {{ display: flex; gap: 22px; align-items: center; }}
+.ctl i {{ width: 10px; height: 10px; display: block; position: relative; }}
+.ctl .min {{ height: 0; border-top: 1px solid {c["muted"]}; }}
+.ctl .max {{ border: 1px solid {c["muted"]}; }}
+.ctl .close::before, .ctl .close::after {{ content: ""; position: absolute; left: 5px; top: -2px;
+  height: 14px; border-left: 1px solid {c["muted"]}; transform: rotate(45deg); }}
+.ctl .close::after {{ transform: rotate(-45deg); }}
 .main {{ display: flex; gap: 16px; padding: 18px 22px 10px 18px; }}
 .icon {{ width: 32px; height: 32px; border-radius: 50%; background: #c42b1c; flex: none; }}
 .msg .row {{ margin-bottom: 6px; }} .detail {{ color: {c["muted"]}; margin-top: 8px; }}
@@ -320,7 +329,7 @@ def windows_dialog(rng: random.Random, dark: bool, font: str, size: int) -> tupl
 .foot span:first-child {{ background: {c["accent"]}; color: {c["accent_fg"]}; }}"""
     message = "".join(_row([line]) for line in problem.lines)
     body = f"""<div class="win">
-<div class="bar"><span>{html.escape(title)}</span><div class="ctl"><i></i><i></i></div></div>
+<div class="bar"><span>{html.escape(title)}</span>{_CONTROLS}</div>
 <div class="main"><div class="icon"></div><div class="msg">{message}
 <div class="row detail">{html.escape(problem.detail)}</div></div></div>
 {_row(buttons, "foot")}</div>"""
@@ -356,7 +365,8 @@ def mac_dialog(rng: random.Random, dark: bool, font: str, size: int) -> tuple[st
 def terminal(rng: random.Random, dark: bool, _font: str, size: int) -> tuple[str, list[Row]]:
     lines = rng.choice(_terminal_sessions(rng))
     windows = lines[0].startswith("PS ")
-    title = "Windows PowerShell" if windows else f"{rng.choice(USERS)}@workstation: ~"
+    # The window title names the session the prompt shows (user@host: ~).
+    title = "Windows PowerShell" if windows else f"{lines[0].split(':', 1)[0]}: ~"
     fg, bg = ("#cccccc", "#0c0c0c") if dark else ("#1e1e1e", "#fafafa")
     if windows and dark:
         bg = "#012456"
