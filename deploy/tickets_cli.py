@@ -203,6 +203,8 @@ class Reading:
     cases: list[ResolvedCase] = field(default_factory=list)
     not_resolved: int = 0
     without_resolution: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    """Resolved tickets a case cannot be made of (e.g. updated before created)."""
     complete: bool = True
     """False when the backend may hold tickets this reading did not see."""
 
@@ -243,20 +245,32 @@ async def read_tickets(backend: TicketBackend) -> tuple[list[TicketRecord], bool
 
 async def export_cases(backend: TicketBackend) -> Reading:
     """The resolved tickets of ``backend`` as past cases, oldest first."""
+    from pydantic import ValidationError
+
     records, complete = await read_tickets(backend)
     reading = Reading(complete=complete)
     for record in records:
         if not backend.is_done(record):
             reading.not_resolved += 1
             continue
-        case = to_case(record)
+        try:
+            case = to_case(record)
+        except ValidationError:  # its text may quote the ticket: only the key is kept
+            reading.invalid.append(record.key)
+            continue
         if case is None:
             reading.without_resolution.append(record.key)
         else:
             reading.cases.append(case)
     reading.cases.sort(key=_oldest_first)
-    reading.without_resolution.sort()
+    reading.without_resolution.sort(key=_natural)
+    reading.invalid.sort(key=_natural)
     return reading
+
+
+def _natural(key: str) -> list[str | int]:
+    """DP-2 before DP-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", key)]
 
 
 def _oldest_first(case: ResolvedCase) -> tuple[float, str]:
@@ -335,6 +349,12 @@ def _export(args: argparse.Namespace) -> int:
         print(
             "resolved without a resolution text (add a 'Resolution: ...' comment): "
             + ", ".join(reading.without_resolution),
+            file=sys.stderr,
+        )
+    if reading.invalid:
+        print(
+            "resolved but not valid as a case (check their dates and summary): "
+            + ", ".join(reading.invalid),
             file=sys.stderr,
         )
     if not reading.complete:
