@@ -25,6 +25,7 @@ from gateway.documents import DocumentRecords, DocumentService
 from gateway.errors import install_error_handlers
 from gateway.identity import IdentityResolver, withhold_tokens_in_server_logs
 from gateway.incidents import IncidentService
+from gateway.ratelimit import ClientAddress, RateLimiter
 from gateway.service import TurnService, TurnStore
 from gateway.tickets import TicketReadModel
 
@@ -78,6 +79,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.incidents = IncidentService(bus)
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
     app.state.identity = IdentityResolver.from_settings(settings)
+    app.state.rate_limiter = RateLimiter.from_settings(bus.redis, settings)
+    app.state.client_address = ClientAddress(settings.trusted_proxies)
     install_error_handlers(app)
     app.include_router(api_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import ipaddress
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -11,6 +13,16 @@ from contracts.settings import ServiceSettings
 
 PLACEHOLDER_SECRETS = frozenset({"change-me", "changeme"})
 MIN_JWT_SECRET_BYTES = 32
+ASYMMETRIC_ALGORITHMS = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}
+)
+"""What user tokens from a JWKS may be signed with (never HMAC, never ``none``)."""
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+UserRole = Literal["employee", "technician", "admin"]
+
+
+def _default_role_map() -> dict[str, UserRole]:
+    return {"employee": "employee", "technician": "technician", "admin": "admin"}
 
 
 def secret_value(secret: SecretStr | None) -> str:
@@ -85,6 +97,68 @@ class GatewaySettings(ServiceSettings):
     jwt_leeway_s: float = Field(
         30.0, ge=0, le=300, description="Clock skew allowed when checking a token's `exp`/`nbf`."
     )
+    jwt_jwks_url: str | None = Field(
+        None,
+        description="The identity provider's JWKS URL (OIDC `jwks_uri`): user tokens are "
+        "verified against its published keys; needs GATEWAY_JWT_ISSUER and GATEWAY_JWT_AUDIENCE, "
+        "https (http only on loopback), and excludes GATEWAY_JWT_SECRET.",
+    )
+    jwt_algorithms: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["RS256", "ES256"],
+        description="Comma-separated algorithms accepted on tokens from the JWKS (RS*, PS*, "
+        "ES* only; never HMAC or `none`).",
+    )
+    jwt_jwks_lifetime_s: float = Field(
+        600.0, ge=10, description="How long fetched JWKS keys are used before fetching again."
+    )
+    jwt_jwks_min_refresh_s: float = Field(
+        30.0,
+        ge=1,
+        description="A token naming an unknown key id (`kid`) fetches the JWKS again at most "
+        "this often: rotated keys are found, forged ids cannot flood the identity provider.",
+    )
+    jwt_jwks_timeout_s: float = Field(5.0, gt=0, le=60, description="Timeout of a JWKS fetch.")
+    jwt_roles_claim: str = Field(
+        "roles",
+        min_length=1,
+        description="The claim holding the user's roles (a list or a space-separated string); "
+        "a dotted path such as `realm_access.roles` reaches into nested claims.",
+    )
+    jwt_role_map: dict[str, UserRole] = Field(
+        default_factory=_default_role_map,
+        description="JSON object from the identity provider's role names to Deskpilot's "
+        "(employee, technician, admin); unlisted names give no role, and every valid token is "
+        "at least an employee.",
+    )
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated addresses or networks (CIDR) of reverse proxies whose "
+        "`X-Forwarded-For` names the client; from anyone else the header is ignored and the "
+        "socket's peer is the client.",
+    )
+    rate_limit_enabled: bool = Field(
+        True, description="Rate limits per user and per client IP, counted in Redis."
+    )
+    rate_limit_window_s: float = Field(
+        60.0,
+        ge=1,
+        description="The window the limits below are per: each is a token bucket holding one "
+        "window's allowance, refilled evenly over the window.",
+    )
+    rate_limit_chat_per_user: int = Field(
+        30, ge=1, description="Chat messages (POST /api/chat, WebSocket frames) per user."
+    )
+    rate_limit_chat_per_ip: int = Field(
+        600, ge=1, description="Chat messages per client IP (many users may share one)."
+    )
+    rate_limit_upload_per_user: int = Field(
+        20, ge=1, description="Uploads (attachments, documents) per user."
+    )
+    rate_limit_upload_per_ip: int = Field(200, ge=1, description="Uploads per client IP.")
+    rate_limit_api_per_user: int = Field(
+        600, ge=1, description="Other API calls (and WebSocket connections) per user."
+    )
+    rate_limit_api_per_ip: int = Field(6000, ge=1, description="Other API calls per client IP.")
     frame_ancestors: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["'self'"],
         description="Comma-separated pages allowed to show the chat in a frame (CSP "
@@ -133,4 +207,39 @@ class GatewaySettings(ServiceSettings):
         # RFC 7518 section 3.2: an HS256 key must be at least as long as the hash (32 bytes).
         if secret and len(secret.encode()) < MIN_JWT_SECRET_BYTES:
             raise ValueError(f"GATEWAY_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes")
+        return self
+
+    @field_validator("jwt_algorithms", "trusted_proxies", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for network in value:
+            ipaddress.ip_network(network, strict=False)  # ValueError names the bad entry
+        return value
+
+    @model_validator(mode="after")
+    def _identity_provider(self) -> GatewaySettings:
+        unsafe = set(self.jwt_algorithms) - ASYMMETRIC_ALGORITHMS
+        if unsafe or not self.jwt_algorithms:
+            raise ValueError(
+                f"GATEWAY_JWT_ALGORITHMS takes RS*, PS* or ES* only, not {sorted(unsafe)}"
+            )
+        if not self.jwt_jwks_url:
+            return self
+        if secret_value(self.jwt_secret):
+            raise ValueError("set GATEWAY_JWT_JWKS_URL or GATEWAY_JWT_SECRET, not both")
+        if not (self.jwt_issuer and self.jwt_audience):
+            raise ValueError(
+                "GATEWAY_JWT_JWKS_URL needs GATEWAY_JWT_ISSUER and GATEWAY_JWT_AUDIENCE"
+            )
+        url = urlsplit(self.jwt_jwks_url)
+        secure = url.scheme == "https" or (url.scheme == "http" and url.hostname in LOOPBACK_HOSTS)
+        if not url.hostname or not secure:
+            raise ValueError("GATEWAY_JWT_JWKS_URL must be https (http only on loopback)")
         return self

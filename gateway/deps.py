@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Request, WebSocket
+from fastapi.requests import HTTPConnection
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gateway.attachments import AttachmentService
@@ -15,8 +17,9 @@ from gateway.config import GatewaySettings, secret_value
 from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
 from gateway.errors import ApiError, ErrorCode
-from gateway.identity import Identity, IdentityResolver
+from gateway.identity import Caller, Identity, IdentityResolver, Role, require_roles, user_identity
 from gateway.incidents import IncidentService
+from gateway.ratelimit import ClientAddress, RateLimiter, kind_of
 from gateway.service import TurnService
 from gateway.tickets import TicketReadModel
 
@@ -89,23 +92,54 @@ AuditDep = Annotated[AuditReader, Depends(get_audit)]
 IdentityResolverWsDep = Annotated[IdentityResolver, Depends(get_identity_resolver_ws)]
 
 
+def get_caller(connection: HTTPConnection) -> Caller:
+    """What the request's ``Authorization`` header amounts to (an identity, a refused token, or
+    anonymous), worked out once per request: FastAPI caches it for every dependency asking.
+    Synchronous on purpose: a JWKS fetch blocks, so this runs in the thread pool."""
+    resolver: IdentityResolver = connection.app.state.identity
+    return resolver.caller_of_header(connection.headers.get("authorization"))
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+ROLE_REFUSED_DETAIL = "Admin credentials are missing or not valid."
+"""The same 401 for every credential problem on role-gated endpoints (missing, wrong scheme,
+wrong admin token, invalid, expired or foreign user token)."""
+
 _bearer = HTTPBearer(
     auto_error=False,
-    scheme_name="AdminToken",
-    description="DESKPILOT_ADMIN_TOKEN, until identity providers are configured.",
+    scheme_name="RoleToken",
+    description="A user token (JWT) whose roles claim gives the endpoint's role, or "
+    "DESKPILOT_ADMIN_TOKEN (break-glass and service credential, admin role).",
 )
 
 
-def require_admin(
-    settings: SettingsDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Admin endpoints need ``Authorization: Bearer <DESKPILOT_ADMIN_TOKEN>``. A missing and a
-    wrong token get the same 401, and the comparison takes the same time whatever the token
-    (digests compared with ``compare_digest``, so not even its length leaks). An empty
-    configured token disables admin endpoints."""
-    if not _token_matches(settings.admin_token.get_secret_value(), credentials):
-        raise ApiError(ErrorCode.UNAUTHORIZED, "Admin credentials are missing or not valid.")
+def require_role(*allowed: Role) -> Callable[..., Awaitable[Identity]]:
+    """A dependency admitting callers that hold one of ``allowed`` roles (admin always does):
+    a user token whose roles claim maps to one (``GATEWAY_JWT_ROLES_CLAIM``,
+    ``GATEWAY_JWT_ROLE_MAP``), or ``DESKPILOT_ADMIN_TOKEN``, the break-glass and service
+    credential, which stands for admin and is compared in constant time. No credentials or
+    invalid ones of any kind: one 401; valid credentials without the role: 403. The dependency
+    returns the caller's :class:`Identity` (``source`` is ``token`` or ``admin_token``), for
+    records of who did what."""
+
+    async def dependency(
+        caller: CallerDep,
+        _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Identity:
+        return require_roles(caller, allowed, ROLE_REFUSED_DETAIL)
+
+    return dependency
+
+
+require_admin = require_role("admin")
+"""Admin endpoints (documents, tickets' changes, audit, purge, analytics, configuration,
+proposals): a token with the admin role, or DESKPILOT_ADMIN_TOKEN (break-glass/service
+credential; an empty configured token accepts nothing)."""
+require_technician = require_role("technician")
+"""Reading tickets: technicians and admins."""
+AdminDep = Annotated[Identity, Depends(require_admin)]
+TechnicianDep = Annotated[Identity, Depends(require_technician)]
 
 
 def _token_matches(expected: str, credentials: HTTPAuthorizationCredentials | None) -> bool:
@@ -138,18 +172,57 @@ def require_incident_token(
 _user_bearer = HTTPBearer(
     auto_error=False,
     scheme_name="UserToken",
-    description="Optional: a signed user token (HS256 JWT with `sub` and `exp`). Without one "
-    "the caller is anonymous.",
+    description="Optional: a signed user token (a JWT from the identity provider, or HS256 "
+    "with the shared secret; `sub` and `exp` required). Without one the caller is anonymous.",
 )
 
 
-def current_identity(
-    request: Request,
+async def current_identity(
+    caller: CallerDep,
     _: Annotated[HTTPAuthorizationCredentials | None, Depends(_user_bearer)],
 ) -> Identity | None:
-    """The verified caller, or None (anonymous); 401 for a token that does not verify."""
-    resolver: IdentityResolver = request.app.state.identity
-    return resolver.resolve_header(request.headers.get("authorization"))
+    """The verified user, or None (anonymous; the admin token is not a user); 401 for a token
+    that does not verify."""
+    return user_identity(caller)
 
 
 IdentityDep = Annotated[Identity | None, Depends(current_identity)]
+
+
+def client_ip(connection: HTTPConnection) -> str | None:
+    """The client's address: the socket's peer, or ``X-Forwarded-For`` from trusted proxies."""
+    addresses: ClientAddress = connection.app.state.client_address
+    peer = connection.client.host if connection.client else None
+    return addresses.of(peer, connection.headers.getlist("x-forwarded-for"))
+
+
+def rate_limit_user(identity: Identity | None) -> str | None:
+    """Whose allowance a caller spends: a token's subject, or the admin token's own."""
+    if identity is None:
+        return None
+    return f"{identity.source}:{identity.user_id}"
+
+
+def get_rate_limiter(connection: HTTPConnection) -> RateLimiter | None:
+    limiter: RateLimiter | None = getattr(connection.app.state, "rate_limiter", None)
+    return limiter
+
+
+ClientIpDep = Annotated[str | None, Depends(client_ip)]
+RateLimiterDep = Annotated[RateLimiter | None, Depends(get_rate_limiter)]
+
+
+async def rate_limit(
+    connection: HTTPConnection, caller: CallerDep, limiter: RateLimiterDep, ip: ClientIpDep
+) -> None:
+    """Counts every API request against its user's and its IP's allowance: 429 with
+    ``Retry-After`` over either. A refused token counts as anonymous here (the route refuses it
+    with 401 itself). WebSocket connections and frames are counted by the chat route."""
+    if limiter is None or connection.scope["type"] != "http":
+        return
+    kind = kind_of(connection.scope["method"], connection.url.path)
+    if kind is None:
+        return
+    decision = await limiter.hit(kind, rate_limit_user(caller.identity), ip)
+    if not decision.allowed:
+        raise decision.error()

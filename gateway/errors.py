@@ -19,6 +19,9 @@ class ErrorCode(StrEnum):
     TURN_TIMEOUT = "turn_timeout"
     BUS_UNAVAILABLE = "bus_unavailable"
     UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    RATE_LIMITED = "rate_limited"
+    IDENTITY_UNAVAILABLE = "identity_unavailable"
     FILE_TOO_LARGE = "file_too_large"
     UNSUPPORTED_FILE_TYPE = "unsupported_file_type"
     UNKNOWN_DOCUMENT = "unknown_document"
@@ -36,6 +39,9 @@ STATUS = {
     ErrorCode.TURN_TIMEOUT: 504,
     ErrorCode.BUS_UNAVAILABLE: 503,
     ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.IDENTITY_UNAVAILABLE: 503,
     ErrorCode.FILE_TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_FILE_TYPE: 415,
     ErrorCode.UNKNOWN_DOCUMENT: 404,
@@ -46,11 +52,16 @@ STATUS = {
 
 
 class ApiError(Exception):
-    def __init__(self, code: ErrorCode, detail: str, **extra: str) -> None:
+    """``extra`` goes into the body; ``headers`` into the response (``Retry-After``)."""
+
+    def __init__(
+        self, code: ErrorCode, detail: str, *, headers: dict[str, str] | None = None, **extra: str
+    ) -> None:
         super().__init__(detail)
         self.code = code
         self.detail = detail
         self.extra = extra
+        self.headers = headers or {}
 
     def payload(self) -> dict[str, str]:
         return {"error_code": self.code.value, "detail": self.detail, **self.extra}
@@ -60,7 +71,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         # RFC 9110: a 401 names the scheme the client should use.
-        headers = {"WWW-Authenticate": "Bearer"} if exc.code is ErrorCode.UNAUTHORIZED else None
+        headers = dict(exc.headers)
+        if exc.code is ErrorCode.UNAUTHORIZED:
+            headers["WWW-Authenticate"] = "Bearer"
         return JSONResponse(exc.payload(), status_code=STATUS[exc.code], headers=headers)
 
     @app.exception_handler(RedisError)

@@ -1,26 +1,46 @@
-"""Who is asking: an optional signed token on chat requests, verified at the gateway.
+"""Who is asking: signed user tokens verified at the gateway, their roles, and anonymous ids.
 
-A client may send ``Authorization: Bearer <JWT>`` (``?token=`` on the WebSocket). A valid token
-makes its ``sub`` the message's user id and marks it authenticated; no token keeps today's
-anonymous behaviour; any invalid token is refused with one generic 401, whatever check failed, so
-a caller cannot probe which part of a forged token was wrong. Only the failure's category is
-logged, never the token or its claims.
+A client may send ``Authorization: Bearer <JWT>`` (``?token=`` on the WebSocket). Two kinds of
+verifier exist, chosen by configuration:
 
-For now tokens are HS256 with a shared secret (``GATEWAY_JWT_SECRET``). The verifier is a small
-class behind :class:`TokenVerifier` so an OIDC/JWKS verifier can take its place later without
-touching the routes.
+* :class:`JwksVerifier` (production): an OIDC access or ID token signed by the identity
+  provider with an asymmetric key (RS256/ES256 by default) published at its JWKS URL, with the
+  configured issuer and audience. Keys are cached (:class:`JwksCache`): fetched once per lifetime,
+  never per request, and a token naming an unknown ``kid`` makes the cache fetch again at most
+  once per ``min_refresh_s``, so a rotated key is picked up within seconds while a stream of
+  forged ``kid`` values cannot make the gateway hammer the identity provider.
+* :class:`HS256Verifier` (simple setups): a shared secret.
+
+Either way a valid token makes its ``sub`` the user and its role claim (:class:`RoleMapper`) the
+user's roles (``employee``, ``technician``, ``admin``). No token keeps the embedded default,
+anonymous chat, with the page's per-browser id as ``anon:<id>`` (:func:`anonymous_user_id`),
+never authenticated. Any invalid token is refused with one generic 401 whatever check failed, so a
+caller cannot probe which part of a forged token was wrong; only the failure's category is logged,
+never the token or its claims.
+
+The algorithm is never the token's choice: the JWKS verifier accepts only the configured
+asymmetric algorithms, and the key's type must fit the algorithm (an RSA key never verifies an
+HMAC, so a token "signed" with the public key as an HS256 secret is refused), while the HS256
+verifier accepts HS256 only.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
+import secrets
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import jwt
 
-from gateway.config import GatewaySettings, secret_value
+from gateway.config import ASYMMETRIC_ALGORITHMS, GatewaySettings, secret_value
 from gateway.errors import ApiError, ErrorCode
 
 log = logging.getLogger("deskpilot.gateway.identity")
@@ -31,9 +51,20 @@ MAX_SUBJECT_LENGTH = 128
 REFUSED_DETAIL = "The access token is not valid."
 """The only thing a caller learns about a refused token."""
 
+Role = Literal["employee", "technician", "admin"]
+ROLES: tuple[Role, ...] = get_args(Role)
+DEFAULT_ROLE_MAP: dict[str, Role] = {role: role for role in ROLES}
+"""IdP role names to Deskpilot roles when none is configured: the names themselves."""
+
+_KEY_TYPE = {"RS": "RSA", "PS": "RSA", "ES": "EC"}
+_EC_CURVE = {"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}
+
 FailureKind = Literal[
     "malformed",
     "signature",
+    "algorithm",
+    "unknown_key",
+    "keys_unavailable",
     "expired",
     "not_yet_valid",
     "audience",
@@ -42,12 +73,36 @@ FailureKind = Literal[
 ]
 
 
+EMPLOYEE: frozenset[Role] = frozenset({"employee"})
+
+
 @dataclass(frozen=True)
 class Identity:
-    """The verified caller: ``user_id`` is the token's subject."""
+    """A verified caller. ``user_id`` is the token's subject; ``source`` says whether it came
+    from a user token or from the break-glass admin token (which is a credential, not a person:
+    it never chats as anyone)."""
 
     user_id: str
     authenticated: bool = True
+    roles: frozenset[Role] = EMPLOYEE
+    source: Literal["token", "admin_token"] = "token"
+
+
+ADMIN_TOKEN_IDENTITY = Identity(
+    user_id="admin-token", authenticated=False, roles=frozenset({"admin"}), source="admin_token"
+)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """What the request's ``Authorization`` header amounts to, before any route judges it:
+    an identity, a refusal (``refused`` says why, for logs), or neither (anonymous)."""
+
+    identity: Identity | None = None
+    refused: FailureKind | None = None
+
+
+ANONYMOUS = Caller()
 
 
 class InvalidToken(Exception):
@@ -64,52 +119,74 @@ class TokenVerifier(Protocol):
     def verify(self, token: str) -> Identity: ...
 
 
-class HS256Verifier:
-    """Verifies HS256 JWTs signed with a shared secret; ``exp`` and ``sub`` are required, and
-    ``aud``/``iss`` when an audience/issuer is configured (a token carrying an audience is
-    refused when none is configured). Only HS256 is accepted, never the token's own choice."""
+# -- roles ---------------------------------------------------------------------------------------
 
-    ALGORITHMS = ("HS256",)
 
-    def __init__(
-        self,
-        secret: bytes,
-        *,
-        audience: str | None = None,
-        issuer: str | None = None,
-        leeway_s: float = 0.0,
-    ) -> None:
-        if not secret:
-            raise ValueError("an HS256 verifier needs a secret")
-        self._secret = secret
-        self.audience = audience
-        self.issuer = issuer
-        self.leeway_s = leeway_s
+class RoleMapper:
+    """Reads the roles claim and maps the identity provider's names to Deskpilot's.
 
-    def verify(self, token: str) -> Identity:
-        required = ["exp", "sub"]
-        if self.audience is not None:
-            required.append("aud")
-        if self.issuer is not None:
-            required.append("iss")
-        try:
-            claims = jwt.decode(
-                token,
-                self._secret,
-                algorithms=list(self.ALGORITHMS),
-                audience=self.audience,
-                issuer=self.issuer,
-                leeway=self.leeway_s,
-                options={"require": required},
-            )
-        except jwt.PyJWTError as exc:
-            raise InvalidToken(_failure_kind(exc)) from None
-        subject = claims.get("sub")
-        if not isinstance(subject, str) or not subject.strip():
-            raise InvalidToken("claims")
-        if len(subject) > MAX_SUBJECT_LENGTH or not subject.isprintable():
-            raise InvalidToken("claims")
-        return Identity(user_id=subject)
+    ``claim`` is a claim name (``roles``, ``https://northwind.example/roles``) or, when no claim
+    has that exact name, a dotted path into nested claims (``realm_access.roles``). Its value may
+    be a list of names or one space-separated string (OAuth ``scope`` style). Names missing from
+    ``mapping`` are ignored. Every verified token is at least an employee."""
+
+    def __init__(self, claim: str = "roles", mapping: Mapping[str, Role] | None = None) -> None:
+        self.claim = claim
+        self.mapping = dict(DEFAULT_ROLE_MAP if mapping is None else mapping)
+
+    def roles(self, claims: Mapping[str, Any]) -> frozenset[Role]:
+        value: Any = claims.get(self.claim)
+        if value is None and "." in self.claim:
+            value = claims
+            for part in self.claim.split("."):
+                value = value.get(part) if isinstance(value, Mapping) else None
+        if isinstance(value, str):
+            names: Iterable[Any] = value.split()
+        elif isinstance(value, list):
+            names = value
+        else:
+            names = ()
+        known = [name for name in names if isinstance(name, str) and name in self.mapping]
+        mapped = {self.mapping[name] for name in known}
+        return EMPLOYEE | mapped
+
+
+def _identity_of(claims: Mapping[str, Any], roles: RoleMapper) -> Identity:
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject.strip():
+        raise InvalidToken("claims")
+    if len(subject) > MAX_SUBJECT_LENGTH or not subject.isprintable():
+        raise InvalidToken("claims")
+    return Identity(user_id=subject, roles=roles.roles(claims))
+
+
+def _decode(
+    token: str,
+    key: Any,
+    algorithms: list[str],
+    *,
+    audience: str | None,
+    issuer: str | None,
+    leeway_s: float,
+) -> dict[str, Any]:
+    required = ["exp", "sub"]
+    if audience is not None:
+        required.append("aud")
+    if issuer is not None:
+        required.append("iss")
+    try:
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key,
+            algorithms=algorithms,
+            audience=audience,
+            issuer=issuer,
+            leeway=leeway_s,
+            options={"require": required},
+        )
+    except jwt.PyJWTError as exc:
+        raise InvalidToken(_failure_kind(exc)) from None
+    return claims
 
 
 def _failure_kind(exc: jwt.PyJWTError) -> FailureKind:
@@ -136,57 +213,385 @@ def _failure_kind(exc: jwt.PyJWTError) -> FailureKind:
     return "claims"
 
 
-class IdentityResolver:
-    """What the routes use: no token is anonymous (``None``), a valid one an :class:`Identity`,
-    anything else a 401 :class:`ApiError` with one generic detail."""
+# -- shared secret -------------------------------------------------------------------------------
 
-    def __init__(self, verifier: TokenVerifier | None) -> None:
+
+class HS256Verifier:
+    """Verifies HS256 JWTs signed with a shared secret; ``exp`` and ``sub`` are required, and
+    ``aud``/``iss`` when an audience/issuer is configured (a token carrying an audience is
+    refused when none is configured). Only HS256 is accepted, never the token's own choice."""
+
+    ALGORITHMS = ("HS256",)
+
+    def __init__(
+        self,
+        secret: bytes,
+        *,
+        audience: str | None = None,
+        issuer: str | None = None,
+        leeway_s: float = 0.0,
+        roles: RoleMapper | None = None,
+    ) -> None:
+        if not secret:
+            raise ValueError("an HS256 verifier needs a secret")
+        self._secret = secret
+        self.audience = audience
+        self.issuer = issuer
+        self.leeway_s = leeway_s
+        self.roles = roles or RoleMapper()
+
+    def verify(self, token: str) -> Identity:
+        claims = _decode(
+            token,
+            self._secret,
+            list(self.ALGORITHMS),
+            audience=self.audience,
+            issuer=self.issuer,
+            leeway_s=self.leeway_s,
+        )
+        return _identity_of(claims, self.roles)
+
+
+# -- JWKS ----------------------------------------------------------------------------------------
+
+MAX_JWKS_BYTES = 512 * 1024
+
+
+def fetch_url(url: str, timeout_s: float) -> bytes:
+    """GET ``url`` and return its body (at most :data:`MAX_JWKS_BYTES`); raises ``OSError`` or
+    ``ValueError`` on any failure. Blocking: callers run it off the event loop."""
+    # The URL is the operator's GATEWAY_JWT_JWKS_URL, which the settings hold to https (or http
+    # on loopback), never a caller's.
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})  # noqa: S310
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+        if response.status != 200:
+            raise ValueError(f"JWKS answered {response.status}")
+        body: bytes = response.read(MAX_JWKS_BYTES + 1)
+    if len(body) > MAX_JWKS_BYTES:
+        raise ValueError("JWKS document too large")
+    return body
+
+
+@dataclass(frozen=True)
+class _Key:
+    jwk: jwt.PyJWK
+    declared_alg: str | None
+    curve: str | None
+
+
+class JwksCache:
+    """The identity provider's signing keys, fetched from its JWKS URL and cached.
+
+    * Keys are fetched on first use and again once ``lifetime_s`` has passed, not per request.
+    * A ``kid`` that is not in the cached set triggers one refetch, unless the last fetch (or
+      attempt) is younger than ``min_refresh_s``: key rotation works within seconds, and random
+      ``kid`` values in forged tokens cost the identity provider at most one request per
+      ``min_refresh_s``.
+    * When a refresh fails, the keys already known stay in use (an outage of the identity
+      provider does not log everyone out); with none known, tokens cannot be verified at all
+      (``keys_unavailable``).
+    * Thread-safe, and one fetch at a time: concurrent verifications wait for it and use its
+      result instead of fetching too.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lifetime_s: float = 600.0,
+        min_refresh_s: float = 30.0,
+        timeout_s: float = 5.0,
+        fetch: Callable[[str, float], bytes] = fetch_url,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.url = url
+        self.lifetime_s = lifetime_s
+        self.min_refresh_s = min_refresh_s
+        self.timeout_s = timeout_s
+        self._fetch = fetch
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._keys: dict[str | None, _Key] = {}
+        self._fetched_at: float | None = None
+        self._attempted_at: float | None = None
+        self.fetches = 0
+        """How many fetches were attempted (for tests and diagnostics)."""
+
+    def key(self, kid: str | None) -> _Key:
+        """The key a token's ``kid`` names (a token without ``kid`` only when the set holds a
+        single key); raises :class:`InvalidToken` (``unknown_key``/``keys_unavailable``)."""
+        with self._lock:
+            now = self._clock()
+            if self._fetched_at is None or now - self._fetched_at >= self.lifetime_s:
+                self._refresh(now)
+            found = self._lookup(kid)
+            if found is None and self._may_refetch(now):
+                self._refresh(now)
+                found = self._lookup(kid)
+            if found is not None:
+                return found
+            raise InvalidToken("unknown_key" if self._keys else "keys_unavailable")
+
+    def _may_refetch(self, now: float) -> bool:
+        return self._attempted_at is None or now - self._attempted_at >= self.min_refresh_s
+
+    def _lookup(self, kid: str | None) -> _Key | None:
+        if kid is None:
+            return next(iter(self._keys.values())) if len(self._keys) == 1 else None
+        return self._keys.get(kid)
+
+    def _refresh(self, now: float) -> None:
+        if not self._may_refetch(now):
+            return  # failed (or fetched) moments ago: keep what is known
+        self._attempted_at = now
+        self.fetches += 1
+        try:
+            keys = self._parse(self._fetch(self.url, self.timeout_s))
+        except (OSError, ValueError) as exc:
+            log.warning(
+                "JWKS fetch failed",
+                extra={"error": type(exc).__name__, "keys_known": len(self._keys)},
+            )
+            return
+        self._keys = keys
+        self._fetched_at = now
+        log.info("JWKS fetched", extra={"keys": len(keys)})
+
+    @staticmethod
+    def _parse(body: bytes) -> dict[str | None, _Key]:
+        document = json.loads(body)
+        if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
+            raise ValueError("not a JWK set")
+        keys: dict[str | None, _Key] = {}
+        for entry in document["keys"]:
+            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
+                continue  # encryption keys and junk never verify signatures
+            try:
+                jwk = jwt.PyJWK(entry)
+            except jwt.PyJWTError:
+                continue  # a key type this build cannot use; the others still work
+            kid, declared, curve = entry.get("kid"), entry.get("alg"), entry.get("crv")
+            keys[kid if isinstance(kid, str) else None] = _Key(
+                jwk,
+                declared if isinstance(declared, str) else None,
+                curve if isinstance(curve, str) else None,
+            )
+        if not keys:
+            raise ValueError("no usable signing key in the JWK set")
+        return keys
+
+
+class JwksVerifier:
+    """Verifies tokens signed by the identity provider with a key from its JWKS.
+
+    The header's ``alg`` must be one of ``algorithms`` (asymmetric only), fit the key's type
+    (and curve), and equal the key's own ``alg`` when the JWK declares one; ``exp``, ``sub``,
+    ``aud`` and ``iss`` are required and checked."""
+
+    def __init__(
+        self,
+        keys: JwksCache,
+        *,
+        audience: str,
+        issuer: str,
+        algorithms: Iterable[str] = ("RS256", "ES256"),
+        leeway_s: float = 0.0,
+        roles: RoleMapper | None = None,
+    ) -> None:
+        self.keys = keys
+        self.audience = audience
+        self.issuer = issuer
+        self.algorithms = frozenset(algorithms)
+        unsafe = self.algorithms - ASYMMETRIC_ALGORITHMS
+        if unsafe or not self.algorithms:
+            raise ValueError(f"a JWKS verifier takes asymmetric algorithms only, not {unsafe}")
+        self.leeway_s = leeway_s
+        self.roles = roles or RoleMapper()
+
+    def verify(self, token: str) -> Identity:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise InvalidToken("malformed") from None
+        algorithm = header.get("alg")
+        if not isinstance(algorithm, str) or algorithm not in self.algorithms:
+            raise InvalidToken("algorithm")
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise InvalidToken("malformed")
+        key = self.keys.key(kid)
+        if not _fits(key, algorithm):
+            raise InvalidToken("algorithm")
+        claims = _decode(
+            token,
+            key.jwk.key,
+            [algorithm],
+            audience=self.audience,
+            issuer=self.issuer,
+            leeway_s=self.leeway_s,
+        )
+        return _identity_of(claims, self.roles)
+
+
+def _fits(key: _Key, algorithm: str) -> bool:
+    if key.declared_alg is not None and key.declared_alg != algorithm:
+        return False
+    if key.jwk.key_type != _KEY_TYPE.get(algorithm[:2]):
+        return False
+    curve = _EC_CURVE.get(algorithm)
+    return curve is None or key.curve == curve
+
+
+# -- resolving a request's caller ----------------------------------------------------------------
+
+
+class IdentityResolver:
+    """What the routes use: turns a request's credentials into a :class:`Caller`.
+
+    ``DESKPILOT_ADMIN_TOKEN`` is the break-glass and service credential: it is checked first, in
+    constant time, and stands for the admin role (it is not a person, so it never chats as
+    anyone). Without a configured verifier every other token is ignored and the caller is
+    anonymous, exactly as before identities existed."""
+
+    def __init__(self, verifier: TokenVerifier | None, admin_token: str = "") -> None:
         self.verifier = verifier
+        self._admin_digest = hashlib.sha256(admin_token.encode()).digest() if admin_token else None
 
     @classmethod
     def from_settings(cls, settings: GatewaySettings) -> IdentityResolver:
+        roles = RoleMapper(settings.jwt_roles_claim, settings.jwt_role_map)
+        admin_token = settings.admin_token.get_secret_value()
+        if settings.jwt_jwks_url:
+            # The settings insist on both with a JWKS URL.
+            assert settings.jwt_audience is not None
+            assert settings.jwt_issuer is not None
+            cache = JwksCache(
+                settings.jwt_jwks_url,
+                lifetime_s=settings.jwt_jwks_lifetime_s,
+                min_refresh_s=settings.jwt_jwks_min_refresh_s,
+                timeout_s=settings.jwt_jwks_timeout_s,
+            )
+            verifier: TokenVerifier = JwksVerifier(
+                cache,
+                audience=settings.jwt_audience,
+                issuer=settings.jwt_issuer,
+                algorithms=settings.jwt_algorithms,
+                leeway_s=settings.jwt_leeway_s,
+                roles=roles,
+            )
+            return cls(verifier, admin_token)
         secret = secret_value(settings.jwt_secret)
         if not secret:
-            return cls(None)
+            return cls(None, admin_token)
         return cls(
             HS256Verifier(
                 secret.encode(),
                 audience=settings.jwt_audience,
                 issuer=settings.jwt_issuer,
                 leeway_s=settings.jwt_leeway_s,
-            )
+                roles=roles,
+            ),
+            admin_token,
         )
 
     @property
     def enabled(self) -> bool:
         return self.verifier is not None
 
-    def resolve_token(self, token: str | None) -> Identity | None:
-        """The caller's identity from a bare token (the WebSocket's ``token`` parameter).
-
-        Without a configured verifier every caller is anonymous and a token is ignored, exactly
-        as before identities existed."""
+    def caller_of_token(self, token: str | None) -> Caller:
+        """A user token alone (the WebSocket's ``token`` parameter); never the admin token."""
         if token is None or self.verifier is None:
-            return None
+            return ANONYMOUS
         try:
             if not token:
                 raise InvalidToken("malformed")
-            return self.verifier.verify(token)
+            return Caller(identity=self.verifier.verify(token))
         except InvalidToken as exc:
-            log.warning("access token refused", extra={"reason": exc.kind})
-            raise ApiError(ErrorCode.UNAUTHORIZED, REFUSED_DETAIL) from None
+            return Caller(refused=exc.kind)
 
-    def resolve_header(self, authorization: str | None) -> Identity | None:
-        """The caller's identity from an ``Authorization`` header. Only the ``Bearer`` scheme
-        carries an identity; another scheme (a reverse proxy's Basic credentials) is not ours
-        and leaves the caller anonymous."""
+    def caller_of_header(self, authorization: str | None) -> Caller:
+        """The caller an ``Authorization`` header names. Only the ``Bearer`` scheme carries an
+        identity; another scheme (a reverse proxy's Basic credentials) is not ours and leaves
+        the caller anonymous."""
         if authorization is None:
-            return None
+            return ANONYMOUS
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer":
-            return None
-        return self.resolve_token(token.strip())
+            return ANONYMOUS
+        token = token.strip()
+        if self._admin_digest is not None and secrets.compare_digest(
+            hashlib.sha256(token.encode()).digest(), self._admin_digest
+        ):
+            return Caller(identity=ADMIN_TOKEN_IDENTITY)
+        return self.caller_of_token(token)
 
+    def resolve_token(self, token: str | None) -> Identity | None:
+        """The user a bare token names, None when anonymous; a 401 :class:`ApiError` (or 503
+        when the identity provider's keys cannot be had) for a token that does not verify."""
+        return user_identity(self.caller_of_token(token))
+
+    def resolve_header(self, authorization: str | None) -> Identity | None:
+        """As :meth:`resolve_token`, from an ``Authorization`` header; the admin token is not a
+        user, so it resolves to None here."""
+        return user_identity(self.caller_of_header(authorization))
+
+
+def refuse(caller: Caller, detail: str = REFUSED_DETAIL) -> ApiError:
+    """The error for a caller whose credentials were refused (or missing), logged by category.
+
+    The identity provider's keys being unreachable is an outage, not the caller's fault: 503."""
+    reason = caller.refused or "missing"
+    log.warning("access token refused", extra={"reason": reason})
+    if reason == "keys_unavailable":
+        return ApiError(
+            ErrorCode.IDENTITY_UNAVAILABLE,
+            "Sign-in cannot be checked right now; try again shortly.",
+            headers={"Retry-After": "5"},
+        )
+    return ApiError(ErrorCode.UNAUTHORIZED, detail)
+
+
+def user_identity(caller: Caller) -> Identity | None:
+    """The user a caller is, for chat and attachments: a token's subject, or None (anonymous,
+    the admin token included); raises the refusal of a token that did not verify."""
+    if caller.refused is not None:
+        raise refuse(caller)
+    identity = caller.identity
+    return identity if identity is not None and identity.source == "token" else None
+
+
+def require_roles(caller: Caller, allowed: Iterable[Role], detail: str) -> Identity:
+    """The caller when it holds one of ``allowed`` (admin always qualifies): 401 with
+    ``detail`` without valid credentials, 403 with valid ones that lack the role."""
+    identity = caller.identity
+    if identity is None:
+        raise refuse(caller, detail)
+    wanted = {*allowed, "admin"}
+    if not identity.roles & wanted:
+        log.warning("role refused", extra={"reason": "forbidden", "required": sorted(wanted)})
+        raise ApiError(ErrorCode.FORBIDDEN, "This account is not allowed to do that.")
+    return identity
+
+
+# -- anonymous users -----------------------------------------------------------------------------
+
+ANONYMOUS_PREFIX = "anon:"
+_BROWSER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def anonymous_user_id(browser_id: str | None) -> str | None:
+    """The user id of an anonymous browser: ``anon:<id>`` for the random id the chat page keeps
+    (letters, digits, ``-`` and ``_``, at most 64), None for anything else. The prefix keeps a
+    claimed id apart from every token's subject: an anonymous caller can never pass for an
+    employee, however it names itself."""
+    if not browser_id:
+        return None
+    if browser_id.startswith(ANONYMOUS_PREFIX):
+        browser_id = browser_id[len(ANONYMOUS_PREFIX) :]
+    return ANONYMOUS_PREFIX + browser_id if _BROWSER_ID.match(browser_id) else None
+
+
+# -- logs ----------------------------------------------------------------------------------------
 
 _TOKEN_QUERY = re.compile(r"([?&]token=)[^&\s\"']*")
 SERVER_LOGGERS = ("uvicorn.error", "uvicorn.access")

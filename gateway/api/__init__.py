@@ -14,9 +14,10 @@ from gateway.api import (
     tickets,
     turns,
 )
-from gateway.deps import current_identity
+from gateway.deps import current_identity, rate_limit
 
-api_router = APIRouter()
+# Every API request counts against its user's and IP's rate limits (gateway/ratelimit.py).
+api_router = APIRouter(dependencies=[Depends(rate_limit)])
 api_router.include_router(chat.router)
 api_router.include_router(feedback.router)
 api_router.include_router(turns.router)

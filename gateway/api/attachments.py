@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from gateway.deps import AttachmentsDep, IdentityDep
+from gateway.identity import anonymous_user_id
 from gateway.models import AttachmentRead
 from gateway.uploads import read_upload
 
@@ -55,7 +56,7 @@ async def upload_attachment(
     conversation_id = upload.fields.get("conversation_id") or None
     if conversation_id is not None:
         conversation_id = conversation_id[:128]
-    user_id = identity.user_id if identity else (upload.fields.get("user_id") or "")[:128] or None
+    user_id = identity.user_id if identity else anonymous_user_id(upload.fields.get("user_id"))
     return await attachments.submit(upload, conversation_id, user_id)
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from contracts.events import new_id
@@ -15,15 +17,19 @@ from gateway.attachments import AttachmentService
 from gateway.deps import (
     AttachmentsDep,
     AttachmentsWsDep,
+    ClientIpDep,
     IdentityDep,
     IdentityResolverWsDep,
+    RateLimiterDep,
     SettingsDep,
     TurnsDep,
     TurnsWsDep,
+    rate_limit_user,
 )
 from gateway.errors import STATUS, ApiError, ErrorCode
-from gateway.identity import Identity
+from gateway.identity import Identity, anonymous_user_id
 from gateway.models import ChatCreate, ChatRead
+from gateway.ratelimit import Decision, LimitKind, RateLimiter
 from gateway.service import TurnService
 
 router = APIRouter(tags=["chat"])
@@ -45,7 +51,8 @@ async def chat(
     """Ask one question and wait for the answer (504 with the turn id if it takes too long).
 
     With a valid user token (`Authorization: Bearer <JWT>`) the token's subject is the user,
-    whatever `user_id` says; without one the user is `user_id` (or anonymous), unverified."""
+    whatever `user_id` says; without one `user_id` is the browser's anonymous id (letters,
+    digits, `-`, `_`; at most 64) and the user is `anon:<user_id>`, never authenticated."""
     turn_id = new_id()
     if request.attachments:
         if request.conversation_id is None:
@@ -58,7 +65,7 @@ async def chat(
         await turns.submit(
             request.text,
             request.conversation_id,
-            identity.user_id if identity else request.user_id,
+            identity.user_id if identity else anonymous_user_id(request.user_id),
             turn_id,
             attachments=request.attachments,
             request_ticket=request.request_ticket,
@@ -90,6 +97,7 @@ class _Connection:
         conversation_id: str,
         identity: Identity | None = None,
         user_id: str | None = None,
+        frame_limit: Callable[[], Awaitable[Decision]] | None = None,
     ) -> None:
         self.websocket = websocket
         self.turns = turns
@@ -97,6 +105,7 @@ class _Connection:
         self.conversation_id = conversation_id
         self.identity = identity
         self.user_id = identity.user_id if identity else user_id
+        self.frame_limit = frame_limit
         self._send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -115,6 +124,18 @@ class _Connection:
         except ValueError:
             await self.error(ErrorCode.INVALID_JSON, "Frames must be JSON objects.")
             return
+        if self.frame_limit is not None:
+            decision = await self.frame_limit()
+            if not decision.allowed:
+                # The connection stays open: the page may send again after retry_after seconds.
+                limited = decision.error()
+                ref = frame.get("client_id") if isinstance(frame, dict) else None
+                await self.send(
+                    {"type": "error", "error_code": limited.code.value, "detail": limited.detail}
+                    | {"retry_after": decision.retry_after_s}
+                    | ({"client_id": ref} if isinstance(ref, str) and 0 < len(ref) <= 64 else {})
+                )
+                return
         if not isinstance(frame, dict) or frame.get("type") != "message":
             await self.error(ErrorCode.INVALID_REQUEST, 'Send {"type": "message", "text": "..."}.')
             return
@@ -209,6 +230,8 @@ async def chat_socket(
     turns: TurnsWsDep,
     attachments: AttachmentsWsDep,
     identities: IdentityResolverWsDep,
+    limiter: RateLimiterDep,
+    ip: ClientIpDep,
     conversation_id: str | None = None,
     token: str | None = None,
     user: str | None = None,
@@ -220,16 +243,27 @@ async def chat_socket(
     per-browser anonymous id, used (unverified, like ``user_id`` on ``/api/chat``) when there is
     no token."""
     try:
-        identity = identities.resolve_token(token)
+        # Off the event loop: a JWKS fetch (a new signing key) blocks.
+        identity = await run_in_threadpool(identities.resolve_token, token)
+        if limiter is not None:
+            decision = await limiter.hit(LimitKind.API, rate_limit_user(identity), ip)
+            if not decision.allowed:
+                raise decision.error()
     except ApiError as exc:
         await _refuse(websocket, exc)
         return
     await websocket.accept()
     if conversation_id and (len(conversation_id) > 128 or not conversation_id.isascii()):
         conversation_id = None
-    anonymous = user[:128] if user and user.isascii() else None
+    anonymous = anonymous_user_id(user)
     connection = _Connection(
-        websocket, turns, attachments, conversation_id or new_id(), identity, anonymous
+        websocket,
+        turns,
+        attachments,
+        conversation_id or new_id(),
+        identity,
+        anonymous,
+        frame_limit=_frame_limit(limiter, identity.user_id if identity else anonymous, ip),
     )
     await connection.send({"type": "ready", "conversation_id": connection.conversation_id})
     try:
@@ -249,16 +283,30 @@ async def chat_socket(
         await connection.close()
 
 
+def _frame_limit(
+    limiter: RateLimiter | None, user: str | None, ip: str | None
+) -> Callable[[], Awaitable[Decision]] | None:
+    """Each frame of a connection counts as a chat message of its user (a token's subject or the
+    browser's ``anon:`` id) and IP."""
+    if limiter is None:
+        return None
+    subject = f"token:{user}" if user and not user.startswith("anon:") else user
+
+    async def hit() -> Decision:
+        return await limiter.hit(LimitKind.CHAT, subject, ip)
+
+    return hit
+
+
 async def _refuse(websocket: WebSocket, error: ApiError) -> None:
     """Refuse the handshake: an HTTP error response where the server supports it (the ASGI
     denial-response extension), else a policy-violation close (the browser sees a failed
     handshake either way)."""
     if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        response = JSONResponse(
-            error.payload(),
-            status_code=STATUS[error.code],
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        headers = dict(error.headers)
+        if error.code is ErrorCode.UNAUTHORIZED:
+            headers["WWW-Authenticate"] = "Bearer"
+        response = JSONResponse(error.payload(), status_code=STATUS[error.code], headers=headers)
         await websocket.send_denial_response(response)
     else:
         await websocket.close(code=1008, reason=error.detail)

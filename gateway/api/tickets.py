@@ -6,16 +6,17 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 
-from gateway.deps import TicketsDep, require_admin
+from gateway.deps import TicketsDep, require_technician
 from gateway.errors import ApiError, ErrorCode
 from gateway.models import TicketRead
 
 router = APIRouter(
-    prefix="/api/admin/tickets", tags=["tickets"], dependencies=[Depends(require_admin)]
+    prefix="/api/admin/tickets", tags=["tickets"], dependencies=[Depends(require_technician)]
 )
 
 _UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
-    401: {"description": "Missing or wrong admin token."}
+    401: {"description": "Missing or invalid credentials."},
+    403: {"description": "Valid credentials without the technician or admin role."},
 }
 
 
