@@ -423,6 +423,8 @@ class DocumentSubmitted(Event):
 
 
 class DocumentDeleted(Event):
+    """A document to remove from the knowledge base, every chunk of it."""
+
     document_id: str
     deleted_by: str
 

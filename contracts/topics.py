@@ -35,9 +35,11 @@ class Topic(StrEnum):
     CRAWL_FINISHED = "crawl.finished"
     """A crawl job ended (budget, deadline, empty frontier or stop), with its summary."""
     CHUNKS_INDEXED = "chunks.indexed"
+    """Chunks of a document or crawled page were written; a turn waiting on a crawl resumes."""
     ESCALATION_REQUESTED = "escalation.requested"
     """The orchestrator asks the ticketing service for a ticket (idempotent per key)."""
     TICKET_STATUS_REQUESTED = "ticket.status.requested"
+    """A user asked how their ticket is doing; the ticketing service reads the backend."""
     TICKET_EVENTS = "ticket.events"
     """Created, commented, linked, status, deferred, failed: for the orchestrator and any other
     internal system (dashboards, chat-ops)."""
@@ -46,9 +48,11 @@ class Topic(StrEnum):
     AUDIT = "audit.log"
     """Every agent action, redacted, with its trace and turn ids; read back by the admin API."""
     FEEDBACK_RECORDED = "feedback.recorded"
+    """A user rated an answer; the orchestrator weighs the cited documents by their ratings."""
     DOCUMENT_SUBMITTED = "document.submitted"
     """An admin uploaded a document; the indexer ingests it."""
     DOCUMENT_DELETED = "document.deleted"
+    """An admin deleted a document; the indexer removes its chunks."""
     DOCUMENT_STATUS = "document.status"
     """The indexer's outcome for a submitted or deleted document (indexed, failed, deleted)."""
 
@@ -101,7 +105,7 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.CRAWL_STOP: (Group.CRAWLER,),
     Topic.PAGES_CRAWLED: (Group.INDEXER,),
     Topic.CHUNKS_INDEXED: (Group.ORCHESTRATOR,),
-    Topic.CRAWL_FINISHED: (Group.ORCHESTRATOR,),
+    Topic.CRAWL_FINISHED: (Group.ORCHESTRATOR, Group.GATEWAY),
     Topic.DOCUMENT_SUBMITTED: (Group.INDEXER,),
     Topic.DOCUMENT_DELETED: (Group.INDEXER,),
     Topic.DOCUMENT_STATUS: (Group.GATEWAY,),
@@ -109,6 +113,8 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.TICKET_STATUS_REQUESTED: (Group.TICKETING,),
     Topic.TICKET_EVENTS: (Group.ORCHESTRATOR, Group.GATEWAY),
     Topic.INCIDENT_REPORTED: (Group.ORCHESTRATOR, Group.TICKETING),
+    Topic.FEEDBACK_RECORDED: (Group.ORCHESTRATOR,),
+    Topic.AUDIT: (Group.GATEWAY,),
 }
 """Which groups read which topic. Every service creates all of these groups at start-up, so a
 group exists before the first event for it is published, whichever service starts first."""

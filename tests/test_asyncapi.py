@@ -45,9 +45,7 @@ from tests.support import REPO_ROOT, deskpilot, unique_name, wait_until
 COMMITTED = REPO_ROOT / "contracts" / "asyncapi.yaml"
 REGENERATE = "run: deskpilot asyncapi --write contracts/asyncapi.yaml"
 SERVICES = ("gateway", "redactor", "ocr", "orchestrator", "crawler", "indexer", "ticketing")
-UNDECLARED_READERS: frozenset[tuple[Topic, Group]] = frozenset(
-    {(Topic.FEEDBACK_RECORDED, Group.ORCHESTRATOR)}
-)
+UNDECLARED_READERS: frozenset[tuple[Topic, Group]] = frozenset()
 """Subscriptions missing from ``contracts.topics.SUBSCRIPTIONS`` (so missing from the document
 too), known and reported: the orchestrator's feedback-aware retrieval reads feedback.recorded.
 Remove an entry once SUBSCRIPTIONS names the pair; add none without fixing the contracts."""

@@ -320,7 +320,7 @@ def test_health_reports_every_service(stack: Stack) -> None:
     body = response.json()
     assert body["status"] == "ok"
     assert body["dependencies"]["redis"] is True
-    for service in ("gateway", "redactor", "orchestrator", "indexer"):
+    for service in ("gateway", "redactor", "ocr", "orchestrator", "indexer", "ticketing"):
         assert body["services"][service] >= 1
 
 

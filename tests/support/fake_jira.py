@@ -752,6 +752,7 @@ def query_jql(jql: str, issues: list[Issue], project_key: str, current_user: str
 class _Handler(BaseHTTPRequestHandler):
     jira: FakeJira
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out at once, as a real server's do
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
