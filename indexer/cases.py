@@ -67,17 +67,18 @@ class ResolvedCase(BaseModel):
     def _numbers_are_ids_too(cls, value: object) -> object:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
-    @field_validator("symptoms", "category", "opened_at", "resolved_at", mode="before")
+    @field_validator("category", "opened_at", "resolved_at", mode="before")
     @classmethod
     def _blank_is_missing(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip():
             return None
         return value
 
-    @field_validator("symptoms", mode="after")
+    @field_validator("symptoms", mode="before")
     @classmethod
-    def _no_symptoms(cls, value: str | None) -> str:
-        return value or ""
+    def _no_symptoms(cls, value: object) -> object:
+        """A blank or missing symptoms cell (a CSV column left empty) is no symptoms."""
+        return "" if value is None else value
 
     @field_validator("opened_at", "resolved_at", mode="after")
     @classmethod

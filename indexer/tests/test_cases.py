@@ -143,3 +143,13 @@ def test_upsert_is_idempotent_by_ticket_id(embedder: Embedder, settings: Indexer
     with warnings.catch_warnings():  # Chroma warns about collections without an embedding fn
         warnings.simplefilter("ignore", DeprecationWarning)
         assert (collection.configuration.get("hnsw") or {}).get("space") == "cosine"
+
+
+def test_a_blank_or_missing_symptoms_cell_is_no_symptoms() -> None:
+    from indexer.cases import ResolvedCase
+
+    for symptoms in ("", "   ", None):
+        case = ResolvedCase.model_validate(
+            {"id": "IT-1", "summary": "VPN drops", "resolution": "New cable", "symptoms": symptoms}
+        )
+        assert case.symptoms == ""
