@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from contracts.bus import Bus, create_group
 from contracts.heartbeat import Heartbeat
 from contracts.topics import Group
-from gateway import handlers
+from gateway import analytics, handlers
 from gateway.api import api_router
 from gateway.attachments import AttachmentRecords, AttachmentService
 from gateway.audit import AuditReader
@@ -23,6 +23,7 @@ from gateway.config import GatewaySettings
 from gateway.conversations import ConversationIndex, PurgeService
 from gateway.documents import DocumentRecords, DocumentService
 from gateway.errors import install_error_handlers
+from gateway.feedback import FeedbackService
 from gateway.identity import IdentityResolver, withhold_tokens_in_server_logs
 from gateway.incidents import IncidentService
 from gateway.ratelimit import ClientAddress, RateLimiter
@@ -37,7 +38,9 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
     bus = Bus(settings, SERVICE)
     index = ConversationIndex(bus.redis, max(settings.turn_ttl_s, settings.attachment_ttl_s))
-    turns = TurnService(bus, TurnStore(bus.redis, settings.turn_ttl_s), settings, index)
+    recorder = analytics.AnalyticsRecorder(bus.redis, settings.analytics_retention_days)
+    store = TurnStore(bus.redis, settings.turn_ttl_s)
+    turns = TurnService(bus, store, settings, index, analytics=recorder)
     attachments = AttachmentService(
         bus, turns, AttachmentRecords(bus, index, settings.attachment_ttl_s), settings
     )
@@ -48,6 +51,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     handlers.register_documents(bus, documents)
     tickets = TicketReadModel(bus.redis)
     handlers.register_tickets(bus, tickets)
+    analytics.register(bus, recorder)
     # The WebSocket takes its user token in the query string, which uvicorn logs.
     withhold_tokens_in_server_logs()
 
@@ -78,6 +82,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.tickets = tickets
     app.state.incidents = IncidentService(bus)
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
+    app.state.feedback = FeedbackService(bus, store, recorder)
+    app.state.analytics = analytics.AnalyticsReader(bus.redis, turns.reply_to)
     app.state.identity = IdentityResolver.from_settings(settings)
     app.state.rate_limiter = RateLimiter.from_settings(bus.redis, settings)
     app.state.client_address = ClientAddress(settings.trusted_proxies)
@@ -88,6 +94,11 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     @app.get("/", include_in_schema=False)
     async def chat_page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html")
+
+    @app.get("/admin", include_in_schema=False)
+    async def admin_page() -> FileResponse:
+        # The page holds no data: it asks for the admin token and calls the admin API with it.
+        return FileResponse(STATIC_DIR / "admin.html")
 
     if settings.cors_origins:
         app.add_middleware(

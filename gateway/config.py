@@ -79,6 +79,12 @@ class GatewaySettings(ServiceSettings):
         description="Bearer token of POST /api/incidents (status pages, monitoring); unset "
         "or empty disables the endpoint (401). Production refuses the placeholder `change-me`.",
     )
+    analytics_retention_days: int = Field(
+        400,
+        ge=1,
+        description="How long the daily analytics counters (GET /api/admin/analytics) are kept "
+        "after their last write.",
+    )
     audit_scan: int = Field(
         10_000,
         ge=100,

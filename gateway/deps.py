@@ -11,12 +11,14 @@ from fastapi import Depends, Request, WebSocket
 from fastapi.requests import HTTPConnection
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from gateway.analytics import AnalyticsReader
 from gateway.attachments import AttachmentService
 from gateway.audit import AuditReader
 from gateway.config import GatewaySettings, secret_value
 from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
 from gateway.errors import ApiError, ErrorCode
+from gateway.feedback import FeedbackService
 from gateway.identity import Caller, Identity, IdentityResolver, Role, require_roles, user_identity
 from gateway.incidents import IncidentService
 from gateway.ratelimit import ClientAddress, RateLimiter, kind_of
@@ -74,6 +76,16 @@ def get_audit(request: Request) -> AuditReader:
     return reader
 
 
+def get_feedback(request: Request) -> FeedbackService:
+    service: FeedbackService = request.app.state.feedback
+    return service
+
+
+def get_analytics(request: Request) -> AnalyticsReader:
+    reader: AnalyticsReader = request.app.state.analytics
+    return reader
+
+
 def get_identity_resolver_ws(websocket: WebSocket) -> IdentityResolver:
     resolver: IdentityResolver = websocket.app.state.identity
     return resolver
@@ -89,6 +101,8 @@ PurgeDep = Annotated[PurgeService, Depends(get_purge)]
 TicketsDep = Annotated[TicketReadModel, Depends(get_tickets)]
 IncidentsDep = Annotated[IncidentService, Depends(get_incidents)]
 AuditDep = Annotated[AuditReader, Depends(get_audit)]
+FeedbackDep = Annotated[FeedbackService, Depends(get_feedback)]
+AnalyticsDep = Annotated[AnalyticsReader, Depends(get_analytics)]
 IdentityResolverWsDep = Annotated[IdentityResolver, Depends(get_identity_resolver_ws)]
 
 

@@ -10,23 +10,26 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import redis.asyncio as aioredis
 from opentelemetry import trace
 from redis.exceptions import RedisError
 
 from contracts.bus import Bus
-from contracts.events import FeedbackRecorded, MessageReceived, TurnReply, new_id, utcnow
+from contracts.events import MessageReceived, TurnReply, new_id
 from contracts.topics import Topic, reply_stream
 from contracts.tracing import current_trace_id
+from gateway.analytics import AnalyticsRecorder, AnsweredTurn
 from gateway.config import GatewaySettings
-from gateway.conversations import FEEDBACK_PREFIX, TURN_PREFIX, ConversationIndex
+from gateway.conversations import TURN_PREFIX, ConversationIndex
 from gateway.errors import ApiError, ErrorCode
-from gateway.models import ChatRead, FeedbackCreate, FeedbackRead, TurnRead
+from gateway.models import ChatRead, TurnRead
 
 log = logging.getLogger("deskpilot.gateway")
 tracer = trace.get_tracer("deskpilot.gateway")
@@ -52,6 +55,7 @@ class TurnStore:
             "conversation_id": submitted.conversation_id,
             "trace_id": submitted.trace_id,
             "user_id": user_id,
+            "submitted_at": time.time(),
         }
         await self.client.set(TURN_PREFIX + submitted.turn_id, json.dumps(record), ex=self.ttl_s)
 
@@ -67,6 +71,11 @@ class TurnStore:
     async def _record(self, turn_id: str) -> dict[str, object] | None:
         raw = await self.client.get(TURN_PREFIX + turn_id)
         return json.loads(raw) if raw else None
+
+    async def record(self, turn_id: str) -> dict[str, object] | None:
+        """The stored record: status, conversation, user, trace, when it was submitted (epoch
+        seconds) and the answer once there is one."""
+        return await self._record(turn_id)
 
     async def get(self, turn_id: str) -> TurnRead | None:
         record = await self._record(turn_id)
@@ -90,10 +99,12 @@ class TurnService:
         store: TurnStore,
         settings: GatewaySettings,
         index: ConversationIndex | None = None,
+        analytics: AnalyticsRecorder | None = None,
     ) -> None:
         self.bus = bus
         self.store = store
         self.settings = settings
+        self.analytics = analytics
         self.index = index or ConversationIndex(bus.redis, settings.turn_ttl_s)
         self.reply_to = reply_stream(settings.instance_id)
         self._listeners: dict[str, set[asyncio.Queue[TurnReply]]] = defaultdict(set)
@@ -177,10 +188,14 @@ class TurnService:
                 turn_id=reply.correlation_id,
                 trace_id=await self.store.trace_id(reply.correlation_id),
             )
+            # Counted once per turn (a marker), so also when an earlier delivery failed after it.
+            await self._count_answer(answer)
             if not await self.store.complete(reply.correlation_id, answer):
                 log.info("duplicate answer ignored")
                 return
             log.info("answer received", extra={"action": answer.action.value})
+        elif reply.kind == "progress" and reply.stage == "crawling" and self.analytics:
+            await self.analytics.on_crawling(reply.correlation_id)
         for queue in list(self._listeners.get(reply.correlation_id, ())):
             queue.put_nowait(reply)
 
@@ -190,27 +205,23 @@ class TurnService:
             raise ApiError(ErrorCode.UNKNOWN_TURN, "The answer expired.")
         return turn.answer
 
-    async def record_feedback(self, feedback: FeedbackCreate) -> FeedbackRead:
-        turn = await self.store.get(feedback.turn_id)
-        if turn is None:
-            raise ApiError(ErrorCode.UNKNOWN_TURN, f"No turn {feedback.turn_id!r} is known.")
-        record = FeedbackRead(
-            turn_id=feedback.turn_id,
-            score=feedback.score,
-            comment=feedback.comment,
-            recorded_at=utcnow().isoformat(),
+    async def _count_answer(self, answer: ChatRead) -> None:
+        """The answered turn's facts for the admin analytics (no user text)."""
+        if self.analytics is None:
+            return
+        record = await self.store.record(answer.turn_id) or {}
+        submitted = record.get("submitted_at")
+        now = time.time()
+        latency_ms = (now - submitted) * 1000 if isinstance(submitted, int | float) else None
+        await self.analytics.on_answer(
+            AnsweredTurn(
+                turn_id=answer.turn_id,
+                conversation_id=answer.conversation_id,
+                at=datetime.fromtimestamp(now, UTC),
+                action=answer.action,
+                category=answer.category,
+                latency_ms=latency_ms,
+                cited_urls=[citation.url for citation in answer.citations],
+                crawled=await self.analytics.crawled(answer.turn_id),
+            )
         )
-        await self.store.client.set(FEEDBACK_PREFIX + feedback.turn_id, record.model_dump_json())
-        conversation_id = turn.answer.conversation_id if turn.answer else "unknown"
-        await self.bus.publish(
-            Topic.FEEDBACK_RECORDED,
-            FeedbackRecorded(
-                correlation_id=feedback.turn_id,
-                conversation_id=conversation_id,
-                turn_id=feedback.turn_id,
-                user_id="anonymous",
-                score=feedback.score,
-                comment=feedback.comment,
-            ),
-        )
-        return record

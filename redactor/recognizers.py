@@ -185,8 +185,11 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
     lower-case ones with any other word ("frankfurt", "cohen"), are kept.
     """
 
-    def __init__(self, names: NameLists, supported_language: str = "en") -> None:
+    def __init__(
+        self, names: NameLists, allowed_words: Sequence[str] = (), supported_language: str = "en"
+    ) -> None:
         self._names = names
+        self._allowed = frozenset(word.casefold() for word in allowed_words)
         super().__init__(
             supported_language=supported_language, supported_entities=list(NER_ENTITIES)
         )
@@ -200,8 +203,10 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
     def jargon(self, entity_type: str, value: str) -> bool:
         """True for a lower-case span of English words or short tokens (see the class)."""
         words = re.findall(r"[^\W_]+", value)
-        if not words or not all(word.islower() for word in words):
+        if not words:
             return False
+        if not all(word.islower() for word in words):
+            return self._product_words(words)
         if entity_type == "LOCATION":
             return all(len(word) <= 3 for word in words)
         return all(
@@ -211,8 +216,21 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
             for word in words
         )
 
+    def _product_words(self, words: Sequence[str]) -> bool:
+        """A product name, a model or a room number with English words around it ("My Dell
+        Latitude", "Chrome Remote Desktop", "Floor 2")."""
+        marked = False
+        for word in words:
+            if word.casefold() in self._allowed or any(char.isdigit() for char in word):
+                marked = True
+            elif not self._names.is_ordinary_word(word):
+                return False
+        return marked
 
-def pii_recognizers(language: str, names: NameLists | None = None) -> list[EntityRecognizer]:
+
+def pii_recognizers(
+    language: str, names: NameLists | None = None, allowed_words: Sequence[str] = ()
+) -> list[EntityRecognizer]:
     """Presidio's generic PII recognizers that matter in IT-support chats, all offline."""
     return [
         OfflineEmailRecognizer(supported_language=language),
@@ -227,7 +245,7 @@ def pii_recognizers(language: str, names: NameLists | None = None) -> list[Entit
         # left out: in this domain they are mostly product names and dates, not personal data.
         SpacyRecognizer(supported_language=language, supported_entities=list(NER_ENTITIES))
         if names is None
-        else VocabularyCheckedSpacyRecognizer(names, supported_language=language),
+        else VocabularyCheckedSpacyRecognizer(names, allowed_words, supported_language=language),
     ]
 
 
@@ -372,7 +390,7 @@ def build_recognizers(
     vocabulary and the name gazetteer, :func:`redactor.names.name_lists`) the person and address
     recognizers are left out."""
     return [
-        *pii_recognizers(language, names),
+        *pii_recognizers(language, names, allowed_words),
         *secret_recognizers(language),
         *identifier_recognizers(language, employee_ids, hostnames),
         *(context_recognizers(language, names, allowed_words) if names is not None else []),

@@ -4,6 +4,7 @@ from fastapi import APIRouter, Depends
 
 from gateway.api import (
     admin,
+    analytics,
     attachments,
     audit,
     chat,
@@ -27,5 +28,6 @@ api_router.include_router(attachments.router, dependencies=[Depends(current_iden
 api_router.include_router(admin.router)
 api_router.include_router(tickets.router)
 api_router.include_router(audit.router)
+api_router.include_router(analytics.router)
 api_router.include_router(incidents.router)
 api_router.include_router(health.router)

@@ -106,10 +106,20 @@ def test_person_after_a_cue_is_replaced(redactor: Redactor, text: str, expected:
         "My IBAN changed, where do I update it?",
         "The Big Picture dashboard is empty on Monday",
         "sync with Outlook and Teams fails with OneDrive",
+        "My Dell Latitude won't charge, the Lenovo dock works though.",
+        "Chrome Remote Desktop fails with error code 0x0000.",
+        "Alexa and Siri are blocked on the guest Wi-Fi",
+        "He sits in Building 4, Floor 2.",
     ],
 )
 def test_it_text_has_no_person(redactor: Redactor, text: str) -> None:
     assert redactor.redact(text).summary().get("PERSON") is None
+
+
+_ORDINARY = (
+    "will mark the ticket as done log queue with follow up in a week wireless mouse logan user "
+    "my latitude floor smith"
+)
 
 
 class _Words(NameLists):
@@ -119,28 +129,7 @@ class _Words(NameLists):
         super().__init__(
             given_names=frozenset({"ingrid", "patricia", "will", "mark", "csanad", "logan"}),
             common_given_names=frozenset({"patricia", "will", "mark"}),
-            ordinary_words=frozenset(
-                {
-                    "will",
-                    "mark",
-                    "the",
-                    "ticket",
-                    "as",
-                    "done",
-                    "log",
-                    "queue",
-                    "with",
-                    "follow",
-                    "up",
-                    "in",
-                    "a",
-                    "week",
-                    "wireless",
-                    "mouse",
-                    "logan",
-                    "user",
-                }
-            ),
+            ordinary_words=frozenset(_ORDINARY.split()),
             stop_words=frozenset({"the", "as", "with", "up", "in", "a", "my", "and"}),
         )
 
@@ -238,12 +227,16 @@ def test_lower_case_iban_is_replaced(redactor: Redactor) -> None:
         ("PERSON", "Log Queue", False),  # capitalised: the model's reading stands
         ("LOCATION", "va", True),  # short tokens
         ("LOCATION", "frankfurt", False),
+        ("PERSON", "My Dell Latitude", True),  # a product with English words around it
+        ("LOCATION", "Floor 2", True),
+        ("PERSON", "Dell Mwangi", False),  # a surname that is no English word
+        ("PERSON", "Will Smith", False),  # no product name, no number
     ],
 )
 def test_lower_case_jargon_from_the_model_is_dropped(
     entity_type: str, value: str, dropped: bool
 ) -> None:
-    recognizer = VocabularyCheckedSpacyRecognizer(_Words())
+    recognizer = VocabularyCheckedSpacyRecognizer(_Words(), allowed_words=["Dell"])
 
     assert recognizer.jargon(entity_type, value) is dropped
 
