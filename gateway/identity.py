@@ -576,7 +576,7 @@ def require_roles(caller: Caller, allowed: Iterable[Role], detail: str) -> Ident
 # -- anonymous users -----------------------------------------------------------------------------
 
 ANONYMOUS_PREFIX = "anon:"
-_BROWSER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_BROWSER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def anonymous_user_id(browser_id: str | None) -> str | None:
@@ -588,7 +588,7 @@ def anonymous_user_id(browser_id: str | None) -> str | None:
         return None
     if browser_id.startswith(ANONYMOUS_PREFIX):
         browser_id = browser_id[len(ANONYMOUS_PREFIX) :]
-    return ANONYMOUS_PREFIX + browser_id if _BROWSER_ID.match(browser_id) else None
+    return ANONYMOUS_PREFIX + browser_id if _BROWSER_ID.fullmatch(browser_id) else None
 
 
 # -- logs ----------------------------------------------------------------------------------------
