@@ -13,6 +13,7 @@ from contracts.bus import Bus
 from contracts.heartbeat import Probe
 from contracts.periodic import every
 from contracts.runtime import Worker
+from contracts.runtime_config import RuntimeConfigReader, defaults_of, publish_defaults
 from crawler import handlers
 from crawler.browser import BrowserPool
 from crawler.config import CrawlerSettings
@@ -85,7 +86,10 @@ def create_worker(settings: CrawlerSettings | None = None) -> Worker:
             worker_id=bus.consumer,
             fresh=FreshPages(bus.redis, prefix, settings.freshness_s),
             reranker=reranker,
+            runtime=RuntimeConfigReader(bus.redis),
         )
+        # What the admin API shows as defaults; admins' overrides apply per request.
+        await publish_defaults(bus.redis, SERVICE, defaults_of(settings, SERVICE))
         handlers.register(bus, service, concurrency=settings.contexts)
 
         async def browser() -> bool:

@@ -77,16 +77,27 @@ class HostLimiter:
         return f"{base}:slots", f"{base}:next"
 
     @contextlib.asynccontextmanager
-    async def slot(self, site: str, min_interval_s: float = 0.0) -> AsyncIterator[None]:
-        """Wait until a request to ``site`` may start, hold a slot while it runs."""
+    async def slot(
+        self,
+        site: str,
+        min_interval_s: float = 0.0,
+        *,
+        concurrency: int | None = None,
+        requests_per_s: float | None = None,
+    ) -> AsyncIterator[None]:
+        """Wait until a request to ``site`` may start, hold a slot while it runs.
+        ``concurrency`` and ``requests_per_s`` replace the limiter's own for this request (an
+        admin's runtime configuration)."""
         slots, next_key = self._keys(site)
         lease = uuid.uuid4().hex
-        interval = max(self.interval_ms, int(min_interval_s * 1000))
+        base_ms = self.interval_ms if requests_per_s is None else int(1000 / requests_per_s)
+        interval = max(base_ms, int(min_interval_s * 1000))
+        limit = self.concurrency if concurrency is None else concurrency
         while True:
             wait_ms = int(
                 await self._acquire(
                     keys=[slots, next_key],
-                    args=[lease, self.lease_ms, self.concurrency, interval],
+                    args=[lease, self.lease_ms, limit, interval],
                 )
             )
             if wait_ms <= 0:

@@ -50,6 +50,7 @@ from contracts.events import (
     TurnReply,
 )
 from contracts.periodic import every
+from contracts.runtime_config import RuntimeConfigReader
 from contracts.topics import Topic
 from crawler.browser import BrowserCrashed, BrowserPool
 from crawler.config import CrawlerSettings
@@ -177,8 +178,10 @@ class CrawlService:
         worker_id: str,
         fresh: FreshPages | None = None,
         reranker: Reranker | None = None,
+        runtime: RuntimeConfigReader | None = None,
     ) -> None:
         self.settings = settings
+        self.runtime = runtime
         self.jobs = jobs
         self.pool = pool
         self.fetcher = fetcher
@@ -541,6 +544,13 @@ class CrawlService:
         )
         return extracted, True
 
+    async def politeness(self) -> CrawlerSettings:
+        """The settings with the admins' runtime overrides of the per-host rate limits and the
+        crawl-delay cap (``contracts.runtime_config``, re-read at most every few seconds)."""
+        if self.runtime is None:
+            return self.settings
+        return (await self.runtime.current()).overrides.apply(self.settings)
+
     async def _download(self, url: str, scope: Scope) -> _Document | _Result:
         current = url  # as requested: a server may redirect /docs to /docs/, both normalise alike
         hops = 0
@@ -550,14 +560,20 @@ class CrawlService:
                     Outcome.OFF_DOMAIN, detail=f"redirected off the allowed domains to {current}"
                 )
             await self.guard.check(current)
+            polite = await self.politeness()
             delay = 0.0
             if self.settings.respect_robots:
                 rules = await self.robots.rules_for(current)
                 if not rules.allowed(current, self.agent):
                     return _Result(Outcome.ROBOTS, detail=f"robots.txt disallows {current}")
-                delay = min(rules.crawl_delay(self.agent) or 0.0, self.settings.max_crawl_delay_s)
+                delay = min(rules.crawl_delay(self.agent) or 0.0, polite.max_crawl_delay_s)
             site = host_key(current)
-            async with self.limiter.slot(site, delay):
+            async with self.limiter.slot(
+                site,
+                delay,
+                concurrency=polite.domain_concurrency,
+                requests_per_s=polite.domain_requests_per_s,
+            ):
                 response = await self.fetcher.get(
                     current,
                     max_bytes=self.settings.max_page_bytes,

@@ -17,6 +17,7 @@ from contracts.heartbeat import Heartbeat
 from contracts.topics import Group
 from gateway import analytics, handlers
 from gateway.api import api_router
+from gateway.api.config import ConfigService
 from gateway.attachments import AttachmentRecords, AttachmentService
 from gateway.audit import AuditReader
 from gateway.config import GatewaySettings
@@ -84,6 +85,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
     app.state.feedback = FeedbackService(bus, store, recorder)
     app.state.analytics = analytics.AnalyticsReader(bus.redis, turns.reply_to)
+    app.state.runtime_config = ConfigService(bus, settings)
     app.state.identity = IdentityResolver.from_settings(settings)
     app.state.rate_limiter = RateLimiter.from_settings(bus.redis, settings)
     app.state.client_address = ClientAddress(settings.trusted_proxies)

@@ -28,6 +28,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_ATTACHMENT = "unknown_attachment"
     CORRUPT_FILE = "corrupt_file"
     UNKNOWN_TICKET = "unknown_ticket"
+    VERSION_CONFLICT = "version_conflict"
 
 
 STATUS = {
@@ -48,6 +49,7 @@ STATUS = {
     ErrorCode.UNKNOWN_ATTACHMENT: 404,
     ErrorCode.CORRUPT_FILE: 422,
     ErrorCode.UNKNOWN_TICKET: 404,
+    ErrorCode.VERSION_CONFLICT: 409,
 }
 
 

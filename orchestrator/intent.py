@@ -23,7 +23,7 @@ the examples take effect on the next start. The decisions share one embedding pe
 from __future__ import annotations
 
 import importlib.resources
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
@@ -265,6 +265,7 @@ class IntentClassifier:
     ) -> None:
         self.encoder = encoder
         self.queues: dict[str, str] = {str(name): queue for name, queue in examples.queues.items()}
+        self.file_queues = dict(self.queues)
         self.scope_threshold = scope_threshold
         self.request_human_threshold = request_human_threshold
 
@@ -297,6 +298,14 @@ class IntentClassifier:
             scope_threshold=settings.scope_threshold,
             request_human_threshold=settings.request_human_threshold,
         )
+
+    def route(self, overrides: Mapping[str, str]) -> None:
+        """Category -> queue from now on: the examples file's mapping, with the admins' runtime
+        overrides (``contracts.runtime_config``) for the categories they name."""
+        self.queues = {
+            **self.file_queues,
+            **{c: q for c, q in overrides.items() if c in self.file_queues},
+        }
 
     def classify(self, text: str) -> Intent:
         return self.classify_many([text])[0]

@@ -49,6 +49,7 @@ from contracts.events import (
     TicketEvent,
     TicketStatusRequested,
 )
+from contracts.runtime_config import RuntimeConfigReader, StoredConfig
 from orchestrator.attachments import (
     AttachmentStore,
     ConversationKeys,
@@ -234,7 +235,11 @@ class Orchestrator:
         audit: AuditTrail | None = None,
         incidents: IncidentStore | None = None,
         automations: AutomationRunner | None = None,
+        runtime: RuntimeConfigReader | None = None,
     ) -> None:
+        self.runtime = runtime
+        self.base_settings = settings
+        self._applied: StoredConfig | None = None
         self.automations = automations
         self.incidents = incidents
         self.desk = desk
@@ -255,8 +260,25 @@ class Orchestrator:
         self.settings = settings
         self._early: set[asyncio.Task[Any]] = set()
 
+    async def use_current_config(self) -> None:
+        """Apply the admins' runtime configuration (``contracts.runtime_config``, re-read at most
+        every few seconds) over the environment's settings: thresholds, crawl budget and scope,
+        clarification cap, anger threshold and category queues take effect from the next turn."""
+        if self.runtime is None:
+            return
+        config = await self.runtime.current()
+        if config is self._applied:
+            return
+        self._applied = config
+        self.settings = config.overrides.apply(self.base_settings)
+        self.checkpoint.policy = EscalationPolicy(
+            anger_threshold=self.settings.escalation_anger_threshold
+        )
+        self.intents.route(config.overrides.category_queues or {})
+
     async def handle_query(self, query: QueryReceived, replies: Replies) -> None:
         """Answer a turn exactly once; a redelivered query re-sends the answer already given."""
+        await self.use_current_config()
         turn = await self.store.get(query.correlation_id)
         if turn is not None and turn.status is TurnStatus.ANSWERED and turn.answer is not None:
             log.info("turn already answered; sending the same answer again")
@@ -711,6 +733,7 @@ class Orchestrator:
         """
         if self.waits is None:
             return
+        await self.use_current_config()
         async with self.waits.lock(correlation_id):
             turn = await self.store.get(correlation_id)
             if turn is None or turn.status is not TurnStatus.CRAWLING:

@@ -8,6 +8,7 @@ from gateway.api import (
     attachments,
     audit,
     chat,
+    config,
     documents,
     feedback,
     health,
@@ -29,5 +30,6 @@ api_router.include_router(admin.router)
 api_router.include_router(tickets.router)
 api_router.include_router(audit.router)
 api_router.include_router(analytics.router)
+api_router.include_router(config.router)
 api_router.include_router(incidents.router)
 api_router.include_router(health.router)
