@@ -33,7 +33,7 @@ from orchestrator.feedback import (
 from orchestrator.retrieval import Retriever
 from orchestrator.state import TurnState, TurnStore
 
-DB = 11
+DB = 13
 """This module's own database (emptied per test): the ledger's keys are fixed names."""
 
 
