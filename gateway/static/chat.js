@@ -1,13 +1,20 @@
 /* Deskpilot chat page.
  *
- * Plain ES2020, no dependencies. Talks to the gateway over:
- *   - WebSocket  /ws/chat[?conversation_id=<id>]
- *   - POST       /api/feedback        {"turn_id", "score"}
- *   - GET        /api/turns/<turn_id> {"status":"pending"} | {"status":"done","answer":{...}}
+ * Plain ES2020, no dependencies, no build step. Talks to the gateway over:
+ *   - WebSocket  /ws/chat?conversation_id=&user=&token=   frames ready / accepted / progress /
+ *                answer / error; sends {"type":"message", text, client_id, attachments,
+ *                request_ticket}
+ *   - POST       /api/attachments   multipart file + conversation_id (+ user_id), with progress
+ *   - GET        /api/attachments/<id>   while a large file is still being read
+ *   - POST       /api/feedback      {"turn_id", "score", "comment"?}
+ *   - GET        /api/turns/<id>    {"status":"pending"} | {"status":"done","answer":{...}}
  *
- * Safety rule for this file: untrusted text (answers, citations, error details, the user's own
- * text) only ever reaches the DOM through textContent / createElement / setAttribute of
- * checked URLs. Nothing is ever assigned to innerHTML.
+ * Embedded (?embed=1, see embed.js) it also listens to its parent window for a user token
+ * ({"type": "deskpilot:token", "token"}) and asks it to close the panel on Escape.
+ *
+ * Safety rule for this file: untrusted text (answers, citations, cards, error details, file
+ * names, the user's own text) only ever reaches the DOM through textContent / createElement /
+ * setAttribute of checked URLs. Nothing is ever assigned to innerHTML.
  */
 (() => {
   'use strict';
@@ -15,21 +22,38 @@
   // ---------------------------------------------------------------------------------------------
   // Configuration
 
-  const STORAGE_KEY = 'deskpilot.conversation_id';
+  const CONVERSATION_KEY = 'deskpilot.conversation_id';
+  const USER_KEY = 'deskpilot.user_id';
+  const TRANSCRIPT_PREFIX = 'deskpilot.transcript.';
+  const TRANSCRIPT_MAX_TURNS = 60;
   // The gateway's limit is in UTF-8 bytes (GATEWAY_MAX_MESSAGE_BYTES, 8 KiB by default).
   const MAX_BYTES = 8192;
   const COUNTER_FROM = 7000;            // show the size counter from this many bytes on
+  const MAX_ATTACHMENTS = 5;            // per message, as the gateway allows
   const utf8Bytes = (s) => new TextEncoder().encode(s).length;
   const BACKOFF_BASE_MS = 500;
   const BACKOFF_MAX_MS = 10000;
   const POLL_INTERVAL_MS = 1500;
   const POLL_MAX_ATTEMPTS = 40;
   const TURN_WATCHDOG_MS = 60000;       // no frame for an accepted turn this long -> ask /api/turns
+  const LONG_TURN_MS = 1500;            // after this, a pending turn shows a progress bar
+  const TOKEN_WAIT_MS = 3000;           // embedded with a token: how long to wait for it
 
-  const STAGE_LABELS = {
-    redacting: 'Checking your message…',
-    searching: 'Searching the knowledge base…',
-    composing: 'Writing the answer…',
+  const FIXED_TEXT = 'That fixed it';
+  const STILL_BROKEN_TEXT = 'Done, still broken';
+  const TICKET_LABEL = 'Talk to a person / create ticket';
+
+  /** Each stage: what it says while it runs, and once it is done. */
+  const STAGES = {
+    redacting: ['Checking your message for personal data…', 'Checked your message'],
+    searching: ['Searching the knowledge base…', 'Searched the knowledge base'],
+    reading_attachment: ['Reading your attachment…', 'Read your attachment'],
+    crawling: ['Reading the IT help site…', 'Read the IT help site'],
+    indexed: ['Learning from the pages read…', 'Learned from the pages read'],
+    creating_ticket: ['Creating your ticket…', 'Created the ticket'],
+    checking_ticket: ['Checking your ticket…', 'Checked your ticket'],
+    composing: ['Writing the answer…', 'Wrote the answer'],
+    writing: ['Writing the answer…', 'Wrote the answer'],
   };
 
   const EXAMPLES = [
@@ -37,6 +61,10 @@
     'How do I connect to the office Wi-Fi?',
     "My headset isn't recognised in Teams",
   ];
+
+  const params = new URLSearchParams(window.location.search);
+  const embedded = params.has('embed') && window.parent !== window;
+  const expectToken = embedded && params.get('auth') === '1';
 
   // ---------------------------------------------------------------------------------------------
   // Small DOM helpers
@@ -52,6 +80,13 @@
 
   function srOnly(text) {
     return h('span', 'visually-hidden', text);
+  }
+
+  function button(className, text, onClick) {
+    const b = h('button', className, text);
+    b.type = 'button';
+    if (onClick) b.addEventListener('click', onClick);
+    return b;
   }
 
   /** Returns a URL safe to put in href (http, https or relative to this page), or null. */
@@ -79,15 +114,72 @@
     return a;
   }
 
-  function storageGet() {
-    try { return window.localStorage.getItem(STORAGE_KEY); } catch (_) { return null; }
+  const str = (value) => (typeof value === 'string' ? value : '');
+
+  function formatBytes(n) {
+    if (!Number.isFinite(n)) return '';
+    if (n < 1024) return `${n} B`;
+    if (n < 1024 * 1024) return `${(n / 1024).toFixed(n < 10240 ? 1 : 0)} KB`;
+    return `${(n / 1024 / 1024).toFixed(1)} MB`;
   }
-  function storageSet(value) {
+
+  function formatWhen(raw) {
+    const date = new Date(str(raw));
+    if (Number.isNaN(date.getTime())) return '';
+    return date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Storage: the conversation id and a per-browser anonymous id live in localStorage; the
+  // transcript of the current conversation in sessionStorage (this tab, survives a reload).
+
+  function localGet(key) {
+    try { return window.localStorage.getItem(key); } catch (_) { return null; }
+  }
+  function localSet(key, value) {
     try {
-      if (value) window.localStorage.setItem(STORAGE_KEY, value);
-      else window.localStorage.removeItem(STORAGE_KEY);
-    } catch (_) { /* storage disabled: the id just lives for this page */ }
+      if (value) window.localStorage.setItem(key, value);
+      else window.localStorage.removeItem(key);
+    } catch (_) { /* storage disabled: the value just lives for this page */ }
   }
+
+  function anonymousUserId() {
+    let id = localGet(USER_KEY);
+    if (!id || !/^anon-[\w-]{8,64}$/.test(id)) {
+      const random = window.crypto && window.crypto.randomUUID
+        ? window.crypto.randomUUID()
+        : `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
+      id = `anon-${random}`;
+      localSet(USER_KEY, id);
+    }
+    return id;
+  }
+
+  const transcript = {
+    load(conversation) {
+      if (!conversation) return [];
+      try {
+        const raw = window.sessionStorage.getItem(TRANSCRIPT_PREFIX + conversation);
+        const parsed = raw ? JSON.parse(raw) : [];
+        return Array.isArray(parsed) ? parsed.filter((e) => e && typeof e === 'object') : [];
+      } catch (_) {
+        return [];
+      }
+    },
+    save(conversation, entries) {
+      if (!conversation) return;
+      try {
+        window.sessionStorage.setItem(
+          TRANSCRIPT_PREFIX + conversation,
+          JSON.stringify(entries.slice(-TRANSCRIPT_MAX_TURNS)),
+        );
+      } catch (_) { /* full or disabled: the page still works, it just won't redraw */ }
+    },
+    drop(conversation) {
+      if (!conversation) return;
+      try { window.sessionStorage.removeItem(TRANSCRIPT_PREFIX + conversation); } catch (_) { /* */ }
+    },
+  };
 
   // ---------------------------------------------------------------------------------------------
   // Elements
@@ -100,24 +192,44 @@
   const bannerEl = $('conn-banner');
   const bannerText = $('conn-text');
   const newChatBtn = $('new-chat');
+  const attachBtn = $('attach-btn');
+  const fileInput = $('file-input');
+  const attachmentsEl = $('attachments');
+  const ticketBtn = $('ticket-btn');
+  const dropZone = $('drop-zone');
+  const appEl = document.querySelector('.app');
 
   // ---------------------------------------------------------------------------------------------
   // State
 
-  let conversationId = storageGet();
+  const userId = anonymousUserId();
+  let token = null;                  // a user token the host page gave us (embedded only)
+  let conversationId = localGet(CONVERSATION_KEY);
   let ws = null;
   let ready = false;                 // "ready" frame received on the current socket
   let everConnected = false;
   let reconnectAttempt = 0;
   let reconnectTimer = null;
   let turnSeq = 0;
+  let readyWaiters = [];             // resolved with the conversation id on the next "ready"
 
+  /** Every turn of the conversation on screen, oldest first (what the transcript saves). */
+  const turns = [];
   /** Turns typed while offline, sent when the socket is ready. */
   const outbox = [];
   /** Turns sent on the current socket that have no "accepted" yet (server answers in order). */
   const awaitingAccept = [];
   /** Accepted turns without an answer, by server turn_id. */
   const inFlight = new Map();
+  /** Files attached to the next message: {localId, file, state, id, summary, xhr, ...}. */
+  const uploads = [];
+  let uploadSeq = 0;
+
+  function authHeaders(extra) {
+    const headers = { Accept: 'application/json', ...(extra || {}) };
+    if (token) headers.Authorization = `Bearer ${token}`;
+    return headers;
+  }
 
   // ---------------------------------------------------------------------------------------------
   // Scrolling: follow new content only when the reader is already at the bottom.
@@ -163,63 +275,147 @@
     bubble.append(h('p', 'welcome-title', 'Hi, I’m Deskpilot.'));
     bubble.append(h('p', null,
       'I can help with accounts, passwords, VPN, Wi-Fi, devices and the apps you use at work. ' +
-      'Describe your problem, or try one of these:'));
+      'Describe your problem, attach a screenshot or log, or try one of these:'));
     const chips = h('div', 'chips');
     chips.setAttribute('role', 'group');
     chips.setAttribute('aria-label', 'Example questions');
     for (const q of EXAMPLES) {
-      const chip = h('button', 'chip', q);
-      chip.type = 'button';
-      chip.addEventListener('click', () => {
+      chips.append(button('chip', q, () => {
         submitText(q);
         input.focus();
-      });
-      chips.append(chip);
+      }));
     }
     bubble.append(chips);
     messagesEl.append(wrap);
   }
 
-  function renderUser(text) {
+  function renderUser(turn) {
     const wrap = h('div', 'msg msg-user');
     const bubble = h('div', 'bubble');
     bubble.append(srOnly('You said: '));
-    bubble.append(h('span', 'user-text', text));
+    if (turn.sensitive) {
+      bubble.classList.add('is-withheld');
+      bubble.append(h('span', 'user-text',
+        'Message not shown again: it contained something private, which was removed.'));
+    } else if (turn.text) {
+      bubble.append(h('span', 'user-text', turn.text));
+    } else if (turn.label) {
+      bubble.classList.add('is-action');
+      bubble.append(h('span', 'user-text', turn.label));
+    }
+    if (turn.files && turn.files.length) {
+      const list = h('ul', 'sent-files');
+      list.setAttribute('aria-label', 'Attached files');
+      for (const f of turn.files) {
+        const li = h('li', 'sent-file');
+        li.append(fileIcon(f.kind), h('span', 'sent-file-name', f.name || 'attachment'));
+        list.append(li);
+      }
+      bubble.append(list);
+    }
     wrap.append(bubble);
     messagesEl.append(wrap);
     return wrap;
   }
 
-  /** Fills a bubble with the animated indicator and a status line; returns the label node. */
-  function fillPending(bubble, text) {
+  function fileIcon(kind) {
+    const icon = h('span', `file-icon file-icon-${kind === 'image' ? 'image' : 'log'}`);
+    icon.setAttribute('aria-hidden', 'true');
+    return icon;
+  }
+
+  // --- Progress: the stages of a turn as they happen, and a bar once it takes a while ----------
+
+  function fillPending(turn, text) {
+    const panel = h('div', 'progress-panel');
     const status = h('div', 'progress');
     const dots = h('span', 'typing');
     dots.setAttribute('aria-hidden', 'true');
     dots.append(h('span'), h('span'), h('span'));
     const label = h('span', 'progress-label', text);
     status.append(dots, label);
-    bubble.replaceChildren(status);
-    return label;
+    const detail = h('div', 'progress-detail');
+    detail.hidden = true;
+    const bar = h('div', 'bar');
+    bar.setAttribute('role', 'progressbar');
+    bar.setAttribute('aria-label', 'Progress of this answer');
+    bar.append(h('span', 'bar-fill'));
+    bar.hidden = true;
+    const stages = h('ol', 'stages');
+    stages.setAttribute('aria-label', 'Done so far');
+    const preview = h('div', 'answer answer-preview');
+    preview.setAttribute('aria-hidden', 'true');   // the final answer is what gets announced
+    preview.hidden = true;
+    panel.append(status, detail, bar, stages);
+    turn.bubble.replaceChildren(panel, preview);
+    turn.progress = { panel, label, detail, bar, stages, preview, stage: null, done: new Set() };
+    clearTimeout(turn.longTimer);
+    turn.longTimer = setTimeout(() => {
+      if (turn.progress && turn.progress.bar.isConnected && turn.state !== 'done') {
+        mutate(() => { turn.progress.bar.hidden = false; });
+      }
+    }, LONG_TURN_MS);
   }
 
-  /** Assistant placeholder shown while a turn is on its way. */
   function renderPending(turn) {
     const { wrap, bubble } = botMessage('msg-pending');
-    turn.statusLabel = fillPending(bubble, 'Sending…');
-    messagesEl.append(wrap);
     turn.botWrap = wrap;
     turn.bubble = bubble;
+    fillPending(turn, 'Sending…');
+    messagesEl.append(wrap);
   }
 
   function setStatus(turn, text) {
-    if (turn.statusLabel && turn.statusLabel.isConnected) {
-      mutate(() => { turn.statusLabel.textContent = text; });
+    if (turn.progress && turn.progress.label.isConnected) {
+      mutate(() => { turn.progress.label.textContent = text; });
     }
   }
 
-  function stageLabel(stage) {
-    if (typeof stage !== 'string' || !stage) return 'Working on it…';
-    return Object.prototype.hasOwnProperty.call(STAGE_LABELS, stage) ? STAGE_LABELS[stage] : stage;
+  function onProgress(turn, stage, detail) {
+    const p = turn.progress;
+    if (!p || !p.panel.isConnected) return;
+    const known = Object.prototype.hasOwnProperty.call(STAGES, stage);
+    const [running] = known ? STAGES[stage] : ['Working on it…'];
+    mutate(() => {
+      const same = p.stage === stage || (p.stage === 'composing' && stage === 'writing');
+      if (p.stage && !same) {
+        const doneLabel = Object.prototype.hasOwnProperty.call(STAGES, p.stage) ? STAGES[p.stage][1] : null;
+        if (doneLabel && !p.done.has(doneLabel)) {
+          p.done.add(doneLabel);
+          const li = h('li', 'stage-done', doneLabel);
+          p.stages.append(li);
+        }
+      }
+      p.stage = stage;
+      p.label.textContent = running;
+      turn.botWrap.dataset.stage = stage;
+      const text = str(detail);
+      if (stage === 'writing') {
+        // The answer written so far (not a delta): a preview the final answer replaces.
+        p.detail.hidden = true;
+        p.preview.hidden = !text;
+        p.preview.replaceChildren(renderMarkdown(text, { citations: new Map(), idPrefix: `p${turn.localId}` }));
+      } else {
+        p.detail.hidden = !text;
+        p.detail.textContent = text;
+      }
+      const fraction = /^(\d+)\s*\/\s*(\d+)\s+pages?/.exec(text);
+      if (fraction && Number(fraction[2]) > 0) {
+        const value = Math.min(100, Math.round((100 * Number(fraction[1])) / Number(fraction[2])));
+        p.bar.hidden = false;
+        p.bar.classList.add('is-determinate');
+        p.bar.setAttribute('aria-valuemin', '0');
+        p.bar.setAttribute('aria-valuemax', '100');
+        p.bar.setAttribute('aria-valuenow', String(value));
+        p.bar.setAttribute('aria-valuetext', text);
+        p.bar.firstChild.style.width = `${value}%`;
+      } else if (stage !== 'crawling' && stage !== 'indexed') {
+        p.bar.classList.remove('is-determinate');
+        p.bar.removeAttribute('aria-valuenow');
+        p.bar.removeAttribute('aria-valuetext');
+        p.bar.firstChild.style.width = '';
+      }
+    });
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -465,14 +661,21 @@
     return frag;
   }
 
+
   // ---------------------------------------------------------------------------------------------
   // Answer rendering
 
-  function renderAnswer(turn, data) {
+  function finishTurn(turn) {
     clearWatchdog(turn);
     stopPolling(turn);
+    clearTimeout(turn.longTimer);
     if (turn.turnId) inFlight.delete(turn.turnId);
+  }
+
+  function renderAnswer(turn, data, restoring) {
+    finishTurn(turn);
     turn.state = 'done';
+    turn.answer = data;
 
     const action = typeof data.action === 'string' ? data.action : 'answer';
     const citations = new Map();
@@ -484,13 +687,15 @@
     });
     const ctx = { citations, idPrefix: `t${turn.localId}` };
 
-    mutateShowingStart(turn.botWrap, () => {
+    const paint = () => {
       turn.botWrap.classList.remove('msg-pending', 'msg-error');
       turn.botWrap.dataset.action = action;
+      delete turn.botWrap.dataset.stage;
       if (data.trace_id) turn.botWrap.dataset.traceId = String(data.trace_id);
       if (action === 'no_answer') turn.botWrap.classList.add('msg-notice');
       const bubble = turn.bubble;
       bubble.replaceChildren();
+      turn.progress = null;
       bubble.append(srOnly(action === 'no_answer' ? 'Deskpilot (no confirmed answer): ' : 'Deskpilot says: '));
 
       const body = h('div', 'answer');
@@ -508,7 +713,15 @@
         bubble.append(body);
       }
 
+      const incident = incidentCard(data.incident);
+      if (incident) bubble.append(incident);
+      const checklist = checklistCard(turn, data.checklist, ctx);
+      if (checklist) bubble.append(checklist);
+      const ticket = ticketCard(data.ticket);
+      if (ticket) bubble.append(ticket);
       if (citations.size) bubble.append(renderSources(citations, ctx));
+      const similar = similarCasesCard(data.similar_cases, ctx);
+      if (similar) bubble.append(similar);
       if (typeof data.redaction_notice === 'string' && data.redaction_notice.trim()) {
         // Plain text (h sets textContent): what the redactor removed, never the value itself.
         const notice = h('p', 'redaction-notice', data.redaction_notice);
@@ -516,13 +729,127 @@
         bubble.append(notice);
       }
       const turnId = data.turn_id || turn.turnId;
-      if (turnId) bubble.append(renderFeedback(String(turnId)));
-    });
+      if (turnId) bubble.append(renderFeedback(turn, String(turnId)));
+    };
+    if (restoring) paint();
+    else mutateShowingStart(turn.botWrap, paint);
+    retireOldCardButtons();
 
-    if (data.conversation_id && typeof data.conversation_id === 'string') {
-      conversationId = data.conversation_id;
-      storageSet(conversationId);
+    if (!restoring) {
+      if (typeof data.redaction_notice === 'string' && data.redaction_notice.trim() && turn.text) {
+        // Something private was in the message: it is not kept for the redraw after a reload.
+        turn.sensitive = true;
+      }
+      saveTranscript();
     }
+  }
+
+  let cardSeq = 0;
+  function card(kind, title) {
+    const box = h('section', `card card-${kind}`);
+    const heading = h('h2', 'card-title', title);
+    heading.id = `card-${kind}-${++cardSeq}`;
+    box.setAttribute('aria-labelledby', heading.id);
+    box.append(heading);
+    return box;
+  }
+
+  function checklistCard(turn, checklist, ctx) {
+    if (!checklist || !Array.isArray(checklist.steps) || !checklist.steps.length) return null;
+    const steps = checklist.steps.map(str);
+    const current = Math.max(0, Math.min(steps.length - 1, Number(checklist.current) || 0));
+    const box = card('checklist', `Step ${current + 1} of ${steps.length}`);
+    const meter = h('div', 'checklist-meter');
+    meter.setAttribute('aria-hidden', 'true');
+    const fill = h('span', 'checklist-meter-fill');
+    fill.style.width = `${Math.round((100 * (current + 1)) / steps.length)}%`;
+    meter.append(fill);
+    box.append(meter);
+    const ol = h('ol', 'checklist-steps');
+    steps.forEach((step, i) => {
+      const li = h('li', 'checklist-step');
+      const state = i < current ? 'tried' : i === current ? 'current' : 'next';
+      li.classList.add(`is-${state}`);
+      if (state === 'current') li.setAttribute('aria-current', 'step');
+      const mark = h('span', 'step-mark', i < current ? '✓' : String(i + 1));
+      mark.setAttribute('aria-hidden', 'true');
+      const text = h('div', 'step-text');
+      const prefix = state === 'tried' ? 'Tried: ' : state === 'current' ? 'Now: ' : '';
+      if (prefix) text.append(srOnly(prefix));
+      appendInline(text, step.split('\n')[0], ctx);
+      li.append(mark, text);
+      ol.append(li);
+    });
+    box.append(ol);
+    const actions = h('div', 'card-actions');
+    const broken = button('btn-secondary', STILL_BROKEN_TEXT, () => submitText(STILL_BROKEN_TEXT));
+    const fixed = button('btn-primary', FIXED_TEXT, () => submitText(FIXED_TEXT));
+    actions.append(fixed, broken);
+    box.append(actions);
+    turn.cardButtons = [broken, fixed];
+    return box;
+  }
+
+  function ticketCard(ticket) {
+    if (!ticket || typeof ticket !== 'object' || !str(ticket.key)) return null;
+    const box = card('ticket', `Ticket ${ticket.key}`);
+    const row = h('p', 'card-row');
+    row.append(h('span', 'card-label', 'Status'), h('span', 'status-pill', str(ticket.status) || 'open'));
+    box.append(row);
+    const href = safeUrl(ticket.url);
+    if (href) {
+      const a = externalLink(href, 'Open the ticket');
+      a.className = 'card-link';
+      a.append(srOnly(` ${ticket.key} (opens in a new tab)`));
+      box.append(a);
+    }
+    return box;
+  }
+
+  function incidentCard(incident) {
+    if (!incident || typeof incident !== 'object' || !str(incident.title)) return null;
+    const box = card('incident', 'Known incident');
+    box.setAttribute('role', 'note');
+    box.append(h('p', 'incident-title', incident.title));
+    const facts = h('dl', 'card-facts');
+    const fact = (label, value) => {
+      if (!value) return;
+      facts.append(h('dt', null, label), h('dd', null, value));
+    };
+    fact('Status', str(incident.status));
+    fact('Since', formatWhen(incident.since));
+    fact('Latest update', str(incident.latest_update));
+    if (facts.childNodes.length) box.append(facts);
+    const href = safeUrl(incident.url);
+    if (href) {
+      const a = externalLink(href, 'Follow the incident');
+      a.className = 'card-link';
+      a.append(srOnly(' (opens in a new tab)'));
+      box.append(a);
+    }
+    return box;
+  }
+
+  function similarCasesCard(cases, ctx) {
+    if (!Array.isArray(cases) || !cases.length) return null;
+    const box = h('details', 'card card-similar');
+    const summary = h('summary', 'card-title', `Similar resolved cases (${cases.length})`);
+    box.append(summary);
+    const ul = h('ul', 'similar-list');
+    for (const c of cases) {
+      if (!c || typeof c !== 'object') continue;
+      const li = h('li', 'similar-case');
+      const head = h('p', 'similar-head');
+      head.append(h('span', 'similar-id', str(c.ticket_id)), document.createTextNode(' '));
+      appendInline(head, str(c.summary), ctx);
+      const res = h('p', 'similar-resolution');
+      res.append(h('span', 'card-label', 'Resolution: '));
+      appendInline(res, str(c.resolution), ctx);
+      li.append(head, res);
+      ul.append(li);
+    }
+    box.append(ul);
+    return box;
   }
 
   function renderSources(citations, ctx) {
@@ -537,6 +864,7 @@
       li.id = `${ctx.idPrefix}-src-${n}`;
       li.value = n;
       const num = h('span', 'citation-n', String(n));
+      num.setAttribute('aria-hidden', 'true');
       const main = h('div', 'citation-main');
       const title = (typeof c.title === 'string' && c.title.trim()) || (typeof c.url === 'string' && c.url) || `Source ${n}`;
       const href = safeUrl(c.url);
@@ -560,93 +888,128 @@
     return box;
   }
 
-  function renderFeedback(turnId) {
+  // --- Rating: 1-5 and an optional comment ----------------------------------------------------
+
+  function renderFeedback(turn, turnId) {
     const box = h('div', 'feedback');
+    const status = h('p', 'feedback-status');
+    status.tabIndex = -1;
+    status.setAttribute('role', 'status');
+    if (turn.rated) {
+      status.textContent = `Thanks — you rated this ${turn.rated} of 5.`;
+      box.append(status);
+      return box;
+    }
+    status.hidden = true;
     const group = h('div', 'rating');
     group.setAttribute('role', 'group');
     group.setAttribute('aria-label', 'Rate this answer from 1 (not helpful) to 5 (very helpful)');
     const label = h('span', 'rating-label', 'Was this helpful?');
     label.setAttribute('aria-hidden', 'true');
     const buttons = h('div', 'rating-buttons');
-    const status = h('p', 'feedback-status');
-    status.tabIndex = -1;
-    status.hidden = true;
     const btns = [];
-    for (let score = 1; score <= 5; score++) {
-      const b = h('button', 'rate-btn', String(score));
-      b.type = 'button';
-      b.setAttribute('aria-label', `Rate ${score} of 5`);
+    const more = h('div', 'feedback-more');
+    more.hidden = true;
+    const commentId = `comment-${turn.localId}`;
+    const commentLabel = h('label', 'feedback-comment-label', 'Anything to add? (optional)');
+    commentLabel.htmlFor = commentId;
+    const comment = h('textarea', 'feedback-comment');
+    comment.id = commentId;
+    comment.rows = 2;
+    comment.maxLength = 2000;
+    const sendRating = button('btn-primary btn-small', 'Send rating');
+    more.append(commentLabel, comment, sendRating);
+    let score = 0;
+    for (let s = 1; s <= 5; s++) {
+      const b = button('rate-btn', String(s), () => {
+        score = s;
+        btns.forEach((other, i) => other.setAttribute('aria-pressed', String(i + 1 === s)));
+        more.hidden = false;
+        sendRating.textContent = `Send rating ${s} of 5`;
+      });
+      b.setAttribute('aria-label', `Rate ${s} of 5`);
       b.setAttribute('aria-pressed', 'false');
-      b.addEventListener('click', () => sendFeedback(turnId, score, btns, box, group, status));
       btns.push(b);
       buttons.append(b);
     }
     const scale = h('span', 'rating-scale', '1 = not helpful · 5 = very helpful');
     scale.setAttribute('aria-hidden', 'true');
     group.append(label, buttons, scale);
-    box.append(group, status);
+    sendRating.addEventListener('click', () => {
+      if (score) sendFeedback(turn, turnId, score, comment.value.trim(), { box, group, more, status, btns, sendRating });
+    });
+    comment.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); sendRating.click(); }
+    });
+    box.append(group, more, status);
     return box;
   }
 
-  async function sendFeedback(turnId, score, btns, box, group, status) {
-    btns.forEach((b, i) => {
-      b.disabled = true;
-      b.setAttribute('aria-pressed', String(i + 1 === score));
-    });
-    box.classList.add('is-busy');
+  async function sendFeedback(turn, turnId, score, comment, ui) {
+    ui.btns.forEach((b) => { b.disabled = true; });
+    ui.sendRating.disabled = true;
+    ui.box.classList.add('is-busy');
     let message;
     let ok = false;
     try {
+      const body = { turn_id: turnId, score };
+      if (comment) body.comment = comment;
       const res = await fetch('/api/feedback', {
         method: 'POST',
-        headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
-        body: JSON.stringify({ turn_id: turnId, score }),
+        headers: authHeaders({ 'Content-Type': 'application/json' }),
+        body: JSON.stringify(body),
         credentials: 'same-origin',
       });
       if (res.ok) {
         ok = true;
-        message = 'Thanks for the feedback';
+        message = `Thanks — you rated this ${score} of 5.`;
       } else {
         message = await errorDetail(res);
       }
     } catch (_) {
       message = 'Could not send your rating. Check your connection and try again.';
     }
-    box.classList.remove('is-busy');
+    ui.box.classList.remove('is-busy');
     mutate(() => {
-      status.textContent = message;
-      status.hidden = false;
-      status.classList.toggle('is-error', !ok);
+      ui.status.textContent = message;
+      ui.status.hidden = false;
+      ui.status.classList.toggle('is-error', !ok);
       if (ok) {
-        group.remove();
+        ui.group.remove();
+        ui.more.remove();
       } else {
-        btns.forEach((b) => { b.disabled = false; b.setAttribute('aria-pressed', 'false'); });
+        ui.btns.forEach((b) => { b.disabled = false; });
+        ui.sendRating.disabled = false;
       }
     });
-    // The focused rating button may have disappeared; keep keyboard users in place.
-    if (ok || !box.contains(document.activeElement)) status.focus({ preventScroll: true });
+    if (ok) {
+      turn.rated = score;
+      saveTranscript();
+    }
+    // The focused control may have disappeared; keep keyboard users in place.
+    if (ok || !ui.box.contains(document.activeElement)) ui.status.focus({ preventScroll: true });
   }
 
-  /** Turns a FastAPI-style error body into a human sentence. */
+  /** Turns a gateway or FastAPI error body into a human sentence. */
   async function errorDetail(res) {
-    let detail = null;
-    try {
-      const body = await res.json();
-      detail = body && body.detail;
-    } catch (_) { /* not JSON */ }
+    let body = null;
+    try { body = await res.json(); } catch (_) { /* not JSON */ }
+    return detailOf(body, res.status);
+  }
+
+  function detailOf(body, status) {
+    const detail = body && body.detail;
     if (typeof detail === 'string' && detail.trim()) return detail;
     if (Array.isArray(detail)) {
       // FastAPI validation errors: [{loc, msg, type}, ...]
       const msgs = detail.map((d) => (d && typeof d.msg === 'string' ? d.msg : '')).filter(Boolean);
       if (msgs.length) return msgs.join('; ');
     }
-    return `Something went wrong (HTTP ${res.status}). Please try again.`;
+    return `Something went wrong (HTTP ${status}). Please try again.`;
   }
 
   function renderError(turn, frame) {
-    clearWatchdog(turn);
-    stopPolling(turn);
-    if (turn.turnId) inFlight.delete(turn.turnId);
+    finishTurn(turn);
     turn.state = 'failed';
     const detail = (typeof frame.detail === 'string' && frame.detail.trim())
       ? frame.detail
@@ -654,46 +1017,48 @@
     mutate(() => {
       turn.botWrap.classList.remove('msg-pending');
       turn.botWrap.classList.add('msg-error');
+      delete turn.botWrap.dataset.stage;
       if (frame.error_code) turn.botWrap.dataset.errorCode = String(frame.error_code);
+      turn.progress = null;
       turn.bubble.replaceChildren(
         srOnly('Deskpilot error: '),
         h('p', 'error-title', 'Sorry — I couldn’t process that message.'),
         h('p', 'error-detail', detail),
       );
     });
+    forgetTurn(turn);
   }
 
   /** A turn whose outcome we could not learn: offer to ask again or check again. */
   function renderStuck(turn, text, canCheckAgain) {
     clearWatchdog(turn);
+    clearTimeout(turn.longTimer);
     turn.stuck = true;           // no automatic polling until the user asks for it
     mutate(() => {
       turn.botWrap.classList.remove('msg-pending');
       turn.botWrap.classList.add('msg-error');
+      delete turn.botWrap.dataset.stage;
+      turn.progress = null;
       const actions = h('div', 'stuck-actions');
       if (canCheckAgain && turn.turnId) {
-        const again = h('button', 'btn-secondary', 'Check again');
-        again.type = 'button';
-        again.addEventListener('click', () => {
+        actions.append(button('btn-secondary', 'Check again', () => {
           turn.stuck = false;
           showPendingAgain(turn, 'Checking for the answer…');
           startPolling(turn);
           input.focus();
-        });
-        actions.append(again);
+        }));
       }
-      const retry = h('button', 'btn-secondary', 'Ask again');
-      retry.type = 'button';
-      retry.addEventListener('click', () => {
+      actions.append(button('btn-secondary', 'Ask again', () => {
         if (turn.turnId) inFlight.delete(turn.turnId);
         stopPolling(turn);
         turn.state = 'retired';
         turn.botWrap.remove();
-        turn.userWrap.remove();
-        submitText(turn.text);
+        if (turn.userWrap) turn.userWrap.remove();
+        forgetTurn(turn);
+        submitText(turn.text, { attachments: turn.attachmentIds, files: turn.files,
+          requestTicket: turn.requestTicket, label: turn.label });
         input.focus();
-      });
-      actions.append(retry);
+      }));
       turn.bubble.replaceChildren(srOnly('Deskpilot: '), h('p', 'error-detail', text), actions);
     });
   }
@@ -702,31 +1067,115 @@
     mutate(() => {
       turn.botWrap.classList.remove('msg-error', 'msg-notice');
       turn.botWrap.classList.add('msg-pending');
-      turn.statusLabel = fillPending(turn.bubble, label);
+      fillPending(turn, label);
     });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Transcript: what redraws the conversation after a reload
+
+  function saveTranscript() {
+    const entries = [];
+    for (const t of turns) {
+      if (!t.turnId || t.state === 'retired' || t.state === 'failed') continue;
+      entries.push({
+        turn_id: t.turnId,
+        text: t.sensitive ? '' : t.text,
+        sensitive: Boolean(t.sensitive),
+        label: t.label || null,
+        files: t.files || [],
+        answer: t.state === 'done' ? t.answer : null,
+        rated: t.rated || 0,
+      });
+    }
+    transcript.save(conversationId, entries);
+  }
+
+  function forgetTurn(turn) {
+    const i = turns.indexOf(turn);
+    if (i >= 0) turns.splice(i, 1);
+    saveTranscript();
+  }
+
+  function restoreTranscript() {
+    const entries = transcript.load(conversationId);
+    for (const e of entries) {
+      if (typeof e.turn_id !== 'string' || !e.turn_id) continue;
+      const turn = newTurn(str(e.text), {
+        label: str(e.label) || null,
+        files: Array.isArray(e.files) ? e.files.filter((f) => f && typeof f === 'object') : [],
+      });
+      turn.sensitive = Boolean(e.sensitive);
+      turn.turnId = e.turn_id;
+      turn.rated = Number.isInteger(e.rated) ? e.rated : 0;
+      turn.userWrap = renderUser(turn);
+      renderPending(turn);
+      turn.botWrap.dataset.turnId = turn.turnId;
+      turns.push(turn);
+      if (e.answer && typeof e.answer === 'object') {
+        renderAnswer(turn, e.answer, true);
+      } else {
+        // Sent before the reload and not answered then: the answer may be waiting.
+        turn.state = 'accepted';
+        inFlight.set(turn.turnId, turn);
+        setStatus(turn, 'Fetching the answer…');
+        startPolling(turn);
+      }
+    }
+    retireOldCardButtons();
+    scrollToBottom();
+  }
+
+  /** Only the newest checklist's buttons act; older ones would report on a step long gone. */
+  function retireOldCardButtons() {
+    const last = turns[turns.length - 1];
+    for (const t of turns) {
+      if (t === last || !t.cardButtons) continue;
+      t.cardButtons.forEach((b) => { b.disabled = true; });
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
   // Turns
 
-  function submitText(raw) {
-    const text = raw.replace(/\s+$/, '').replace(/^\s*\n/, '');
-    if (!text.trim()) return false;
-    if (utf8Bytes(text) > MAX_BYTES) return false;
-    const turn = {
+  function newTurn(text, opts) {
+    const o = opts || {};
+    return {
       localId: ++turnSeq,
+      clientId: `c${turnSeq}-${Math.random().toString(36).slice(2, 10)}`,
       text,
+      label: o.label || null,
+      files: o.files || [],
+      attachmentIds: o.attachments || [],
+      requestTicket: Boolean(o.requestTicket),
       turnId: null,
       state: 'new',
+      answer: null,
+      rated: 0,
+      sensitive: false,
       pollTimer: null,
       pollAttempts: 0,
       pollGen: 0,
       polling: false,
       stuck: false,
       watchdog: null,
+      longTimer: null,
+      progress: null,
+      cardButtons: null,
     };
+  }
+
+  function submitText(raw, opts) {
+    const o = opts || {};
+    const text = String(raw || '').replace(/\s+$/, '').replace(/^\s*\n/, '');
+    const attachments = o.attachments || [];
+    if (!text.trim() && !attachments.length && !o.requestTicket) return false;
+    if (utf8Bytes(text) > MAX_BYTES) return false;
+    const turn = newTurn(text, o);
+    turns.push(turn);
+    retireOldCardButtons();
     mutate(() => {
-      turn.userWrap = renderUser(text);
+      turn.userWrap = renderUser(turn);
       renderPending(turn);
     }, true);
     dispatch(turn);
@@ -734,12 +1183,15 @@
   }
 
   function dispatch(turn) {
-    // One unacknowledged message at a time: "accepted" frames carry no reference to the message
-    // they acknowledge, so they are matched by order, which only holds if sends are serialised.
+    // One unacknowledged message at a time keeps the answers in the order they were asked;
+    // client_id still tells which message an "accepted" or "error" frame is about.
     const connected = ws && ready && ws.readyState === WebSocket.OPEN;
     if (connected && awaitingAccept.length === 0) {
+      const frame = { type: 'message', text: turn.text, client_id: turn.clientId };
+      if (turn.attachmentIds.length) frame.attachments = turn.attachmentIds;
+      if (turn.requestTicket) frame.request_ticket = true;
       try {
-        ws.send(JSON.stringify({ type: 'message', text: turn.text }));
+        ws.send(JSON.stringify(frame));
         turn.state = 'sent';
         awaitingAccept.push(turn);
         setStatus(turn, 'Sending…');
@@ -796,7 +1248,7 @@
     let result = null;
     try {
       const res = await fetch(`/api/turns/${encodeURIComponent(turn.turnId)}`, {
-        headers: { Accept: 'application/json' },
+        headers: authHeaders(),
         credentials: 'same-origin',
         cache: 'no-store',
       });
@@ -822,7 +1274,6 @@
       return;
     }
     if (result && result.status && result.status !== 'pending' && result.status !== 'done') {
-      // e.g. {"status":"failed","detail":"..."}: treat as a final error for this turn.
       renderError(turn, { error_code: result.error_code || result.status, detail: result.detail });
       return;
     }
@@ -840,9 +1291,11 @@
 
   function socketUrl() {
     const proto = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
-    let url = `${proto}//${window.location.host}/ws/chat`;
-    if (conversationId) url += `?conversation_id=${encodeURIComponent(conversationId)}`;
-    return url;
+    const query = new URLSearchParams();
+    if (conversationId) query.set('conversation_id', conversationId);
+    query.set('user', userId);
+    if (token) query.set('token', token);
+    return `${proto}//${window.location.host}/ws/chat?${query.toString()}`;
   }
 
   function showBanner(text) {
@@ -884,12 +1337,24 @@
     // "error" is always followed by "close", which does the work.
   }
 
+  /** Drops the current socket on purpose (new token): reconnects at once. */
+  function reconnectFresh() {
+    const old = ws;
+    ws = null;
+    ready = false;
+    if (old) {
+      try { old.close(1000, 'reconnect'); } catch (_) { /* ignore */ }
+      onConnectionLost();
+    }
+    connect();
+  }
+
   function scheduleReconnect() {
     if (reconnectTimer) return;
     const exp = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** reconnectAttempt);
     const delay = Math.round(exp * (0.75 + Math.random() * 0.25)); // a little jitter
     reconnectAttempt++;
-    showBanner(everConnected ? 'Reconnecting…' : 'Connecting…');
+    showBanner(everConnected ? 'Connection lost — reconnecting…' : 'Connecting…');
     reconnectTimer = setTimeout(() => { reconnectTimer = null; connect(); }, delay);
   }
 
@@ -923,9 +1388,17 @@
     reconnectAttempt = 0;
     showBanner(null);
     if (typeof frame.conversation_id === 'string' && frame.conversation_id) {
+      if (conversationId && frame.conversation_id !== conversationId) {
+        // The gateway did not take our id (too long, not ASCII): this is a new conversation.
+        transcript.drop(conversationId);
+      }
       conversationId = frame.conversation_id;
-      storageSet(conversationId);
+      localSet(CONVERSATION_KEY, conversationId);
+      saveTranscript();
     }
+    const waiters = readyWaiters;
+    readyWaiters = [];
+    waiters.forEach((resolve) => resolve(conversationId));
     // Turns accepted on a previous socket: their answer may have been sent while we were away.
     for (const turn of inFlight.values()) {
       if (turn.state === 'accepted' && !turn.polling && !turn.stuck) {
@@ -936,10 +1409,24 @@
     flushOutbox();
   }
 
+  /** The conversation id once the gateway confirmed it (attachments belong to it). */
+  function conversationReady() {
+    if (ready && conversationId) return Promise.resolve(conversationId);
+    return new Promise((resolve) => { readyWaiters.push(resolve); });
+  }
+
   function turnFor(frame) {
     const id = frame.turn_id != null ? String(frame.turn_id) : null;
     if (id && inFlight.has(id)) return inFlight.get(id);
     return null;
+  }
+
+  function awaitingFor(frame) {
+    if (typeof frame.client_id === 'string') {
+      const i = awaitingAccept.findIndex((t) => t.clientId === frame.client_id);
+      if (i >= 0) return awaitingAccept.splice(i, 1)[0];
+    }
+    return awaitingAccept.shift();
   }
 
   function handleFrame(frame) {
@@ -949,7 +1436,7 @@
         break;
 
       case 'accepted': {
-        const turn = awaitingAccept.shift();
+        const turn = awaitingFor(frame);
         if (!turn || frame.turn_id == null) break;
         turn.turnId = String(frame.turn_id);
         turn.state = 'accepted';
@@ -957,6 +1444,7 @@
         inFlight.set(turn.turnId, turn);
         setStatus(turn, 'Working on it…');
         armWatchdog(turn);
+        saveTranscript();
         flushOutbox();
         break;
       }
@@ -964,7 +1452,7 @@
       case 'progress': {
         const turn = turnFor(frame);
         if (!turn) break;
-        setStatus(turn, stageLabel(frame.stage));
+        onProgress(turn, str(frame.stage), frame.detail);
         if (!turn.polling) armWatchdog(turn);
         break;
       }
@@ -982,14 +1470,14 @@
       }
 
       case 'error': {
-        // Errors are for bad input, i.e. the oldest message not yet accepted. An error naming a
-        // known turn_id is attached to that turn; anything else is shown as a general notice.
+        // An error names the message it is about (client_id) or the turn (turn_id); anything
+        // else is about the oldest message not yet accepted, or shown as a general notice.
         let turn = turnFor(frame);
-        if (!turn && awaitingAccept.length) turn = awaitingAccept.shift();
+        if (!turn && awaitingAccept.length) turn = awaitingFor(frame);
         if (turn) {
           renderError(turn, frame);
           // Rejected input: give the text back so it can be fixed rather than retyped.
-          if (!turn.turnId && !input.value) {
+          if (!turn.turnId && !input.value && turn.text) {
             input.value = turn.text;
             updateComposer();
           }
@@ -1020,14 +1508,21 @@
     ws = null;
     ready = false;
     if (old) { try { old.close(1000, 'new conversation'); } catch (_) { /* ignore */ } }
-    for (const turn of inFlight.values()) { stopPolling(turn); clearWatchdog(turn); turn.state = 'retired'; }
-    for (const turn of awaitingAccept) turn.state = 'retired';
-    for (const turn of outbox) turn.state = 'retired';
+    for (const turn of turns) {
+      stopPolling(turn);
+      clearWatchdog(turn);
+      clearTimeout(turn.longTimer);
+      turn.state = 'retired';
+    }
+    turns.length = 0;
     inFlight.clear();
     awaitingAccept.length = 0;
     outbox.length = 0;
+    for (const u of uploads.splice(0)) if (u.xhr) u.xhr.abort();
+    renderUploads();
+    transcript.drop(conversationId);
     conversationId = null;
-    storageSet(null);
+    localSet(CONVERSATION_KEY, null);
     messagesEl.replaceChildren();
     renderWelcome();
     clearTimeout(reconnectTimer);
@@ -1035,6 +1530,196 @@
     reconnectAttempt = 0;
     connect();
     input.focus();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Attachments: button or drag and drop; upload progress, then the gateway reads the file
+
+  function addFiles(fileList) {
+    const files = Array.from(fileList || []);
+    for (const file of files) {
+      if (uploads.length >= MAX_ATTACHMENTS) {
+        announceUploadError(`At most ${MAX_ATTACHMENTS} files per message.`);
+        break;
+      }
+      const upload = { localId: ++uploadSeq, file, name: file.name || 'attachment', state: 'uploading',
+        loaded: 0, total: file.size, id: null, summary: null, error: null, xhr: null };
+      uploads.push(upload);
+      startUpload(upload);
+    }
+    renderUploads();
+  }
+
+  function announceUploadError(text) {
+    const upload = { localId: ++uploadSeq, name: '', state: 'error', error: text, file: null };
+    uploads.push(upload);
+    renderUploads();
+  }
+
+  async function startUpload(upload) {
+    const conversation = await conversationReady();
+    if (!uploads.includes(upload)) return;   // removed meanwhile
+    const body = new FormData();
+    body.append('file', upload.file, upload.name);
+    body.append('conversation_id', conversation);
+    body.append('user_id', userId);
+    const xhr = new XMLHttpRequest();
+    upload.xhr = xhr;
+    xhr.open('POST', '/api/attachments');
+    const headers = authHeaders();
+    for (const [k, v] of Object.entries(headers)) xhr.setRequestHeader(k, v);
+    xhr.upload.addEventListener('progress', (ev) => {
+      if (!ev.lengthComputable) return;
+      upload.loaded = ev.loaded;
+      upload.total = ev.total;
+      updateUpload(upload);
+    });
+    xhr.upload.addEventListener('load', () => {
+      upload.state = 'reading';
+      updateUpload(upload);
+    });
+    xhr.addEventListener('load', () => {
+      upload.xhr = null;
+      let data = null;
+      try { data = JSON.parse(xhr.responseText); } catch (_) { data = null; }
+      if (xhr.status === 200 && data && data.id) {
+        attachmentReady(upload, data);
+      } else if (xhr.status === 504 && data && data.attachment_id) {
+        upload.id = String(data.attachment_id);
+        upload.state = 'reading';
+        updateUpload(upload);
+        pollAttachment(upload, 0);
+      } else {
+        upload.state = 'error';
+        upload.error = uploadError(xhr.status, data);
+        renderUploads();
+      }
+    });
+    xhr.addEventListener('error', () => {
+      upload.xhr = null;
+      upload.state = 'error';
+      upload.error = 'The upload failed. Check your connection and try again.';
+      renderUploads();
+    });
+    xhr.send(body);
+  }
+
+  function uploadError(status, data) {
+    const detail = detailOf(data, status);
+    if (status === 413) return `Too large: ${detail}`;
+    if (status === 415) return `Not a supported file: ${detail}`;
+    if (status === 422) return `Could not read the file: ${detail}`;
+    return detail;
+  }
+
+  async function pollAttachment(upload, attempt) {
+    if (!uploads.includes(upload) || attempt > 60) {
+      if (uploads.includes(upload)) {
+        upload.state = 'error';
+        upload.error = 'Reading the file took too long. Please try again.';
+        renderUploads();
+      }
+      return;
+    }
+    try {
+      const res = await fetch(`/api/attachments/${encodeURIComponent(upload.id)}`, {
+        headers: authHeaders(), credentials: 'same-origin', cache: 'no-store',
+      });
+      if (res.ok) {
+        const data = await res.json();
+        if (data && data.status === 'ready') { attachmentReady(upload, data); return; }
+      } else if (res.status !== 404 && res.status < 500) {
+        upload.state = 'error';
+        upload.error = uploadError(res.status, await res.json().catch(() => null));
+        renderUploads();
+        return;
+      }
+    } catch (_) { /* try again */ }
+    setTimeout(() => pollAttachment(upload, attempt + 1), 2000);
+  }
+
+  function attachmentReady(upload, data) {
+    upload.state = 'ready';
+    upload.id = String(data.id);
+    upload.summary = {
+      kind: data.kind === 'image' ? 'image' : 'log',
+      bytes: Number(data.bytes) || 0,
+      signatures: Array.isArray(data.signatures) ? data.signatures.map(str).filter(Boolean) : [],
+      excerpt: str(data.text_excerpt),
+    };
+    renderUploads();
+  }
+
+  function removeUpload(upload) {
+    const i = uploads.indexOf(upload);
+    if (i >= 0) uploads.splice(i, 1);
+    if (upload.xhr) upload.xhr.abort();
+    renderUploads();
+    input.focus();
+  }
+
+  function uploadStatusText(u) {
+    if (u.state === 'uploading') {
+      const pct = u.total ? Math.round((100 * u.loaded) / u.total) : 0;
+      return `Uploading… ${pct}%`;
+    }
+    if (u.state === 'reading') return u.file && u.file.type.startsWith('image/') ? 'Reading the text in the image…' : 'Reading the file…';
+    if (u.state === 'ready') {
+      const s = u.summary;
+      const found = s.signatures.length
+        ? `found ${s.signatures.slice(0, 3).join(', ')}${s.signatures.length > 3 ? '…' : ''}`
+        : (s.kind === 'image' ? 'text read' : 'lines read');
+      return `Ready · ${formatBytes(s.bytes)} · ${found}`;
+    }
+    return u.error || 'The upload failed.';
+  }
+
+  function renderUploads() {
+    attachmentsEl.replaceChildren();
+    attachmentsEl.hidden = uploads.length === 0;
+    for (const u of uploads) {
+      const chip = h('li', `upload upload-${u.state}`);
+      chip.dataset.state = u.state;
+      u.chip = chip;
+      const head = h('div', 'upload-head');
+      head.append(fileIcon(u.summary ? u.summary.kind : (u.file && u.file.type.startsWith('image/') ? 'image' : 'log')));
+      if (u.name) head.append(h('span', 'upload-name', u.name));
+      const remove = button('upload-remove', '×', () => removeUpload(u));
+      remove.setAttribute('aria-label', u.name ? `Remove ${u.name}` : 'Dismiss');
+      head.append(remove);
+      const status = h('p', 'upload-status', uploadStatusText(u));
+      if (u.state === 'error') status.setAttribute('role', 'alert');
+      u.statusEl = status;
+      chip.append(head);
+      if (u.state === 'uploading' || u.state === 'reading') {
+        const bar = h('div', 'bar upload-bar' + (u.state === 'uploading' ? ' is-determinate' : ''));
+        bar.setAttribute('role', 'progressbar');
+        bar.setAttribute('aria-label', `Upload of ${u.name}`);
+        const fill = h('span', 'bar-fill');
+        bar.append(fill);
+        u.barEl = bar;
+        chip.append(bar);
+      }
+      chip.append(status);
+      attachmentsEl.append(chip);
+      updateUpload(u, true);
+    }
+    updateComposer();
+  }
+
+  function updateUpload(u, inRender) {
+    if (!inRender && (!u.chip || !u.chip.isConnected || u.chip.dataset.state !== u.state)) {
+      renderUploads();
+      return;
+    }
+    if (u.statusEl) u.statusEl.textContent = uploadStatusText(u);
+    if (u.barEl && u.state === 'uploading') {
+      const pct = u.total ? Math.round((100 * u.loaded) / u.total) : 0;
+      u.barEl.setAttribute('aria-valuemin', '0');
+      u.barEl.setAttribute('aria-valuemax', '100');
+      u.barEl.setAttribute('aria-valuenow', String(pct));
+      u.barEl.firstChild.style.width = `${pct}%`;
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1046,9 +1731,14 @@
     input.style.height = `${Math.min(input.scrollHeight + 2, Math.max(max, 96))}px`;
   }
 
+  function uploadsBusy() {
+    return uploads.some((u) => u.state === 'uploading' || u.state === 'reading');
+  }
+
   function updateComposer() {
     const len = utf8Bytes(input.value);
-    sendBtn.disabled = !input.value.trim() || len > MAX_BYTES;
+    const withFiles = uploads.some((u) => u.state === 'ready');
+    sendBtn.disabled = (!input.value.trim() && !withFiles) || len > MAX_BYTES || uploadsBusy();
     if (len >= COUNTER_FROM) {
       counterEl.hidden = false;
       counterEl.textContent = `${len.toLocaleString()} / ${MAX_BYTES.toLocaleString()} bytes`;
@@ -1062,10 +1752,23 @@
 
   function sendFromInput() {
     if (sendBtn.disabled) return;
-    if (submitText(input.value)) {
+    const done = uploads.filter((u) => u.state === 'ready');
+    const opts = {
+      attachments: done.map((u) => u.id),
+      files: done.map((u) => ({ name: u.name, kind: u.summary.kind })),
+    };
+    if (submitText(input.value, opts)) {
       input.value = '';
+      // Sent files leave the composer; failed ones stay until dismissed.
+      for (const u of done) uploads.splice(uploads.indexOf(u), 1);
+      renderUploads();
       updateComposer();
     }
+  }
+
+  function askForPerson() {
+    submitText('', { requestTicket: true, label: TICKET_LABEL });
+    input.focus();
   }
 
   form.addEventListener('submit', (ev) => {
@@ -1081,8 +1784,51 @@
   });
 
   input.addEventListener('input', updateComposer);
+  input.addEventListener('paste', (ev) => {
+    // A screenshot pasted from the clipboard is attached like a chosen file.
+    const files = ev.clipboardData ? Array.from(ev.clipboardData.files || []) : [];
+    if (files.length) {
+      ev.preventDefault();
+      addFiles(files);
+    }
+  });
   window.addEventListener('resize', autoGrow);
   newChatBtn.addEventListener('click', newConversation);
+  ticketBtn.addEventListener('click', askForPerson);
+  attachBtn.addEventListener('click', () => fileInput.click());
+  fileInput.addEventListener('change', () => {
+    addFiles(fileInput.files);
+    fileInput.value = '';
+    input.focus();
+  });
+
+  // Drag and drop anywhere on the chat.
+  let dragDepth = 0;
+  const hasFiles = (ev) => ev.dataTransfer && Array.from(ev.dataTransfer.types || []).includes('Files');
+  appEl.addEventListener('dragenter', (ev) => {
+    if (!hasFiles(ev)) return;
+    ev.preventDefault();
+    dragDepth++;
+    dropZone.hidden = false;
+  });
+  appEl.addEventListener('dragover', (ev) => {
+    if (!hasFiles(ev)) return;
+    ev.preventDefault();
+    ev.dataTransfer.dropEffect = 'copy';
+  });
+  appEl.addEventListener('dragleave', () => {
+    dragDepth = Math.max(0, dragDepth - 1);
+    if (!dragDepth) dropZone.hidden = true;
+  });
+  appEl.addEventListener('drop', (ev) => {
+    if (!hasFiles(ev)) return;
+    ev.preventDefault();
+    dragDepth = 0;
+    dropZone.hidden = true;
+    addFiles(ev.dataTransfer.files);
+    input.focus();
+  });
+
   const skip = document.querySelector('.skip-link');
   if (skip) skip.addEventListener('click', (ev) => { ev.preventDefault(); input.focus(); });
   window.addEventListener('online', reconnectNow);
@@ -1091,9 +1837,49 @@
   });
 
   // ---------------------------------------------------------------------------------------------
+  // Embedded in a host page (embed.js): the token comes from the parent window
+
+  let started = false;
+  function start() {
+    if (started) return;
+    started = true;
+    connect();
+  }
+
+  if (embedded) {
+    document.documentElement.classList.add('is-embedded');
+    const closeBtn = $('close-btn');
+    closeBtn.hidden = false;
+    closeBtn.addEventListener('click', () => window.parent.postMessage({ type: 'deskpilot:close' }, '*'));
+    window.addEventListener('message', (ev) => {
+      if (ev.source !== window.parent) return;
+      const data = ev.data;
+      if (!data || typeof data !== 'object') return;
+      if (data.type === 'deskpilot:token') {
+        const next = typeof data.token === 'string' && data.token.length < 8192 ? data.token : null;
+        const changed = next !== token;
+        token = next;
+        if (!started) start();
+        else if (changed) reconnectFresh();
+      } else if (data.type === 'deskpilot:focus') {
+        input.focus();
+      }
+    });
+    document.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Escape' && !ev.defaultPrevented) {
+        window.parent.postMessage({ type: 'deskpilot:close' }, '*');
+      }
+    });
+    window.parent.postMessage({ type: 'deskpilot:ready' }, '*');
+  }
+
+  // ---------------------------------------------------------------------------------------------
   // Start
 
   renderWelcome();
+  restoreTranscript();
+  renderUploads();
   updateComposer();
-  connect();
+  if (expectToken) setTimeout(start, TOKEN_WAIT_MS);   // the host page said a token will come
+  else start();
 })();
