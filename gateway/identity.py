@@ -290,8 +290,9 @@ class JwksCache:
     * When a refresh fails, the keys already known stay in use (an outage of the identity
       provider does not log everyone out); with none known, tokens cannot be verified at all
       (``keys_unavailable``).
-    * Thread-safe, and one fetch at a time: concurrent verifications wait for it and use its
-      result instead of fetching too.
+    * Thread-safe, and one fetch at a time. Tokens whose key is known never wait: the lookup
+      takes no lock, and while one thread refreshes an expired set the others keep using it.
+      Only a token whose key is not known waits for the fetch in flight, and uses its result.
     """
 
     def __init__(
@@ -320,9 +321,24 @@ class JwksCache:
     def key(self, kid: str | None) -> _Key:
         """The key a token's ``kid`` names (a token without ``kid`` only when the set holds a
         single key); raises :class:`InvalidToken` (``unknown_key``/``keys_unavailable``)."""
+        found = self._lookup(kid)
+        if found is not None:
+            if not self._expired(self._clock()):
+                return found  # the common case: no lock, no fetch
+            # Expired but known: one thread refreshes, the others go on with the known key
+            # instead of queueing behind a fetch that may take up to the timeout.
+            if not self._lock.acquire(blocking=False):
+                return found
+            try:
+                self._refresh(self._clock())
+            finally:
+                self._lock.release()
+            found = self._lookup(kid)
+            if found is not None:
+                return found
         with self._lock:
             now = self._clock()
-            if self._fetched_at is None or now - self._fetched_at >= self.lifetime_s:
+            if self._expired(now):
                 self._refresh(now)
             found = self._lookup(kid)
             if found is None and self._may_refetch(now):
@@ -331,6 +347,9 @@ class JwksCache:
             if found is not None:
                 return found
             raise InvalidToken("unknown_key" if self._keys else "keys_unavailable")
+
+    def _expired(self, now: float) -> bool:
+        return self._fetched_at is None or now - self._fetched_at >= self.lifetime_s
 
     def _may_refetch(self, now: float) -> bool:
         return self._attempted_at is None or now - self._attempted_at >= self.min_refresh_s

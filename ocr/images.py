@@ -70,6 +70,9 @@ def screen_image(data: bytes, settings: OcrSettings) -> Image.Image:
                 "corrupt_attachment" if known else "unsupported_media_type",
                 CORRUPT_DETAIL if known else UNSUPPORTED_DETAIL,
             ) from exc
+        except (OSError, SyntaxError, ValueError, EOFError) as exc:
+            # A known header over a cut-off or garbled body ("Truncated File Read").
+            raise AttachmentRefused("corrupt_attachment", CORRUPT_DETAIL) from exc
         if probe.format not in FORMATS:
             raise AttachmentRefused("unsupported_media_type", UNSUPPORTED_DETAIL)
         width, height = probe.size

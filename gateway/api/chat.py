@@ -263,7 +263,7 @@ async def chat_socket(
         conversation_id or new_id(),
         identity,
         anonymous,
-        frame_limit=_frame_limit(limiter, identity.user_id if identity else anonymous, ip),
+        frame_limit=_frame_limit(limiter, rate_limit_user(identity) or anonymous, ip),
     )
     await connection.send({"type": "ready", "conversation_id": connection.conversation_id})
     try:
@@ -290,10 +290,9 @@ def _frame_limit(
     browser's ``anon:`` id) and IP."""
     if limiter is None:
         return None
-    subject = f"token:{user}" if user and not user.startswith("anon:") else user
 
     async def hit() -> Decision:
-        return await limiter.hit(LimitKind.CHAT, subject, ip)
+        return await limiter.hit(LimitKind.CHAT, user, ip)
 
     return hit
 

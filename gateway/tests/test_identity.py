@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -507,3 +508,26 @@ def test_anonymous_ids_are_prefixed_and_never_pass_for_a_user() -> None:
     assert anonymous_user_id("anon:browser_7") == "anon:browser_7"  # not prefixed twice
     for bad in (None, "", "emp 1042", "a" * 65, "emp-1042\n", "anon:", "x/y", "é"):
         assert anonymous_user_id(bad) is None
+
+
+def test_a_slow_refresh_never_holds_up_tokens_whose_key_is_known(
+    idp: FakeIdP, clock: Clock
+) -> None:
+    check = jwks_verifier(idp, clock, lifetime_s=600)
+    token = idp.issue()
+    check.verify(token)
+    clock.now += 601  # the set expired: the next verification refreshes it
+    idp.delay_s = 1.0
+    refreshing = threading.Thread(target=check.verify, args=(token,))
+    refreshing.start()
+    try:
+        wait = time.monotonic() + 5
+        while idp.jwks_requests < 2:  # the refresh is in flight
+            assert time.monotonic() < wait
+            time.sleep(0.01)
+        started = time.perf_counter()
+        assert check.verify(token).user_id == "emp-1042"
+        assert time.perf_counter() - started < 0.5  # did not queue behind the 1 s fetch
+    finally:
+        refreshing.join(5)
+    assert idp.jwks_requests == 2

@@ -10,8 +10,8 @@ path is a 404 and any other method a 405, with an OAuth-style JSON error body.
 Key rotation works as at real providers: :meth:`FakeIdP.rotate` adds a new key and signs with it
 from then on while the old one stays published until :meth:`FakeIdP.retire` removes it. Fault
 knobs: :meth:`fail_next` (answer the next JWKS requests with a status, such as 500 or 503),
-``down`` (every request refused with 503). Every JWKS request is counted
-(:attr:`FakeIdP.jwks_requests`).
+``down`` (every request refused with 503), ``delay_s`` (a slow JWKS answer). Every JWKS
+request is counted (:attr:`FakeIdP.jwks_requests`).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class FakeIdP:
         self.active: SigningKey = self.keys[0]
         self.jwks_requests = 0
         self.down = False
+        self.delay_s = 0.0
         self._faults: list[int] = []
         self._server: ThreadingHTTPServer | None = None
         self.base_url = ""
@@ -201,6 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/jwks":
             with idp._lock:
                 idp.jwks_requests += 1
+            time.sleep(idp.delay_s)
             fault = idp._next_fault()
             if fault is not None:
                 self._answer(fault, {"error": "server_error"})
