@@ -54,14 +54,22 @@ _NAMING_CUE = re.compile(
     re.IGNORECASE,
 )
 # Cues after which a capitalised word that is no ordinary English word is a name.
-_INTRODUCING_CUE = re.compile(
+_GREETING_CUE = re.compile(
     r"(?:\bi\s*am|\bi'm|\bim|\bthis\s+is|\bit's|\bit\s+is|\bhi|\bhello|\bhey|\bdear|"
-    r"\bthanks|\bthank\s+you|\bregards|\bcheers|\bsincerely|\bbest|\bsigned|\bfrom|\bby|"
-    r"\bwith|\bto|\bfor|\bunder|\bcc|\bask|\btell|\bcontact|\bsaid|\basked|\bmeet|"
-    r"\bcolleague|\bmanager|\bboss|\bkid|\bson|\bdaughter|\bwife|\bhusband|\bpartner)"
+    r"\bthanks|\bthank\s+you|\bregards|\bcheers|\bsincerely|\bbest|\bsigned|\bcc|\bask|"
+    r"\btell|\bsaid|\basked|\bcolleague|\bmanager|\bboss|\bkid|\bson|\bdaughter|\bwife|"
+    r"\bhusband|\bpartner)"
     r"[\s.,:;!?\"'“”]*$",
     re.IGNORECASE,
 )
+# Cues after which two capitalised words or more are a name; one word after them is as often a
+# product or a network ("from Jamf", "to NW-Corp").
+_PREPOSITION_CUE = re.compile(
+    r"(?:\bfrom|\bby|\bwith|\bto|\bfor|\bunder|\bcontact|\bmeet)[\s.,:;!?\"'“”]*$",
+    re.IGNORECASE,
+)
+# A word glued to a number is a model or a version ("Zephyr-9", "Surface4"), not a name.
+_MODEL_NUMBER = re.compile(r"[-_/]?\d")
 _LINE_WORD = r"[^\W\d_][^\W\d_'’-]+"
 _NAME_LINE = re.compile(
     rf"^[ \t>|?*]*(?P<name>{_LINE_WORD}(?:[ \t]+[A-Z]\.?)?(?:[ \t]+{_LINE_WORD}){{1,2}})[ \t,]*$",
@@ -102,7 +110,8 @@ class _Word:
 def _proper_noun_starts(nlp_artifacts: NlpArtifacts | None) -> frozenset[int]:
     """Offsets of the tokens spaCy's tagger reads as proper nouns. At the start of a sentence
     the small model calls most capitalised words proper nouns ("Grant access..."), so there
-    a token counts only when a verb in the third person follows ("Jacob lives...")."""
+    a token counts only when a verb in the third person follows ("Jacob lives..."); one that
+    modifies a common noun names a thing ("the Zephyr key")."""
     tokens = getattr(nlp_artifacts, "tokens", None)
     if tokens is None:
         return frozenset()
@@ -110,6 +119,8 @@ def _proper_noun_starts(nlp_artifacts: NlpArtifacts | None) -> frozenset[int]:
     for token in tokens:
         if token.pos_ != "PROPN":
             continue
+        if token.dep_ == "compound" and token.head.is_lower:
+            continue  # names a thing: "the Zephyr key", "Phoenix project"
         following = token.nbor() if token.i + 1 < len(token.doc) else None
         if token.is_sent_start and (following is None or following.tag_ not in {"VBZ", "VBD"}):
             continue
@@ -218,7 +229,10 @@ class PersonCueRecognizer(EntityRecognizer):
             rest_is_distinctive = rest_is_unusual or any(w.start in proper_nouns for w in rest)
             if naming:
                 return end, 0.8
-            introduced = bool(_INTRODUCING_CUE.search(before))
+            if _MODEL_NUMBER.match(text, words[end - 1].end):
+                return None
+            greeted = bool(_GREETING_CUE.search(before))
+            introduced = greeted or bool(_PREPOSITION_CUE.search(before))
             if given and not ordinary and (full or len(word.text) > 2):
                 return end, 0.75 if full else 0.6
             if given and full and rest_is_distinctive:
@@ -231,13 +245,15 @@ class PersonCueRecognizer(EntityRecognizer):
                 return end, 0.55
             if introduced and full and (not ordinary or rest_is_unusual):
                 return end, 0.6
-            if introduced and not ordinary and not word.initial and len(word.text) > 2:
+            if greeted and not ordinary and not word.initial and len(word.text) > 2:
                 return end, 0.5
             return None
         # Lower case: only names that are not English words.
         if self._names.is_ordinary_word(word.text) or len(word.text) < 3:
             return None
-        introduced = naming or bool(_INTRODUCING_CUE.search(before))
+        introduced = (
+            naming or bool(_GREETING_CUE.search(before)) or bool(_PREPOSITION_CUE.search(before))
+        )
         if len(word.text) < 4 and not introduced:
             return None
         if not (naming or self._names.is_common_given_name(word.text)):

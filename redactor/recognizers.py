@@ -181,15 +181,13 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
     In lower-case text ("please log queue", "wireless mouse", "va la si") the small model tags
     ordinary words and abbreviations as people and places. A lower-case PERSON made only of
     English words and short tokens, none a given name, is dropped, and so is a lower-case
-    LOCATION of tokens of three letters or fewer ("va", "po", "us"). Capitalised spans, and
-    lower-case ones with any other word ("frankfurt", "cohen"), are kept.
+    LOCATION of tokens of three letters or fewer ("va", "po", "us"). A span of English words
+    around a number ("Floor 2", "Building 4") names a room or a model, and is dropped too.
+    Spans with any other word ("frankfurt", "cohen", "Peter Miller") are kept.
     """
 
-    def __init__(
-        self, names: NameLists, allowed_words: Sequence[str] = (), supported_language: str = "en"
-    ) -> None:
+    def __init__(self, names: NameLists, supported_language: str = "en") -> None:
         self._names = names
-        self._allowed = frozenset(word.casefold() for word in allowed_words)
         super().__init__(
             supported_language=supported_language, supported_entities=list(NER_ENTITIES)
         )
@@ -217,20 +215,17 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
         )
 
     def _product_words(self, words: Sequence[str]) -> bool:
-        """A product name, a model or a room number with English words around it ("My Dell
-        Latitude", "Chrome Remote Desktop", "Floor 2")."""
-        marked = False
+        """A model or a room number with English words around it ("Floor 2", "Surface Pro 9")."""
+        numbered = False
         for word in words:
-            if word.casefold() in self._allowed or any(char.isdigit() for char in word):
-                marked = True
+            if any(char.isdigit() for char in word):
+                numbered = True
             elif not self._names.is_ordinary_word(word):
                 return False
-        return marked
+        return numbered
 
 
-def pii_recognizers(
-    language: str, names: NameLists | None = None, allowed_words: Sequence[str] = ()
-) -> list[EntityRecognizer]:
+def pii_recognizers(language: str, names: NameLists | None = None) -> list[EntityRecognizer]:
     """Presidio's generic PII recognizers that matter in IT-support chats, all offline."""
     return [
         OfflineEmailRecognizer(supported_language=language),
@@ -245,7 +240,7 @@ def pii_recognizers(
         # left out: in this domain they are mostly product names and dates, not personal data.
         SpacyRecognizer(supported_language=language, supported_entities=list(NER_ENTITIES))
         if names is None
-        else VocabularyCheckedSpacyRecognizer(names, allowed_words, supported_language=language),
+        else VocabularyCheckedSpacyRecognizer(names, supported_language=language),
     ]
 
 
@@ -390,7 +385,7 @@ def build_recognizers(
     vocabulary and the name gazetteer, :func:`redactor.names.name_lists`) the person and address
     recognizers are left out."""
     return [
-        *pii_recognizers(language, names, allowed_words),
+        *pii_recognizers(language, names),
         *secret_recognizers(language),
         *identifier_recognizers(language, employee_ids, hostnames),
         *(context_recognizers(language, names, allowed_words) if names is not None else []),

@@ -26,8 +26,8 @@ from presidio_analyzer.nlp_engine import SpacyNlpEngine
 from pydantic import BaseModel, ConfigDict, Field
 
 from redactor.config import RedactorSettings
-from redactor.names import name_lists
-from redactor.recognizers import SECRET_ENTITIES, build_recognizers
+from redactor.names import NameLists, name_lists, ordinary_words
+from redactor.recognizers import NER_ENTITIES, SECRET_ENTITIES, build_recognizers
 
 
 class RedactedEntity(BaseModel):
@@ -103,7 +103,9 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
 
     The registry is explicit (see :func:`redactor.recognizers.build_recognizers`) instead of
     Presidio's default, which would load dozens of country-specific recognizers and an e-mail
-    recognizer that downloads the public-suffix list.
+    recognizer that downloads the public-suffix list. The person and address recognizers never
+    start a name or a street at a word of ``settings.allow_list`` (as it is now: a redactor
+    given another allow-list and this analyzer applies its own list to what they report).
     """
     _require_installed_model(settings.spacy_model)
     nlp_engine = SpacyNlpEngine(
@@ -178,12 +180,16 @@ class AllowList:
             else None
         )
 
-    def covers(self, span: str) -> bool:
-        """True if ``span`` consists only of allow-listed terms and filler words."""
+    def covers(self, span: str, ordinary: Callable[[str], bool] | None = None) -> bool:
+        """True if ``span`` consists only of allow-listed terms and filler words, or, with
+        ``ordinary``, of allow-listed terms and words it accepts ("My Dell Latitude")."""
         if self._pattern is None or not self._pattern.search(span):
             return False
         remainder = self._pattern.sub(" ", span)
-        return all(word.casefold() in self.FILLER_WORDS for word in re.findall(r"\w+", remainder))
+        return all(
+            word.casefold() in self.FILLER_WORDS or (ordinary is not None and ordinary(word))
+            for word in re.findall(r"\w+", remainder)
+        )
 
 
 class Redactor:
@@ -209,6 +215,15 @@ class Redactor:
         self._score_threshold = settings.score_threshold
         self._entities = sorted(self._analyzer.get_supported_entities(settings.language))
         self._allow_list = AllowList(settings.allow_list)
+        # A product name with English words around it is no person or place ("the Dell
+        # Latitude"); the model's vocabulary says which words are English.
+        nlp_engine = self._analyzer.nlp_engine
+        nlp = (
+            nlp_engine.get_nlp(self._language)
+            if isinstance(nlp_engine, SpacyNlpEngine)
+            else spacy.blank(self._language)
+        )
+        self._is_english = NameLists(frozenset(), frozenset(), ordinary_words(nlp)).is_ordinary_word
         self._policy = dict(settings.policy)
 
     @property
@@ -281,7 +296,10 @@ class Redactor:
             result
             for result in results
             if result.entity_type in SECRET_ENTITIES
-            or not self._allow_list.covers(text[result.start : result.end])
+            or not self._allow_list.covers(
+                text[result.start : result.end],
+                self._is_english if result.entity_type in NER_ENTITIES else None,
+            )
         ]
         return _merge_overlaps([_whole_token(text, r) for r in kept])
 

@@ -227,16 +227,15 @@ def test_lower_case_iban_is_replaced(redactor: Redactor) -> None:
         ("PERSON", "Log Queue", False),  # capitalised: the model's reading stands
         ("LOCATION", "va", True),  # short tokens
         ("LOCATION", "frankfurt", False),
-        ("PERSON", "My Dell Latitude", True),  # a product with English words around it
-        ("LOCATION", "Floor 2", True),
-        ("PERSON", "Dell Mwangi", False),  # a surname that is no English word
+        ("LOCATION", "Floor 2", True),  # a room, not a place
+        ("PERSON", "Mwangi 2", False),  # a word that is no English word
         ("PERSON", "Will Smith", False),  # no product name, no number
     ],
 )
 def test_lower_case_jargon_from_the_model_is_dropped(
     entity_type: str, value: str, dropped: bool
 ) -> None:
-    recognizer = VocabularyCheckedSpacyRecognizer(_Words(), allowed_words=["Dell"])
+    recognizer = VocabularyCheckedSpacyRecognizer(_Words())
 
     assert recognizer.jargon(entity_type, value) is dropped
 
