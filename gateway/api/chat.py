@@ -240,8 +240,11 @@ async def chat_socket(
 
     ``token`` (optional) is a user token, as in ``Authorization: Bearer`` on ``/api/chat``; one
     that does not verify is refused before the connection opens. ``user`` is the page's
-    per-browser anonymous id, used (unverified, like ``user_id`` on ``/api/chat``) when there is
-    no token."""
+    per-browser anonymous id (letters, digits, ``-``, ``_``; at most 64): without a token the
+    user is ``anon:<user>``, never authenticated, like ``user_id`` on ``/api/chat``. Each
+    message frame counts against the chat rate limit; a frame over it is answered with an
+    ``error`` frame (``rate_limited``, ``retry_after`` in seconds) and the connection stays
+    open."""
     try:
         # Off the event loop: a JWKS fetch (a new signing key) blocks.
         identity = await run_in_threadpool(identities.resolve_token, token)
