@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from contracts.bus import Bus
 from contracts.events import AuditRecorded, ConversationPurged, new_id
 from contracts.topics import Topic
+from gateway.analytics import CRAWLED_PREFIX, MARKER_PREFIX
 
 log = logging.getLogger("deskpilot.gateway.conversations")
 
@@ -48,6 +49,8 @@ class ConversationIndex:
             kind, _, member_id = (raw.decode() if isinstance(raw, bytes) else raw).partition(":")
             if kind == "turn":
                 doomed += [TURN_PREFIX + member_id, FEEDBACK_PREFIX + member_id]
+                # The analytics' once-only markers name the turn (the day counters do not).
+                doomed += [MARKER_PREFIX + f"answer:{member_id}", CRAWLED_PREFIX + member_id]
             elif kind == "attachment":
                 doomed.append(ATTACHMENT_PREFIX + member_id)
         deleted = int(await self.client.delete(*doomed))

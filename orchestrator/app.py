@@ -18,7 +18,7 @@ from orchestrator.cases import CaseRetriever, open_cases_collection
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits, sweep_due
 from orchestrator.embedding import QueryEncoder, one_embedding_per_text
-from orchestrator.feedback import FeedbackBoosts, FeedbackLedger, FeedbackSettings
+from orchestrator.feedback import FeedbackBoosts, FeedbackLedger
 from orchestrator.incidents import IncidentStore
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import build_provider
@@ -42,12 +42,6 @@ def build_retriever(
     )
 
 
-def feedback_settings(settings: OrchestratorSettings) -> FeedbackSettings:
-    """The ``ORCHESTRATOR_FEEDBACK_*`` settings (read on their own until OrchestratorSettings
-    inherits :class:`FeedbackSettings`)."""
-    return settings if isinstance(settings, FeedbackSettings) else FeedbackSettings()
-
-
 def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
     settings = settings or OrchestratorSettings()
     bus = Bus(settings, SERVICE)
@@ -55,8 +49,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
     @asynccontextmanager
     async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
         encoder = await asyncio.to_thread(QueryEncoder, settings.torch_threads)
-        ratings = feedback_settings(settings)
-        boosts = FeedbackBoosts(FeedbackLedger(bus.redis, ratings.feedback_turn_ttl_s), ratings)
+        boosts = FeedbackBoosts(FeedbackLedger(bus.redis, settings.feedback_turn_ttl_s), settings)
         retriever = await asyncio.to_thread(build_retriever, settings, encoder, boosts)
         await boosts.refresh()
         intents = await asyncio.to_thread(IntentClassifier.from_settings, encoder, settings)
@@ -113,7 +106,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             # ratings other replicas counted reach this one's ranking.
             async with (
                 every(1.0, sweep, name="crawl-deadline-sweep"),
-                every(ratings.feedback_refresh_s, boosts.refresh, name="feedback-refresh"),
+                every(settings.feedback_refresh_s, boosts.refresh, name="feedback-refresh"),
             ):
                 yield {"chroma": chroma}
         finally:

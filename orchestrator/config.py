@@ -10,9 +10,10 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 
 from contracts.settings import LLMEndpointSettings
 from orchestrator.automations import AutomationSettings
+from orchestrator.feedback import FeedbackSettings
 
 
-class OrchestratorSettings(LLMEndpointSettings, AutomationSettings):
+class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSettings):
     model_config = SettingsConfigDict(env_prefix="ORCHESTRATOR_")
 
     top_k: int = Field(5, ge=1, le=50, description="Chunks retrieved per question.")
