@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+import jwt
 import pytest
 import redis
 from fastapi import Depends, FastAPI
@@ -306,3 +307,19 @@ def test_require_role_hands_the_route_who_called(db_url: str, idp: FakeIdP) -> N
         }
         assert test_client.get("/desk", headers=admin).status_code == 200  # admin always may
         assert test_client.get("/whoami", headers=technician).status_code == 403
+
+
+def test_shared_secret_tokens_carry_roles_too(db_url: str, idp: FakeIdP) -> None:
+    secret = "hs256-role-test-secret-0123456789abcdef"
+    settings = settings_for(
+        db_url, idp, jwt_jwks_url=None, jwt_issuer=None, jwt_audience=None, jwt_secret=secret
+    )
+    exp = int(time.time()) + 300
+    admin = jwt.encode({"sub": "adm-9", "roles": ["admin"], "exp": exp}, secret, "HS256")
+    employee = jwt.encode({"sub": "emp-9", "exp": exp}, secret, "HS256")
+    with TestClient(create_app(settings)) as hs256:
+        assert hs256.get("/api/admin/tickets", headers=bearer(admin)).status_code == 200
+        assert hs256.get("/api/admin/tickets", headers=bearer(employee)).status_code == 403
+        # The identity provider's tokens mean nothing to a shared-secret gateway.
+        provider = bearer(idp.issue("adm-1", roles=["admin"]))
+        assert hs256.get("/api/admin/tickets", headers=provider).status_code == 401
