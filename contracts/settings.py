@@ -110,7 +110,8 @@ class ServiceSettings(BaseSettings):
     admin_token: SecretStr = Field(
         SecretStr("change-me"),
         validation_alias=_shared("DESKPILOT_ADMIN_TOKEN"),
-        description="Bearer token for admin endpoints until identity providers are configured.",
+        description="Break-glass and service credential for admin endpoints (Bearer); users "
+        "whose token has the admin role need none.",
     )
 
     @model_validator(mode="after")

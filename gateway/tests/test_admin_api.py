@@ -417,7 +417,7 @@ def test_without_a_token_the_user_is_as_before_and_unverified(
     client.post("/api/chat", json={"text": "my vpn drops"})
     client.post("/api/chat", json={"text": "my vpn drops"}, headers={"Authorization": "Basic dTpw"})
     assert [(m.user_id, m.authenticated) for m in messages(raw)] == [
-        ("browser-7", False),
+        ("anon:browser-7", False),
         ("anonymous", False),
         ("anonymous", False),
     ]
