@@ -15,6 +15,7 @@ Playwright driving the system Chromium.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -133,6 +134,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, site: Site) -> Iterator[Stac
         "GATEWAY_FRAME_ANCESTORS": f"'self',{site.origin}",
         "ORCHESTRATOR_CRAWL_MAX_PAGES": "4",
         "ORCHESTRATOR_CRAWL_DEADLINE_S": "30",
+        # Local tickets get links a browser can open, as Jira's would be.
+        "TICKETING_LOCAL_URL_BASE": "https://servicedesk.northwind.example/browse/",
     }
     with running_stack(tmp_path_factory.mktemp("browser"), env, crawler="on") as running:
         site.gateway = running.url
@@ -172,6 +175,8 @@ class PageProblems:
     errors: list[str] = field(default_factory=list)
     socket_failures_expected: bool = False
     """Set by a test that takes the gateway down: the browser logs the refused reconnects."""
+    refusals_expected: set[int] = field(default_factory=set)
+    """HTTP statuses a test provokes on purpose (the browser logs each failed request)."""
 
     def watch(self, page: Page) -> None:
         page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
@@ -180,6 +185,9 @@ class PageProblems:
     def _console(self, message: ConsoleMessage) -> None:
         # Chromium reports CSP violations and failed loads as console errors.
         if message.type != "error" or message.location.get("url", "").endswith("/favicon.ico"):
+            return
+        refused = re.search(r"status of (\d{3})", message.text)
+        if refused and int(refused.group(1)) in self.refusals_expected:
             return
         if self.socket_failures_expected and (
             "WebSocket connection" in message.text or "ERR_CONNECTION_REFUSED" in message.text
