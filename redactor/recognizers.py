@@ -326,6 +326,16 @@ class _LoosePhoneRecognizer(PatternRecognizer):
         return results
 
 
+LOOSE_EMAIL_PATTERNS = [
+    # Anything shaped like local@domain, valid top-level domain or not: internal addresses
+    # ("jdoe@corp") and addresses OCR misread ("jdoe@northwindcom", a dot lost) are still
+    # someone's address. The full validating recognizer scores the well-formed ones higher.
+    Pattern(
+        "address_without_valid_domain",
+        r"(?<![\w.+-])[A-Za-z0-9][\w.+-]{0,63}@[A-Za-z0-9][A-Za-z0-9-]{1,62}(?:\.[A-Za-z0-9-]+)*\b",
+        0.6,
+    ),
+]
 MAC_PATTERNS = [
     Pattern("mac_colon_or_dash", r"\b(?:[0-9A-F]{2}[:-]){5}[0-9A-F]{2}\b", 0.8),
     Pattern("mac_dotted", r"\b(?:[0-9A-F]{4}\.){2}[0-9A-F]{4}\b", 0.6),
@@ -339,6 +349,12 @@ def identifier_recognizers(
     from settings)."""
     recognizers: list[EntityRecognizer] = [
         PatternRecognizer("MAC_ADDRESS", patterns=MAC_PATTERNS, supported_language=language),
+        PatternRecognizer(
+            "EMAIL_ADDRESS",
+            patterns=LOOSE_EMAIL_PATTERNS,
+            supported_language=language,
+            name="LooseEmailRecognizer",
+        ),
         _LuhnNumberRecognizer(
             "CREDIT_CARD",
             patterns=CARD_PATTERNS,

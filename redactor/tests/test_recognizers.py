@@ -8,12 +8,12 @@ gazetteer package; tests through the whole redactor use whatever is installed.
 from __future__ import annotations
 
 import pytest
-from presidio_analyzer import AnalyzerEngine
+from presidio_analyzer import AnalyzerEngine, PatternRecognizer
 
 from redactor import names as names_module
 from redactor.names import NameLists, fold, given_names
 from redactor.people import PersonCueRecognizer
-from redactor.recognizers import VocabularyCheckedSpacyRecognizer
+from redactor.recognizers import LOOSE_EMAIL_PATTERNS, VocabularyCheckedSpacyRecognizer
 from redactor.service import Redactor
 
 # ------------------------------------------------------------------------------------------------
@@ -246,3 +246,24 @@ def test_the_redactor_uses_the_checked_model_output(analyzer: AnalyzerEngine) ->
     assert "VocabularyCheckedSpacyRecognizer" in names
     assert "SpacyRecognizer" not in names
     assert {"PersonCueRecognizer", "StreetAddressRecognizer"} <= set(names)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Account: 2q7731.leak@fastmailcom",  # OCR lost the dot before the domain's ending
+        "write to jdoe@corp about it",  # an internal address without a public domain
+    ],
+)
+def test_addresses_without_a_valid_domain_are_still_addresses(text: str) -> None:
+    found = loose_email(text)
+    assert found, text
+
+
+def test_decorators_and_mentions_are_not_addresses() -> None:
+    assert not loose_email("use @property in python, ping @channel")
+
+
+def loose_email(text: str) -> list[str]:
+    recognizer = PatternRecognizer("EMAIL_ADDRESS", patterns=LOOSE_EMAIL_PATTERNS)
+    return [text[r.start : r.end] for r in recognizer.analyze(text, ["EMAIL_ADDRESS"])]
