@@ -11,21 +11,27 @@ for any marker:
   prints each finished span, attributes included, to the service's output);
 * every frame and answer sent to the user.
 
-Attachments (log files and screenshots) and tickets join the test as those stores are built.
+Attachments join in: a log file and a screenshot carrying markers are uploaded and used in a
+conversation, and every upload answer is searched too. So do tickets: a conversation carrying
+markers is escalated, and the ticket store (the local backend's SQLite file) is searched with the
+rest (the gateway's ticket read model and the audit stream are Redis keys).
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import chromadb
+import httpx
 import pytest
 import redis
 import websockets
+from PIL import Image, ImageDraw, ImageFont
 
 from crawler.tests.siteserver import SiteServer
 from deploy.runner import Stack
@@ -79,6 +85,73 @@ MESSAGES = [
     f"How do I calibrate the Wacom drawing tablet pen? I'm {marker('person')}, "
     f"my key is\n{marker('private key')}\nand the database is {marker('connection string')}",
 ]
+
+
+# A log file and a screenshot carrying markers, attached to one message.
+LOG_FILE = (
+    "2026-11-25 08:59:58 INFO sync: signed in as "
+    f"{marker('email')} ({marker('person')})\n"
+    f"2026-11-25 08:59:59 DEBUG sync: password={marker('password')}\n"
+    f"2026-11-25 09:00:00 DEBUG sync: AWS_ACCESS_KEY_ID={marker('aws key')}\n"
+    f"2026-11-25 09:00:01 ERROR sync: cannot open {marker('connection string')}: "
+    "0x80070005 access denied\n"
+    f"2026-11-25 09:00:02 ERROR sync: card {marker('card')} declined\n"
+).encode()
+SCREENSHOT_LINES = [
+    "Sign-in failed",
+    f"Account: {marker('email')}",
+    f"Phone: {marker('phone')}",
+    "Error code: 0x80070005",
+]
+ATTACHED_MESSAGE = "My file sync fails, log and screenshot attached"
+ESCALATED_MESSAGE = (
+    f"This still doesn't work. I need a human. I'm {marker('person')}, call me on "
+    f"{marker('phone')}, my password is {marker('password')}"
+)
+
+
+def screenshot(lines: list[str]) -> bytes:
+    font = ImageFont.load_default(size=30)
+    image = Image.new("RGB", (1000, 60 + 56 * len(lines)), "white")
+    draw = ImageDraw.Draw(image)
+    for row, line in enumerate(lines):
+        draw.text((30, 30 + 56 * row), line, fill="black", font=font)
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+async def chat_with_attachments(stack: Stack) -> list[dict[str, Any]]:
+    """Upload the log and the screenshot into a conversation, then use them in a message, and
+    escalate that conversation to a ticket. Returns every upload answer and frame."""
+    url = stack.url.replace("http://", "ws://") + "/ws/chat"
+    frames: list[dict[str, Any]] = []
+    async with websockets.connect(url) as ws:
+        ready = json.loads(await ws.recv())
+        frames.append(ready)
+        ids = []
+        async with httpx.AsyncClient(timeout=180) as client:
+            for name, data in (
+                ("sync.log", LOG_FILE),
+                ("signin.png", screenshot(SCREENSHOT_LINES)),
+            ):
+                response = await client.post(
+                    f"{stack.url}/api/attachments",
+                    files={"file": (name, data, "application/octet-stream")},
+                    data={"conversation_id": ready["conversation_id"]},
+                )
+                assert response.status_code == 200, response.text
+                frames.append({"type": "upload", **response.json()})
+                ids.append(response.json()["id"])
+        for text, extra in ((ATTACHED_MESSAGE, {"attachments": ids}), (ESCALATED_MESSAGE, {})):
+            await ws.send(json.dumps({"type": "message", "text": text, **extra}))
+            async with asyncio.timeout(120):
+                while True:
+                    frame = json.loads(await ws.recv())
+                    frames.append(frame)
+                    if frame["type"] in ("answer", "error"):
+                        break
+    return frames
 
 
 @pytest.fixture(scope="module")
@@ -165,12 +238,17 @@ def test_no_marker_reaches_any_store_log_span_or_answer(tmp_path: Path, site: Si
     }
     with running_stack(tmp_path / "stack", env, crawler="on") as stack:
         frames = asyncio.run(chat(stack, MESSAGES))
+        attached = asyncio.run(chat_with_attachments(stack))
         answers = [f for f in frames if f["type"] == "answer"]
         redis_contents = redis_dump(stack.redis_url)
         chroma_contents = chroma_dump(stack.chroma_host, stack.chroma_port)
     logs = {
         path.name: path.read_text(errors="replace")
         for path in (tmp_path / "stack").glob("logs/*.log")
+    }
+    tickets = {
+        path.name: path.read_bytes().decode(errors="replace")
+        for path in (tmp_path / "stack").glob("tickets.sqlite3*")
     }
 
     # The flows really ran: otherwise finding nothing would prove nothing.
@@ -192,7 +270,21 @@ def test_no_marker_reaches_any_store_log_span_or_answer(tmp_path: Path, site: Si
         "orchestrator.log",
         "indexer.log",
         "crawler.log",
+        "ocr.log",
+        "ticketing.log",
     }
+    uploads = [f for f in attached if f["type"] == "upload"]
+    # Both files were read, and what they held was redacted, not lost.
+    assert "<EMAIL_ADDRESS_1>" in uploads[0]["text_excerpt"], uploads[0]
+    assert "0x80070005" in [sig.lower() for sig in uploads[0]["signatures"]]
+    assert "<EMAIL_ADDRESS_1>" in uploads[1]["text_excerpt"], uploads[1]
+    attached_answers = [f for f in attached if f["type"] == "answer"]
+    assert "From your attachments" in attached_answers[0]["answer"], attached_answers[0]
+    escalated = attached_answers[1]
+    assert escalated["action"] == "escalated", escalated
+    key = escalated["ticket"]["key"]
+    assert any(key in text for text in tickets.values()), "the ticket store was not found"
+    assert any(key in value.decode(errors="replace") for value in redis_contents.values())
 
     leaks = {
         **{
@@ -202,5 +294,10 @@ def test_no_marker_reaches_any_store_log_span_or_answer(tmp_path: Path, site: Si
         **{f"chroma {name}": found(text) for name, text in chroma_contents.items()},
         **{f"log {name}": found(text) for name, text in logs.items()},
         **{f"frame {i} ({f['type']})": found(json.dumps(f)) for i, f in enumerate(frames)},
+        **{
+            f"attachment frame {i} ({f['type']})": found(json.dumps(f))
+            for i, f in enumerate(attached)
+        },
+        **{f"tickets {name}": found(text) for name, text in tickets.items()},
     }
     assert {where: names for where, names in leaks.items() if names} == {}
