@@ -597,8 +597,58 @@ class AuditRecorded(Event):
 
     service: str
     action: Literal[
-        "retrieval", "crawl_request", "decision", "automation", "ticket", "configuration", "purge"
+        "retrieval",
+        "crawl_request",
+        "decision",
+        "automation",
+        "ticket",
+        "configuration",
+        "purge",
+        "proposal",
     ]
     reason: str
     trace_id: str | None = None
     details: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+
+
+GapSignal = Literal["no_answer", "escalated", "low_rating"]
+
+
+class ProposalSource(BaseModel):
+    """Where part of a proposed article comes from: a resolved ticket or a crawled page."""
+
+    kind: Literal["ticket", "page"]
+    ref: str = Field(
+        description="The ticket's id, or the page's URL.",
+        examples=["IT-1042", "https://support.example.com/vpn/reset"],
+    )
+    title: str = Field("", description="The ticket's summary, or the page's title.")
+    similarity: float = Field(0.0, description="Cosine similarity to the questions' centroid.")
+
+
+class ProposedQuestion(BaseModel):
+    """One redacted question of a gap, with what made it a gap."""
+
+    text: str = Field(description="The question, redacted as the orchestrator kept it.")
+    signal: GapSignal
+    asked_at: datetime
+
+
+class ProposalDrafted(Event):
+    """A knowledge-base update the indexer drafted from a recurring gap (similar questions that
+    went unanswered, were escalated or rated low). Published again, with a higher ``revision``,
+    when the gap's cluster of questions changes; the gateway's review queue keeps the latest."""
+
+    proposal_id: str = Field(
+        description="Stable per gap: kept while the cluster grows.",
+        examples=["3f1d2c4b5a6978877665544332211000"],
+    )
+    revision: int = Field(1, ge=1, description="Grows with every re-draft of the proposal.")
+    title: str
+    questions: list[ProposedQuestion] = Field(default_factory=list)
+    article_markdown: str = Field(description="The proposed article, in Markdown.")
+    sources: list[ProposalSource] = Field(default_factory=list)
+    affected_article_url: str | None = Field(
+        None, description="The existing article closest to the gap, when one is close enough."
+    )
+    affected_article_title: str | None = None

@@ -55,6 +55,9 @@ class Topic(StrEnum):
     """An admin deleted a document; the indexer removes its chunks."""
     DOCUMENT_STATUS = "document.status"
     """The indexer's outcome for a submitted or deleted document (indexed, failed, deleted)."""
+    PROPOSALS = "proposal.drafted"
+    """A knowledge-base update proposal the indexer drafted from a recurring gap; the gateway's
+    review queue keeps it."""
 
 
 RAW_TOPICS: frozenset[str] = frozenset(
@@ -113,8 +116,9 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.TICKET_STATUS_REQUESTED: (Group.TICKETING,),
     Topic.TICKET_EVENTS: (Group.ORCHESTRATOR, Group.GATEWAY),
     Topic.INCIDENT_REPORTED: (Group.ORCHESTRATOR, Group.TICKETING),
-    Topic.FEEDBACK_RECORDED: (Group.ORCHESTRATOR,),
-    Topic.AUDIT: (Group.GATEWAY,),
+    Topic.FEEDBACK_RECORDED: (Group.ORCHESTRATOR, Group.INDEXER),
+    Topic.AUDIT: (Group.GATEWAY, Group.INDEXER),
+    Topic.PROPOSALS: (Group.GATEWAY,),
 }
 """Which groups read which topic. Every service creates all of these groups at start-up, so a
 group exists before the first event for it is published, whichever service starts first."""

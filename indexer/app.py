@@ -1,5 +1,7 @@
 """Wires the indexer: loads the embedding model and Chroma once, seeds the demo knowledge base,
-subscribes to uploaded and deleted documents and to crawled pages.
+subscribes to uploaded and deleted documents and to crawled pages, and keeps gap questions
+(audit decisions, low ratings) from which it drafts knowledge-base update proposals every
+``INDEXER_GAPS_INTERVAL_S``.
 
 On start it ingests the built-in demo articles (``INDEXER_SEED_DEMO_KB``); ingestion is
 idempotent, so on later starts nothing is written unless an article changed. The articles are
@@ -16,12 +18,16 @@ from contextlib import asynccontextmanager
 
 from contracts.bus import Bus
 from contracts.heartbeat import Probe
+from contracts.periodic import every
 from contracts.runtime import Worker
 from indexer import handlers
+from indexer.cases import open_cases_collection
 from indexer.config import IndexerSettings
 from indexer.crawled import CrawledPages
 from indexer.documents import DocumentStore, ingest_and_record
 from indexer.embedding import Embedder
+from indexer.gaps import GapWindow
+from indexer.proposals import Drafter, GapDetector
 from indexer.service import Ingestor, demo_kb_path
 from indexer.store import open_collection
 from indexer.uploads import UploadService
@@ -43,6 +49,11 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
         handlers.register(
             bus, UploadService(ingestor, collection, store), CrawledPages(ingestor, store)
         )
+        window = GapWindow(bus.redis, settings.gaps_window_days)
+        handlers.register_gaps(bus, window)
+        cases = await asyncio.to_thread(open_cases_collection, settings)
+        drafter = Drafter(collection, cases, settings.gaps_source_similarity)
+        gaps = GapDetector(bus, window, embedder, drafter, settings)
         seeding: asyncio.Task[bool] | None = None
         if settings.seed_demo_kb:
             seeding = asyncio.create_task(_seed(ingestor, store))
@@ -55,7 +66,8 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
             return seeding is None or (seeding.done() and seeding.result())
 
         try:
-            yield {"chroma": chroma, "demo_kb": demo_kb}
+            async with every(settings.gaps_interval_s, gaps.run, name="knowledge-gaps"):
+                yield {"chroma": chroma, "demo_kb": demo_kb}
         finally:
             if seeding is not None and not seeding.done():
                 seeding.cancel()

@@ -92,6 +92,45 @@ class IndexerSettings(ServiceSettings):
         description="The Chroma collection of resolved tickets (past cases); the indexer imports "
         "into it, the orchestrator offers matches from it.",
     )
+    gaps_window_days: float = Field(
+        14,
+        gt=0,
+        description="Days a gap question (a redacted question that went unanswered, was "
+        "escalated or rated 1-2) is kept for gap detection.",
+    )
+    gaps_interval_s: float = Field(
+        900,
+        gt=0,
+        description="Seconds between gap-detection rounds (clustering the window's questions "
+        "and drafting knowledge-base update proposals).",
+    )
+    gaps_min_size: int = Field(
+        3,
+        ge=2,
+        description="Questions a cluster needs before a knowledge-base update proposal is "
+        "drafted for it.",
+    )
+    gaps_similarity: float = Field(
+        0.6,
+        gt=0,
+        le=1,
+        description="Cosine similarity from which a question joins a cluster of gap questions "
+        "(to the cluster's centroid).",
+    )
+    gaps_source_similarity: float = Field(
+        0.4,
+        ge=-1,
+        le=1,
+        description="Cosine similarity a resolved ticket or crawled page needs to the gap's "
+        "questions to be quoted in a proposal; the closest existing article needs it too to be "
+        "named as affected.",
+    )
+    gaps_max_questions: int = Field(
+        2000,
+        ge=10,
+        description="Most recent gap questions clustered per round (older ones in the window "
+        "are left out of that round).",
+    )
 
     @model_validator(mode="after")
     def _chunk_bounds(self) -> IndexerSettings:

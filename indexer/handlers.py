@@ -12,15 +12,18 @@ import asyncio
 
 from contracts.bus import Bus, Delivery
 from contracts.events import (
+    AuditRecorded,
     ChunksIndexed,
     DocumentDeleted,
     DocumentStatus,
     DocumentSubmitted,
     Event,
+    FeedbackRecorded,
     PagesCrawled,
 )
 from contracts.topics import Group, Topic
 from indexer.crawled import CrawledPages
+from indexer.gaps import GapWindow
 from indexer.uploads import UploadResult, UploadService
 
 
@@ -79,6 +82,20 @@ def register(bus: Bus, uploads: UploadService, crawled: CrawledPages) -> None:
     bus.subscribe(Topic.DOCUMENT_SUBMITTED, DocumentSubmitted, on_submitted, group=Group.INDEXER)
     bus.subscribe(Topic.PAGES_CRAWLED, PagesCrawled, on_pages_crawled, group=Group.INDEXER)
     bus.subscribe(Topic.DOCUMENT_DELETED, DocumentDeleted, on_deleted, group=Group.INDEXER)
+
+
+def register_gaps(bus: Bus, window: GapWindow) -> None:
+    """Gap questions for knowledge-base update proposals: the orchestrator's decision records
+    and users' ratings (see :mod:`indexer.gaps`)."""
+
+    async def on_audit(record: AuditRecorded, _: Delivery) -> None:
+        await window.on_audit(record)
+
+    async def on_feedback(event: FeedbackRecorded, _: Delivery) -> None:
+        await window.on_feedback(event)
+
+    bus.subscribe(Topic.AUDIT, AuditRecorded, on_audit, group=Group.INDEXER)
+    bus.subscribe(Topic.FEEDBACK_RECORDED, FeedbackRecorded, on_feedback, group=Group.INDEXER)
 
 
 async def _report(bus: Bus, cause: Event, document_id: str, result: UploadResult) -> None:

@@ -1,0 +1,220 @@
+"""Knowledge gaps: the questions the assistant could not help with, kept for a rolling window,
+and their clusters.
+
+A *gap question* is a redacted user question whose turn ended in ``no_answer``, was escalated,
+or was rated 1-2. The orchestrator's decision records on the audit stream carry the redacted
+question (``details.question``); a low rating (``feedback.recorded``) names only the turn, so
+the question is looked up among the decision records seen (and a rating that arrives before its
+turn's record is remembered until the record comes).
+
+Everything lives in Redis under ``deskpilot:indexer:gaps:``, one gap question per turn (the
+correlation id), so a redelivered event changes nothing; entries older than the window are
+pruned. Only the redacted text is kept, never a user id.
+
+Clustering is plain: questions in time order join the cluster whose centroid is closest when
+it is at least ``threshold`` similar, else start a new one; clusters whose centroids are then
+that similar are merged. Vectors are L2-normalised, so a dot product is a cosine similarity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import redis.asyncio as aioredis
+
+from contracts.events import Action, AuditRecorded, FeedbackRecorded, GapSignal
+
+log = logging.getLogger("deskpilot.indexer.gaps")
+
+PREFIX = "deskpilot:indexer:gaps:"
+WINDOW_KEY = PREFIX + "window"
+"""Sorted set: turn id -> when its question became a gap (epoch seconds)."""
+QUESTIONS_KEY = PREFIX + "questions"
+"""Hash: turn id -> the gap question as JSON (text, signal, asked_at)."""
+ASKED_PREFIX = PREFIX + "asked:"
+"""Per turn: the redacted question of any decision record, for a later low rating."""
+LOW_RATING_PREFIX = PREFIX + "low:"
+"""Per turn: a low rating that arrived before the turn's decision record."""
+
+LOW_RATING_MAX = 2
+GAP_OUTCOMES: dict[str, GapSignal] = {
+    Action.NO_ANSWER.value: "no_answer",
+    Action.ESCALATED.value: "escalated",
+}
+MAX_QUESTION_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class GapQuestion:
+    turn_id: str
+    text: str
+    signal: GapSignal
+    asked_at: datetime
+
+    @property
+    def key(self) -> str:
+        """Stable identity of the question (its turn), for cluster ids."""
+        return hashlib.sha256(self.turn_id.encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"text": self.text, "signal": self.signal, "asked_at": self.asked_at.isoformat()}
+        )
+
+    @classmethod
+    def from_json(cls, turn_id: str, raw: str | bytes) -> GapQuestion:
+        data = json.loads(raw)
+        return cls(turn_id, data["text"], data["signal"], datetime.fromisoformat(data["asked_at"]))
+
+
+def as_text(value: object) -> str:
+    """A Redis reply as text (the bus's client returns bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _clean(question: object) -> str | None:
+    if not isinstance(question, str):
+        return None
+    text = " ".join(question.split())[:MAX_QUESTION_CHARS]
+    return text or None
+
+
+class GapWindow:
+    """The rolling window of gap questions in Redis."""
+
+    def __init__(self, client: aioredis.Redis, window_days: float) -> None:
+        self.client = client
+        self.window = timedelta(days=window_days)
+
+    @property
+    def ttl_s(self) -> int:
+        return max(1, int(self.window.total_seconds()))
+
+    async def on_audit(self, record: AuditRecorded) -> GapQuestion | None:
+        """A decision record: its question is a gap when the outcome was no answer or a ticket,
+        or when the turn was already rated low; else it is remembered for a later rating."""
+        if record.action != "decision":
+            return None
+        question = _clean(record.details.get("question"))
+        if question is None:
+            return None
+        turn_id = record.correlation_id
+        signal = GAP_OUTCOMES.get(str(record.details.get("outcome")))
+        if signal is None:
+            if await self.client.exists(LOW_RATING_PREFIX + turn_id):
+                signal = "low_rating"
+            else:
+                await self.client.set(ASKED_PREFIX + turn_id, question, ex=self.ttl_s)
+                return None
+        return await self.add(GapQuestion(turn_id, question, signal, record.occurred_at))
+
+    async def on_feedback(self, event: FeedbackRecorded) -> GapQuestion | None:
+        """A rating of 1-2 makes the rated turn's question a gap (once its question is known)."""
+        if event.score > LOW_RATING_MAX:
+            return None
+        raw = await self.client.get(ASKED_PREFIX + event.turn_id)
+        question = _clean(None if raw is None else as_text(raw))
+        if question is None:
+            await self.client.set(LOW_RATING_PREFIX + event.turn_id, "1", ex=self.ttl_s)
+            return None
+        return await self.add(GapQuestion(event.turn_id, question, "low_rating", event.occurred_at))
+
+    async def add(self, question: GapQuestion) -> GapQuestion | None:
+        """Keep ``question`` (once per turn; the first signal wins); None when already kept or
+        already outside the window."""
+        at = question.asked_at.timestamp()
+        if at < (datetime.now(UTC) - self.window).timestamp():
+            return None
+        added = await self.client.zadd(WINDOW_KEY, {question.turn_id: at}, nx=True)
+        if not added:
+            return None
+        await self.client.hset(QUESTIONS_KEY, question.turn_id, question.to_json())
+        log.info("gap question kept", extra={"signal": question.signal})
+        return question
+
+    async def prune(self, now: datetime | None = None) -> int:
+        """Forget the questions that left the window; how many."""
+        cutoff = ((now or datetime.now(UTC)) - self.window).timestamp()
+        old = await self.client.zrangebyscore(WINDOW_KEY, "-inf", f"({cutoff}")
+        if not old:
+            return 0
+        await self.client.hdel(QUESTIONS_KEY, *old)
+        await self.client.zrem(WINDOW_KEY, *old)
+        return len(old)
+
+    async def questions(self, limit: int) -> list[GapQuestion]:
+        """The window's most recent ``limit`` questions, oldest first."""
+        ids = [as_text(i) for i in await self.client.zrange(WINDOW_KEY, -limit, -1)]
+        if not ids:
+            return []
+        raws = await self.client.hmget(QUESTIONS_KEY, ids)
+        return [
+            GapQuestion.from_json(turn_id, raw)
+            for turn_id, raw in zip(ids, raws, strict=True)
+            if raw is not None
+        ]
+
+
+# -- clustering ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Cluster:
+    """Indices of member questions (in the order given) and their normalised centroid."""
+
+    members: list[int] = field(default_factory=list)
+    total: np.ndarray | None = None
+
+    @property
+    def centroid(self) -> np.ndarray:
+        assert self.total is not None
+        norm = float(np.linalg.norm(self.total))
+        return self.total / norm if norm else self.total
+
+    def add(self, index: int, vector: np.ndarray) -> None:
+        self.members.append(index)
+        self.total = vector.copy() if self.total is None else self.total + vector
+
+    def merge(self, other: Cluster) -> None:
+        self.members.extend(other.members)
+        assert other.total is not None
+        assert self.total is not None
+        self.total = self.total + other.total
+
+
+def cluster(vectors: Sequence[Sequence[float]], threshold: float) -> list[Cluster]:
+    """Threshold clustering of normalised vectors (see the module docstring); deterministic for
+    a given order. Clusters come largest first; members keep their input order."""
+    clusters: list[Cluster] = []
+    for index, raw in enumerate(vectors):
+        vector = np.asarray(raw, dtype=np.float64)
+        best, best_similarity = None, threshold
+        for candidate in clusters:
+            similarity = float(candidate.centroid @ vector)
+            if similarity >= best_similarity:
+                best, best_similarity = candidate, similarity
+        if best is None:
+            best = Cluster()
+            clusters.append(best)
+        best.add(index, vector)
+    merged = True
+    while merged:
+        merged = False
+        for i, first in enumerate(clusters):
+            for second in clusters[i + 1 :]:
+                if float(first.centroid @ second.centroid) >= threshold:
+                    first.merge(second)
+                    clusters.remove(second)
+                    merged = True
+                    break
+            if merged:
+                break
+    for each in clusters:
+        each.members.sort()
+    return sorted(clusters, key=lambda c: (-len(c.members), c.members[0]))
