@@ -27,6 +27,7 @@ from gateway.errors import install_error_handlers
 from gateway.feedback import FeedbackService
 from gateway.identity import IdentityResolver, withhold_tokens_in_server_logs
 from gateway.incidents import IncidentService
+from gateway.proposals import ProposalService, ProposalStore
 from gateway.ratelimit import ClientAddress, RateLimiter
 from gateway.service import TurnService, TurnStore
 from gateway.tickets import TicketReadModel
@@ -52,6 +53,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     handlers.register_documents(bus, documents)
     tickets = TicketReadModel(bus.redis)
     handlers.register_tickets(bus, tickets)
+    proposal_store = ProposalStore(bus.redis)
+    handlers.register_proposals(bus, proposal_store)
     analytics.register(bus, recorder)
     # The WebSocket takes its user token in the query string, which uvicorn logs.
     withhold_tokens_in_server_logs()
@@ -81,6 +84,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.attachments = attachments
     app.state.purge = purge
     app.state.tickets = tickets
+    app.state.proposals = ProposalService(bus, proposal_store, documents)
     app.state.incidents = IncidentService(bus)
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
     app.state.feedback = FeedbackService(bus, store, recorder)

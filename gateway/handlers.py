@@ -1,14 +1,22 @@
 """The gateway's subscriptions: its own reply stream, the indexer's document statuses,
-conversation purges, and the ticketing service's ticket events (the admin read model)."""
+conversation purges, the ticketing service's ticket events (the admin read model) and the
+indexer's knowledge-base update proposals (the review queue)."""
 
 from __future__ import annotations
 
 from contracts.bus import Bus, Delivery
-from contracts.events import ConversationPurged, DocumentStatus, TicketEvent, TurnReply
+from contracts.events import (
+    ConversationPurged,
+    DocumentStatus,
+    ProposalDrafted,
+    TicketEvent,
+    TurnReply,
+)
 from contracts.topics import Group, Topic
 from gateway.attachments import AttachmentService
 from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
+from gateway.proposals import ProposalStore
 from gateway.service import TurnService
 from gateway.tickets import TicketReadModel
 
@@ -42,3 +50,10 @@ def register_tickets(bus: Bus, tickets: TicketReadModel) -> None:
         await tickets.apply(event)
 
     bus.subscribe(Topic.TICKET_EVENTS, TicketEvent, on_ticket, group=Group.GATEWAY)
+
+
+def register_proposals(bus: Bus, proposals: ProposalStore) -> None:
+    async def on_proposal(event: ProposalDrafted, _: Delivery) -> None:
+        await proposals.apply(event)
+
+    bus.subscribe(Topic.PROPOSALS, ProposalDrafted, on_proposal, group=Group.GATEWAY)

@@ -11,7 +11,10 @@ from contracts.events import (
     AnswerBody,
     AttachmentSummary,
     AuditRecorded,
+    GapSignal,
     Incident,
+    ProposalSource,
+    ProposedQuestion,
     TicketChange,
     TicketRecord,
 )
@@ -192,3 +195,52 @@ class AuditRead(BaseModel):
         description="False when the scan stopped at GATEWAY_AUDIT_SCAN entries or at `limit` "
         "records before reaching the oldest entry: older records may exist."
     )
+
+
+ProposalStatus = Literal["pending", "approving", "approved", "rejected"]
+
+
+class ProposalSummary(BaseModel):
+    """A knowledge-base update proposal in the review queue."""
+
+    id: str
+    title: str
+    status: ProposalStatus
+    revision: int = Field(description="Grows each time the gap's questions changed.")
+    questions: int = Field(description="How many questions the gap holds.")
+    signals: dict[GapSignal, int] = Field(description="Questions by what made them a gap.")
+    affected_article_url: str | None = None
+    drafted_at: datetime
+
+
+class ProposalList(BaseModel):
+    """Proposals, most recently drafted first."""
+
+    proposals: list[ProposalSummary]
+
+
+class ProposalRead(BaseModel):
+    """A proposal with its questions, proposed article, sources and the review decision."""
+
+    id: str
+    title: str
+    status: ProposalStatus
+    revision: int
+    questions: list[ProposedQuestion]
+    article_markdown: str
+    sources: list[ProposalSource]
+    affected_article_url: str | None = None
+    affected_article_title: str | None = None
+    drafted_at: datetime
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    reason: str | None = Field(None, description="Why it was rejected.")
+    document_id: str | None = Field(
+        None, description="The knowledge-base document an approval created (GET /api/documents)."
+    )
+
+
+class ProposalReject(BaseModel):
+    """Why a proposal is dismissed."""
+
+    reason: str = Field(min_length=1, max_length=500, examples=["Covered by the VPN article."])

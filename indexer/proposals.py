@@ -188,15 +188,7 @@ def _article(
 ) -> str:
     """The proposed article in Markdown, ready for a reviewer to edit and paste."""
     lines = [f"# {title}", ""]
-    signals = Counter(question.signal for question in questions)
-    lines += [
-        f"_Drafted by Deskpilot from {len(questions)} similar questions it could not answer "
-        f"well ({', '.join(f'{n} {s}' for s, n in sorted(signals.items()))}). Review before "
-        "publishing._",
-        "",
-        "## Problem",
-        "",
-    ]
+    lines += ["## Problem", ""]
     symptoms = [meta["symptoms"] for _, meta, _ in tickets if meta["symptoms"]]
     lines.append(symptoms[0] if symptoms else questions[0].text)
     lines += ["", "## Solution", ""]

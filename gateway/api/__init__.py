@@ -13,6 +13,7 @@ from gateway.api import (
     feedback,
     health,
     incidents,
+    proposals,
     tickets,
     turns,
 )
@@ -31,5 +32,6 @@ api_router.include_router(tickets.router)
 api_router.include_router(audit.router)
 api_router.include_router(analytics.router)
 api_router.include_router(config.router)
+api_router.include_router(proposals.router)
 api_router.include_router(incidents.router)
 api_router.include_router(health.router)

@@ -1,0 +1,260 @@
+"""The review queue of knowledge-base update proposals: the gateway app built by ``create_app``
+on a real valkey (a database of its own, emptied per test), fed ``proposal.drafted`` through the
+real bus as the indexer publishes it; approval is read back from ``document.submitted`` and the
+audit stream."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import jwt
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from contracts.bus import Bus, decode_entry
+from contracts.events import (
+    AuditRecorded,
+    DocumentSubmitted,
+    Event,
+    ProposalDrafted,
+    ProposalSource,
+    ProposedQuestion,
+    new_id,
+)
+from contracts.topics import Topic
+from gateway.app import create_app
+from gateway.config import GatewaySettings
+
+E = TypeVar("E", bound=Event)
+
+DB = 10
+"""This module's own database: no other test package uses it."""
+ADMIN = "proposals-admin-token-0123456789"
+SECRET = "proposals-shared-secret-0123456789-abcdef"
+ARTICLE = "# Vpn keeps disconnecting\n\n## Solution\n\n1. Update the VPN client.\n"
+
+
+@pytest.fixture
+def db_url(redis_url: str) -> Iterator[str]:
+    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.close()
+
+
+@pytest.fixture
+def raw(db_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(db_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def settings(db_url: str) -> GatewaySettings:
+    return GatewaySettings.model_validate(
+        {
+            "redis_url": db_url,
+            "admin_token": ADMIN,
+            "jwt_secret": SECRET,
+            "instance_id": f"test-{uuid.uuid4().hex[:8]}",
+            "heartbeat_interval_s": 0.5,
+            "graceful_timeout_s": 5,
+        }
+    )
+
+
+@pytest.fixture
+def client(settings: GatewaySettings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def admin() -> dict[str, str]:
+    return {"Authorization": f"Bearer {ADMIN}"}
+
+
+def user(roles: list[str]) -> dict[str, str]:
+    claims = {"sub": "emp-1", "roles": roles, "exp": int(time.time()) + 600}
+    return {"Authorization": f"Bearer {jwt.encode(claims, SECRET, 'HS256')}"}
+
+
+def draft(
+    proposal_id: str, revision: int = 1, questions: int = 3, **fields: Any
+) -> ProposalDrafted:
+    values: dict[str, Any] = {
+        "correlation_id": new_id(),
+        "conversation_id": "knowledge-proposals",
+        "proposal_id": proposal_id,
+        "revision": revision,
+        "title": "Vpn keeps disconnecting",
+        "questions": [
+            ProposedQuestion(
+                text=f"vpn drops {n}",
+                signal="escalated" if n == 0 else "no_answer",
+                asked_at=datetime.now(UTC),
+            )
+            for n in range(questions)
+        ],
+        "article_markdown": ARTICLE,
+        "sources": [ProposalSource(kind="ticket", ref="IT-1042", title="VPN drops")],
+        "affected_article_url": "https://it.northwind.example/kb/connect-to-the-vpn",
+    }
+    return ProposalDrafted.model_validate(values | fields)
+
+
+def publish(settings: GatewaySettings, *events: ProposalDrafted) -> None:
+    async def run() -> None:
+        bus = Bus(settings, "test-indexer")
+        await bus.broker.connect()
+        try:
+            for event in events:
+                await bus.publish(Topic.PROPOSALS, event)
+        finally:
+            await bus.stop()
+
+    asyncio.run(run())
+
+
+def entries(raw: redis.Redis, topic: str, model: type[E]) -> list[E]:
+    stream: Any = raw.xrange(topic)
+    return [decode_entry(fields, model) for _, fields in stream]
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def shown(client: TestClient, proposal_id: str, revision: int = 1) -> Callable[[], bool]:
+    def check() -> bool:
+        response = client.get(f"/api/admin/proposals/{proposal_id}", headers=admin())
+        return response.status_code == 200 and response.json()["revision"] >= revision
+
+    return check
+
+
+def test_drafts_land_in_the_queue_and_only_newer_revisions_replace_them(
+    client: TestClient, settings: GatewaySettings
+) -> None:
+    first, second = new_id(), new_id()
+    publish(settings, draft(first), draft(second, questions=4))
+    wait_for(shown(client, first))
+    wait_for(shown(client, second))
+    listing = client.get("/api/admin/proposals", headers=admin()).json()["proposals"]
+    assert {p["id"] for p in listing} == {first, second}
+    summary = next(p for p in listing if p["id"] == second)
+    assert summary["status"] == "pending"
+    assert summary["questions"] == 4
+    assert summary["signals"] == {"escalated": 1, "no_answer": 3}
+
+    # The gap grew (revision 3), then a late redelivery of revision 2 arrives: 3 stays. The
+    # stream is handled in order, so once the marker after them shows, both were handled.
+    marker = new_id()
+    publish(settings, draft(first, 3, questions=5), draft(first, 2, questions=4), draft(marker))
+    wait_for(shown(client, marker))
+    body = client.get(f"/api/admin/proposals/{first}", headers=admin()).json()
+    assert (body["revision"], len(body["questions"])) == (3, 5)
+    assert body["sources"][0]["ref"] == "IT-1042"
+    assert body["affected_article_url"].endswith("connect-to-the-vpn")
+
+
+def test_approve_ingests_the_article_as_a_markdown_document_and_is_audited(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis
+) -> None:
+    proposal_id = new_id()
+    publish(settings, draft(proposal_id))
+    wait_for(shown(client, proposal_id))
+
+    response = client.post(f"/api/admin/proposals/{proposal_id}/approve", headers=admin())
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "approved"
+    assert body["decided_by"] == "admin token"
+    document_id = body["document_id"]
+
+    [submitted] = entries(raw, Topic.DOCUMENT_SUBMITTED, DocumentSubmitted)
+    assert submitted.document_id == document_id
+    assert submitted.filename == "vpn-keeps-disconnecting.md"
+    assert submitted.content_type == "text/markdown"
+    assert base64.b64decode(submitted.content_b64).decode() == ARTICLE
+    status = client.get(f"/api/documents/{document_id}", headers=admin()).json()
+    assert status["status"] == "queued"
+
+    again = client.post(f"/api/admin/proposals/{proposal_id}/approve", headers=admin())
+    assert again.status_code == 409
+    assert again.json()["error_code"] == "version_conflict"
+    assert raw.xlen(Topic.DOCUMENT_SUBMITTED) == 1
+
+    records = entries(raw, Topic.AUDIT, AuditRecorded)
+    [record] = [r for r in records if r.action == "proposal"]
+    assert record.details["proposal_id"] == proposal_id
+    assert record.details["decision"] == "approved"
+    assert record.details["document_id"] == document_id
+
+    # A re-draft after the decision updates the content, not the decision.
+    publish(settings, draft(proposal_id, 2, questions=6))
+    wait_for(shown(client, proposal_id, 2))
+    later = client.get(f"/api/admin/proposals/{proposal_id}", headers=admin()).json()
+    assert (later["status"], later["document_id"]) == ("approved", document_id)
+
+
+def test_reject_keeps_the_reason_and_a_decided_proposal_cannot_change(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis
+) -> None:
+    proposal_id = new_id()
+    publish(settings, draft(proposal_id))
+    wait_for(shown(client, proposal_id))
+    url = f"/api/admin/proposals/{proposal_id}"
+
+    assert client.post(f"{url}/reject", json={"reason": ""}, headers=admin()).status_code == 422
+    response = client.post(
+        f"{url}/reject", json={"reason": "Covered by the VPN article"}, headers=user(["admin"])
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["status"], body["reason"], body["decided_by"]) == (
+        "rejected",
+        "Covered by the VPN article",
+        "emp-1",
+    )
+    assert client.post(f"{url}/approve", headers=admin()).status_code == 409
+    assert raw.xlen(Topic.DOCUMENT_SUBMITTED) == 0
+    pending = client.get("/api/admin/proposals?status=pending", headers=admin()).json()
+    assert pending["proposals"] == []
+    rejected = client.get("/api/admin/proposals?status=rejected", headers=admin()).json()
+    assert [p["id"] for p in rejected["proposals"]] == [proposal_id]
+
+
+def test_export_is_markdown_ready_to_paste(client: TestClient, settings: GatewaySettings) -> None:
+    proposal_id = new_id()
+    publish(settings, draft(proposal_id))
+    wait_for(shown(client, proposal_id))
+    response = client.get(f"/api/admin/proposals/{proposal_id}/export", headers=admin())
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/markdown")
+    assert 'filename="vpn-keeps-disconnecting.md"' in response.headers["content-disposition"]
+    assert response.text == ARTICLE
+
+
+def test_unknown_proposals_and_callers_without_the_admin_role(client: TestClient) -> None:
+    unknown = client.get(f"/api/admin/proposals/{new_id()}", headers=admin())
+    assert unknown.status_code == 404
+    assert set(unknown.json()) == {"error_code", "detail"}
+    assert client.get("/api/admin/proposals/../../etc", headers=admin()).status_code == 404
+    assert (
+        client.post(f"/api/admin/proposals/{new_id()}/approve", headers=admin()).status_code == 404
+    )
+    assert client.get("/api/admin/proposals").status_code == 401
+    assert client.get("/api/admin/proposals", headers=user(["technician"])).status_code == 403
+    denied = client.post(f"/api/admin/proposals/{new_id()}/approve", headers=user([]))
+    assert denied.status_code == 403
