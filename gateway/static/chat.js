@@ -399,6 +399,8 @@
         p.detail.hidden = !text;
         p.detail.textContent = text;
       }
+      // Reading the help site takes seconds: the bar shows at once.
+      if (stage === 'crawling' || stage === 'indexed') p.bar.hidden = false;
       const fraction = /^(\d+)\s*\/\s*(\d+)\s+pages?/.exec(text);
       if (fraction && Number(fraction[2]) > 0) {
         const value = Math.min(100, Math.round((100 * Number(fraction[1])) / Number(fraction[2])));

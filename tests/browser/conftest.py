@@ -2,7 +2,7 @@
 Playwright driving the system Chromium.
 
 * ``site``: one loopback server for everything that is not the gateway: the company's help site
-  the crawler reads (with a page that carries script and markup injection), and the intranet
+  the crawler reads (tests/sites, with script and markup planted in one page), and the intranet
   host page that embeds the launcher (``/intranet/``, cross-origin to the gateway).
 * ``stack``: every service as ``deskpilot up`` starts it, crawler included, with this module's
   admin token, user-token secret, and the host page's origin as an allowed frame ancestor.
@@ -28,7 +28,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, sync_
 
 from crawler.tests.siteserver import Reply, SiteServer
 from deploy.runner import Stack
-from tests.support.stack import help_site_env, running_stack
+from tests.support.stack import HELP_SITE, help_site_env, running_stack
 
 CHROMIUM = Path("/usr/bin/chromium")
 # What headless Chromium needs on these machines (as the crawler launches it).
@@ -61,23 +61,24 @@ WATCH_PROGRESS = """
 })();
 """
 
-HELP_PAGE = """<!doctype html><html><head><title>Zorblax badge printer setup</title></head><body>
-<main><h1>Zorblax badge printer setup</h1>
-<p>To set up the Zorblax badge printer for visitor badges, follow these steps.</p>
-<ol>
-<li>Connect the Zorblax badge printer to the reception PC with the USB cable.</li>
-<li>Open the Zorblax Badge Studio app and choose Printer, then Add Zorblax printer.</li>
-<li>Load the badge card roll with the glossy side up and print a test badge.</li>
-</ol>
-<p>Known issue: the label template shows the text
-&lt;img src=x onerror="window.__pwned=3"&gt; &lt;script&gt;window.__pwned=4&lt;/script&gt;
-when the badge template is corrupt; reinstall Zorblax Badge Studio to fix it.</p>
-<img src="/missing.png" onerror="window.__pwnedCrawler=1"><script>window.__pwnedCrawler=2</script>
-</main></body></html>"""
+CRAWLED_PAGE = "/help/tablets/wacom-calibrate.html"
+"""The help-site page that answers the crawl test's question; served with injection planted."""
 
-HELP_INDEX = """<!doctype html><html><head><title>IT help site</title></head><body>
-<h1>IT help site</h1><ul><li><a href="/help/zorblax-badge-printer.html">Zorblax badge printer
-setup</a></li></ul></body></html>"""
+
+def planted_help_page() -> str:
+    """The Wacom page of the test help site with markup in a step's text (escaped, so it is
+    text the assistant quotes) and real script and image elements (which extraction drops)."""
+    html = (HELP_SITE / CRAWLED_PAGE.lstrip("/")).read_text()
+    step = "<li>Choose OK to save the calibration.</li>"
+    assert step in html
+    planted = (
+        "<li>Choose OK to save the calibration; a corrupt profile shows "
+        '&lt;img src=x onerror="window.__pwned=3"&gt;&lt;script&gt;window.__pwned=4&lt;/script&gt;'
+        " instead.</li>"
+        '<img src="/missing.png" onerror="window.__pwnedCrawler=1">'
+        "<script>window.__pwnedCrawler=2</script>"
+    )
+    return html.replace(step, planted)
 
 
 def intranet_page(gateway: str, token: str | None = None) -> str:
@@ -109,10 +110,9 @@ class Site:
 
 @pytest.fixture(scope="session")
 def site() -> Iterator[Site]:
-    with SiteServer() as server:
+    with SiteServer(HELP_SITE) as server:
         holder = Site(server)
-        server.page("/help/index.html", HELP_INDEX)
-        server.page("/help/zorblax-badge-printer.html", HELP_PAGE)
+        server.page(CRAWLED_PAGE, planted_help_page())
 
         def intranet(_: int, token: str | None = None) -> Reply:
             return Reply(body=intranet_page(holder.gateway, token).encode())

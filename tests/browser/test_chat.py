@@ -25,6 +25,7 @@ from playwright.sync_api import Browser, Frame, FrameLocator, Locator, Page, exp
 from deploy.runner import Stack
 from tests.browser.conftest import (
     ADMIN_TOKEN,
+    CRAWLED_PAGE,
     INJECTION,
     JWT_SECRET,
     PageProblems,
@@ -213,7 +214,7 @@ def drop(page: Page, name: str, data: bytes, mime: str) -> None:
 
 
 def test_asking_for_a_person_shows_the_ticket_card(chat: Page, shots: Path) -> None:
-    ask(chat, "My laptop battery drains within an hour")
+    ask(chat, "My VPN keeps disconnecting every few minutes")
     answer = click_for_answer(
         chat, chat.get_by_role("button", name="Talk to a person / create ticket")
     )
@@ -482,7 +483,8 @@ def test_markup_in_a_document_is_shown_as_text(chat: Page, stack: Stack, shots: 
         "# Quillon VPN token resync\n\n"
         "To resync the Quillon VPN hardware token when codes are rejected:\n\n"
         "1. Open the Quillon token portal and sign in.\n"
-        f"2. Choose Resync and enter two consecutive codes. The portal may show {INJECTION}\n"
+        f"2. Choose Resync and enter two consecutive codes. The portal may show {INJECTION}"
+        f" or `{INJECTION}`\n"
         "3. Wait one minute and sign in to the Quillon VPN again.\n"
     ).encode()
     upload = httpx.post(
@@ -503,7 +505,8 @@ def test_markup_in_a_document_is_shown_as_text(chat: Page, stack: Stack, shots: 
     urls = [a.get_attribute("href") for a in answer.locator(".sources .citation").all()]
     titles = answer.locator(".sources").inner_text()
     assert "Quillon" in titles, (urls, titles)
-    expect(answer.locator(".answer")).to_contain_text("<img src=x onerror=")
+    # The planted script's text is shown as text (the indexer drops the tags around it).
+    expect(answer.locator(".answer")).to_contain_text("window.__pwned=2")
     assert_inert(chat)
     chat.screenshot(path=shots / "document-injection-inert.png")
 
@@ -511,9 +514,9 @@ def test_markup_in_a_document_is_shown_as_text(chat: Page, stack: Stack, shots: 
 def test_markup_in_a_crawled_page_is_shown_as_text(chat: Page, shots: Path) -> None:
     answers = chat.locator(ANSWERS)
     box = chat.locator("#chat-input")
-    box.fill("How do I set up the Zorblax badge printer for visitor badges?")
+    box.fill("How do I calibrate the Wacom drawing tablet pen?")
     box.press("Enter")
-    # While the help site is read, the pending answer says so, with a bar.
+    # While the help site is read, the pending answer says so, with a progress bar.
     chat.wait_for_function("() => window.__stages.includes('crawling')")
     chat.screenshot(path=shots / "crawl-progress.png")
     expect(answers).to_have_count(1, timeout=120_000)
@@ -521,8 +524,8 @@ def test_markup_in_a_crawled_page_is_shown_as_text(chat: Page, shots: Path) -> N
     links = [
         link.get_attribute("href") or "" for link in answer.locator(".sources .citation-link").all()
     ]
-    assert any(link.endswith("/help/zorblax-badge-printer.html") for link in links), links
-    assert "crawling" in stages(chat)
+    assert any(link.endswith(CRAWLED_PAGE) for link in links), links
+    expect(answer.locator(".answer")).to_contain_text("window.__pwned=4")
     assert_inert(chat)
     chat.screenshot(path=shots / "crawled-answer.png")
 
