@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import jwt
 import pytest
 import redis
+import uvicorn
 from fastapi.testclient import TestClient
+from playwright.sync_api import expect, sync_playwright
 
 from contracts.bus import Bus, decode_entry
 from contracts.events import (
@@ -258,3 +263,76 @@ def test_unknown_proposals_and_callers_without_the_admin_role(client: TestClient
     assert client.get("/api/admin/proposals", headers=user(["technician"])).status_code == 403
     denied = client.post(f"/api/admin/proposals/{new_id()}/approve", headers=user([]))
     assert denied.status_code == 403
+
+
+# -- the admin page's Proposals tab, in the system Chromium ------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic"]
+INJECTION = '<img src=x onerror="window.__pwned=1">'
+
+
+@pytest.fixture
+def served(settings: GatewaySettings) -> Iterator[str]:
+    """The gateway app on a free loopback port, served by uvicorn in a thread."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_the_proposals_tab_lists_opens_rejects_and_shows_text_inert(
+    served: str, settings: GatewaySettings, tmp_path: Path
+) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("no Chromium here: install Debian's chromium package")
+    proposal_id = new_id()
+    article = f"# Printer jams\n\n{INJECTION}\n\n1. Open tray 2.\n"
+    publish(
+        settings,
+        draft(proposal_id, title=f"Printer jams {INJECTION}", article_markdown=article),
+    )
+    errors: list[str] = []
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{served}/admin")
+            page.fill("#admin-token", ADMIN)
+            page.click("#signin button[type=submit]")
+            page.click("#tab-proposals-button")
+            row = page.locator(f'tr[data-proposal-id="{proposal_id}"]')
+            row.wait_for()
+            assert row.locator("td").nth(2).inner_text() == "3"
+            row.locator("button.proposal-open").click()
+            expect(page.locator("#proposal-title")).to_have_text(f"Printer jams {INJECTION}")
+            expect(page.locator(".proposal-article")).to_have_text(article.rstrip("\n"))
+            expect(page.locator(".proposal-questions li")).to_have_count(3)
+            page.screenshot(path=str(tmp_path / "admin-proposal.png"), full_page=True)
+            page.click("#proposal-reject button[type=submit]")  # no reason: the form refuses
+            assert page.locator("#proposal-reason").evaluate("e => e.validity.valueMissing")
+            expect(page.locator(".proposal-reason")).to_have_count(0)
+            page.fill("#proposal-reason", "Covered by the printer article")
+            page.click("#proposal-reject button[type=submit]")
+            expect(page.locator(".proposal-reason")).to_have_text(
+                "Rejected: Covered by the printer article"
+            )
+            assert page.evaluate("window.__pwned") is None
+            assert page.locator("#tab-proposals img").count() == 0
+        finally:
+            browser.close()
+    assert errors == []
+    with TestClient(create_app(settings)) as client:
+        body = client.get(f"/api/admin/proposals/{proposal_id}", headers=admin()).json()
+    assert (body["status"], body["reason"]) == ("rejected", "Covered by the printer article")
