@@ -20,7 +20,15 @@ import httpx
 import jwt
 import pytest
 from PIL import Image, ImageDraw, ImageFont
-from playwright.sync_api import Browser, Frame, FrameLocator, Locator, Page, expect
+from playwright.sync_api import (
+    Browser,
+    Frame,
+    FrameLocator,
+    Locator,
+    Page,
+    WebSocketRoute,
+    expect,
+)
 
 from deploy.runner import Stack
 from tests.browser.conftest import (
@@ -538,3 +546,109 @@ def test_the_transcript_keeps_no_private_text(chat: Page) -> None:
     )
     assert "Hunter2-Winter!" not in stored
     assert json.loads(chat.evaluate("JSON.stringify(Object.keys(sessionStorage))"))
+
+
+# -- Rendering, with the gateway's frames scripted -------------------------------------------
+
+
+def test_streamed_text_cards_and_unsafe_links_from_scripted_frames(
+    browser: Browser, stack: Stack, shots: Path
+) -> None:
+    """What the stack does not produce on demand (an LLM writing, an incident, similar cases,
+    a hostile citation URL), sent to the real page as the gateway would send it."""
+    problems = PageProblems()
+    page = new_page(browser, problems, permissions=["clipboard-read", "clipboard-write"])
+    sockets: list[WebSocketRoute] = []
+    received: list[dict[str, Any]] = []
+
+    def gateway(socket: WebSocketRoute) -> None:
+        sockets.append(socket)
+        socket.on_message(lambda message: received.append(json.loads(message)))
+        socket.send(json.dumps({"type": "ready", "conversation_id": "c-scripted"}))
+
+    page.route_web_socket(re.compile(r"/ws/chat"), gateway)
+    try:
+        page.goto(f"{stack.url}/")
+        box = page.locator("#chat-input")
+        box.fill("My VPN drops every few minutes")
+        box.press("Enter")
+        message = poll(lambda: received[0] if received else None, 10)
+        assert message["text"] == "My VPN drops every few minutes"
+        socket = sockets[-1]
+        turn = {"turn_id": "t-1"}
+
+        def frame(kind: str, **fields: Any) -> None:
+            socket.send(json.dumps({"type": kind, **turn, **fields}))
+
+        frame("accepted", client_id=message["client_id"])
+        frame("progress", stage="searching")
+        frame("progress", stage="writing", detail="**Restart** the VPN client [1]")
+        pending = page.locator(".msg-pending")
+        expect(pending.locator(".answer-preview")).to_have_text("Restart the VPN client [1]")
+        expect(pending.locator(".progress-label")).to_have_text("Writing the answer…")
+        expect(pending.locator(".bar")).to_be_visible()  # a long turn shows a bar
+        expect(pending.locator(".stage-done")).to_have_text(["Searched the knowledge base"])
+        frame(
+            "progress",
+            stage="writing",
+            detail="**Restart** the VPN client [1], then run:\n\n```\nvpncli reset\n```",
+        )
+        expect(pending.locator(".answer-preview .code-block")).to_have_count(1)
+        page.screenshot(path=shots / "writing-preview.png")
+
+        frame(
+            "answer",
+            action="answer",
+            answer=(
+                "**Restart** the VPN client [1], then run:\n\n```sh\nvpncli reset\n```\n\n"
+                "1. Open `VPN settings`.\n2. Choose [Reconnect](javascript:alert(1)).\n\n"
+                "Status: https://status.northwind.example/vpn."
+            ),
+            citations=[
+                {"n": 1, "url": "javascript:alert(1)", "title": "VPN drops", "snippet": "x"},
+            ],
+            incident={
+                "id": "inc-7",
+                "title": "VPN gateway degraded in Berlin",
+                "status": "identified",
+                "url": "https://status.northwind.example/inc-7",
+                "since": "2026-11-25T08:30:00Z",
+                "latest_update": "A fix is being rolled out.",
+            },
+            similar_cases=[
+                {
+                    "ticket_id": "IT-88",
+                    "summary": "VPN drops on hotel Wi-Fi",
+                    "resolution": "Switched the client to TCP.",
+                    "score": 0.81,
+                }
+            ],
+            redaction_notice="I removed a password from your message.",
+            conversation_id="c-scripted",
+        )
+        answer = page.locator(ANSWERS).first
+        expect(answer).to_have_attribute("data-action", "answer")
+        expect(answer.locator(".answer-preview")).to_have_count(0)
+        # Only http(s) becomes a link; a javascript: URL stays text or points at the source list.
+        hrefs = [a.get_attribute("href") or "" for a in answer.locator("a").all()]
+        assert not [h for h in hrefs if h.lower().startswith("javascript")], hrefs
+        assert "https://status.northwind.example/vpn" in hrefs  # trailing dot left out
+        expect(answer.locator(".answer")).to_contain_text("Choose [Reconnect](javascript:alert(1))")
+        expect(answer.locator(".answer .inline-code")).to_have_text("VPN settings")
+        incident = answer.locator(".card-incident")
+        expect(incident.locator(".incident-title")).to_have_text("VPN gateway degraded in Berlin")
+        expect(incident).to_contain_text("A fix is being rolled out.")
+        expect(incident).to_contain_text("2026")
+        similar = answer.locator(".card-similar")
+        similar.locator("summary").click()
+        expect(similar).to_contain_text("Switched the client to TCP.")
+        expect(answer.locator(".redaction-notice")).to_have_text(
+            "I removed a password from your message."
+        )
+        answer.get_by_role("button", name="Copy sh code").click()
+        expect(answer.get_by_role("button", name="Copy sh code")).to_have_text("Copied")
+        assert page.evaluate("navigator.clipboard.readText()") == "vpncli reset"
+        page.screenshot(path=shots / "cards.png", full_page=True)
+    finally:
+        page.context.close()
+    assert not problems.errors, problems.errors
