@@ -11,6 +11,8 @@ Idempotent per cluster: a proposal keeps the id of the cluster it was first draf
 cluster that shares questions with an earlier proposal takes that proposal's id, so it is
 re-drafted as it grows), and is published again only when its member questions changed, with a
 higher ``revision``. Replicas take turns through a Redis lock, so one round runs at a time.
+
+On demand: ``python -m indexer.proposals`` runs one round now with the indexer's settings.
 """
 
 from __future__ import annotations
@@ -324,3 +326,30 @@ class GapDetector:
             },
         )
         return event
+
+
+async def run_round(settings: IndexerSettings) -> list[ProposalDrafted]:
+    """One gap-detection round now, outside the service (an operator's "draft proposals now");
+    skipped when a running indexer's round holds the lock."""
+    from indexer.cases import open_cases_collection
+    from indexer.embedding import Embedder
+    from indexer.store import open_collection
+
+    bus = Bus(settings, "indexer")
+    await bus.broker.connect()
+    try:
+        embedder = await asyncio.to_thread(Embedder.from_settings, settings)
+        knowledge = await asyncio.to_thread(open_collection, settings)
+        cases = await asyncio.to_thread(open_cases_collection, settings)
+        window = GapWindow(bus.redis, settings.gaps_window_days)
+        drafter = Drafter(knowledge, cases, settings.gaps_source_similarity)
+        return await GapDetector(bus, window, embedder, drafter, settings).run()
+    finally:
+        await bus.stop()
+
+
+if __name__ == "__main__":
+    from indexer.config import IndexerSettings as _Settings
+
+    drafted = asyncio.run(run_round(_Settings()))
+    print(f"{len(drafted)} proposal(s) drafted or re-drafted")
