@@ -131,6 +131,37 @@ Detection = tuple[list[list[float]], str, float]
 """EasyOCR's (four corner points, text, confidence)."""
 
 
+# Minimise, maximise and close in a title bar read as "- 0 X": glyphs of icons, not text.
+_CONTROL_GLYPHS = re.compile(r"[-_–—=xX0Oo□■]{1,3}")
+
+
+def drop_window_controls(
+    detections: list[Detection], width: float, height: float
+) -> list[Detection]:
+    """Detections of window controls removed: at most three control glyphs near the top right
+    corner (on the topmost row of text, or in the top 15 % of the image, and starting in its
+    right third)."""
+    spans = [_vertical_span(corners) for corners, _, _ in detections]
+    top_row = min(spans, key=lambda span: span[0] + span[1], default=(0.0, 0.0))
+    kept = []
+    for detection, (top, bottom) in zip(detections, spans, strict=True):
+        corners, text, _ = detection
+        centre = (top + bottom) / 2
+        control = (
+            _CONTROL_GLYPHS.fullmatch(text.replace(" ", "")) is not None
+            and (top_row[0] <= centre <= top_row[1] or centre < 0.15 * height)
+            and min(float(point[0]) for point in corners) > 2 * width / 3
+        )
+        if not control:
+            kept.append(detection)
+    return kept
+
+
+def _vertical_span(corners: list[list[float]]) -> tuple[float, float]:
+    ys = [float(point[1]) for point in corners]
+    return min(ys), max(ys)
+
+
 def lines_from_detections(detections: list[Detection]) -> list[str]:
     """The detected words as lines of text, top to bottom, each left to right.
 
@@ -201,6 +232,7 @@ class ScreenReader:
             # torch warns on every read that there is no GPU to pin memory for.
             warnings.filterwarnings("ignore", message=".*pin_memory.*", category=UserWarning)
             detections = self._reader.readtext(np.asarray(prepared), detail=1, paragraph=False)
+        detections = drop_window_controls(detections, prepared.width, prepared.height)
         return [repair_codes(line) for line in lines_from_detections(detections)]
 
 

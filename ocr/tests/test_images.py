@@ -11,7 +11,13 @@ from PIL import Image
 
 from ocr.config import OcrSettings
 from ocr.errors import AttachmentRefused
-from ocr.images import lines_from_detections, prepare_for_ocr, repair_codes, screen_image
+from ocr.images import (
+    drop_window_controls,
+    lines_from_detections,
+    prepare_for_ocr,
+    repair_codes,
+    screen_image,
+)
 
 SETTINGS = OcrSettings(max_image_side=4000, max_image_pixels=4_000_000)
 
@@ -158,3 +164,19 @@ def test_detections_are_rebuilt_as_lines_left_to_right() -> None:
 )
 def test_codes_read_with_a_letter_o_are_repaired(read: str, fixed: str) -> None:
     assert repair_codes(read) == fixed
+
+
+def test_window_controls_in_the_title_bar_are_dropped() -> None:
+    detections = [
+        (box(10, 10, 120, 30), "Microsoft Excel", 0.9),
+        (box(520, 12, 600, 28), "0 X", 0.5),  # maximise and close, top right
+        (box(10, 50, 190, 72), "Retries", 0.9),
+        (box(560, 50, 580, 72), "0", 0.9),  # a value: not in the title bar
+        (box(10, 12, 30, 28), "X", 0.9),  # top left: not where Windows puts controls
+    ]
+
+    kept = drop_window_controls(detections, width=620, height=200)
+
+    assert [text for _, text, _ in kept] == ["Microsoft Excel", "Retries", "0", "X"]
+    # Lower than 15 % of a short image, but on the title bar's row all the same.
+    assert len(drop_window_controls(detections, width=620, height=120)) == 4
