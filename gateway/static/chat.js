@@ -345,6 +345,7 @@
     stages.setAttribute('aria-label', 'Done so far');
     const preview = h('div', 'answer answer-preview');
     preview.setAttribute('aria-hidden', 'true');   // the final answer is what gets announced
+    preview.inert = true;                          // and what can be used (copy buttons)
     preview.hidden = true;
     panel.append(status, detail, bar, stages);
     turn.bubble.replaceChildren(panel, preview);
