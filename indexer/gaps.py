@@ -22,7 +22,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -166,55 +166,55 @@ class GapWindow:
 
 @dataclass(slots=True)
 class Cluster:
-    """Indices of member questions (in the order given) and their normalised centroid."""
+    """Indices of member questions (in the order given) and the sum of their vectors."""
 
-    members: list[int] = field(default_factory=list)
-    total: np.ndarray | None = None
+    members: list[int]
+    total: np.ndarray
 
     @property
     def centroid(self) -> np.ndarray:
-        assert self.total is not None
+        """The members' mean direction, normalised."""
         norm = float(np.linalg.norm(self.total))
         return self.total / norm if norm else self.total
 
-    def add(self, index: int, vector: np.ndarray) -> None:
-        self.members.append(index)
-        self.total = vector.copy() if self.total is None else self.total + vector
 
-    def merge(self, other: Cluster) -> None:
-        self.members.extend(other.members)
-        assert other.total is not None
-        assert self.total is not None
-        self.total = self.total + other.total
+def _normalised(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1.0, norms)
 
 
 def cluster(vectors: Sequence[Sequence[float]], threshold: float) -> list[Cluster]:
     """Threshold clustering of normalised vectors (see the module docstring); deterministic for
     a given order. Clusters come largest first; members keep their input order."""
-    clusters: list[Cluster] = []
-    for index, raw in enumerate(vectors):
-        vector = np.asarray(raw, dtype=np.float64)
-        best, best_similarity = None, threshold
-        for candidate in clusters:
-            similarity = float(candidate.centroid @ vector)
-            if similarity >= best_similarity:
-                best, best_similarity = candidate, similarity
-        if best is None:
-            best = Cluster()
-            clusters.append(best)
-        best.add(index, vector)
-    merged = True
-    while merged:
-        merged = False
-        for i, first in enumerate(clusters):
-            for second in clusters[i + 1 :]:
-                if float(first.centroid @ second.centroid) >= threshold:
-                    first.merge(second)
-                    clusters.remove(second)
-                    merged = True
-                    break
-            if merged:
-                break
-    for each in clusters:
-        each.members.sort()
+    data = np.asarray(vectors, dtype=np.float64)
+    if data.size == 0:
+        return []
+    totals = np.zeros_like(data)  # row k: the sum of cluster k's vectors
+    centroids = np.zeros_like(data)  # row k: that sum normalised
+    members: list[list[int]] = []
+    for index, vector in enumerate(data):
+        count = len(members)
+        if count:
+            similarities = centroids[:count] @ vector
+            best = int(np.argmax(similarities))
+            if similarities[best] >= threshold:
+                totals[best] += vector
+                centroids[best] = _normalised(totals[best : best + 1])[0]
+                members[best].append(index)
+                continue
+        totals[count] = vector
+        centroids[count] = _normalised(data[index : index + 1])[0]
+        members.append([index])
+    totals = totals[: len(members)]
+    while len(members) > 1:
+        centroids = _normalised(totals)
+        similarities = np.triu(centroids @ centroids.T, k=1)
+        similarities[np.tril_indices(len(members))] = -np.inf
+        first, second = np.unravel_index(int(np.argmax(similarities)), similarities.shape)
+        if similarities[first, second] < threshold:
+            break
+        totals[first] += totals[second]
+        members[int(first)].extend(members.pop(int(second)))
+        totals = np.delete(totals, second, axis=0)
+    clusters = [Cluster(sorted(group), totals[k]) for k, group in enumerate(members)]
     return sorted(clusters, key=lambda c: (-len(c.members), c.members[0]))

@@ -259,8 +259,10 @@ class GapDetector:
         if len(questions) < self.settings.gaps_min_size:
             return []
         vectors = await asyncio.to_thread(self._embed, [q.text for q in questions])
+        # Seconds for thousands of unrelated questions: off the event loop, like the embedding.
+        groups = await asyncio.to_thread(cluster, vectors, self.settings.gaps_similarity)
         published = []
-        for group in cluster(vectors, self.settings.gaps_similarity):
+        for group in groups:
             if len(group.members) < self.settings.gaps_min_size:
                 break  # largest first
             members = [questions[i] for i in group.members]
