@@ -109,11 +109,17 @@ TOPICS: dict[Topic, TopicDoc] = {
     Topic.AUDIT: TopicDoc(
         events.AuditRecorded,
         (Group.GATEWAY, Group.REDACTOR, Group.ORCHESTRATOR, Group.TICKETING),
-        "`action` says what kind of step it was, `reason` why, and `details` holds counts, ids "
-        "and kinds only (never user text). The admin API reads it with XREVRANGE, without a "
-        "consumer group.",
+        "`action` says what kind of step it was, `reason` why, and `details` holds counts, ids, "
+        "kinds and, for decisions, the redacted question (never raw user text). The admin API "
+        "reads it with XREVRANGE, without a consumer group.",
     ),
     Topic.FEEDBACK_RECORDED: TopicDoc(events.FeedbackRecorded, (Group.GATEWAY,)),
+    Topic.PROPOSALS: TopicDoc(
+        events.ProposalDrafted,
+        (Group.INDEXER,),
+        "The indexer's knowledge-base update proposals from recurring gaps; the gateway's review "
+        "queue keeps the highest `revision` per `proposal_id`.",
+    ),
     Topic.DOCUMENT_SUBMITTED: TopicDoc(events.DocumentSubmitted, (Group.GATEWAY,)),
     Topic.DOCUMENT_DELETED: TopicDoc(
         events.DocumentDeleted,

@@ -93,8 +93,9 @@ class BusAudit:
     async def record(
         self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
     ) -> None:
-        if action == "decision" and details.get("outcome") == "no_answer":
-            # The redacted question, for the admin analytics' unanswered topics.
+        if action == "decision":
+            # The redacted question: the analytics' unanswered topics and the indexer's gaps
+            # (unanswered, escalated and badly rated questions) read it.
             details["question"] = turn.question.split("\n", 1)[0][:UNANSWERED_QUESTION_CHARS]
         record = AuditRecorded.model_validate(
             {

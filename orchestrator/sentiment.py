@@ -109,9 +109,13 @@ class Trajectory:
     """The user's earlier messages of this conversation (redacted text), oldest first."""
     clarify_cap_reached: bool = False
     """The assistant has already asked as many clarifying rounds as it may for this topic."""
+    answering_step: bool = False
+    """The message answers a checklist step ("done, still broken"): its "still not working" is
+    the answer the step asked for, not frustration (the failed steps count on their own)."""
 
 
 EMPTY_TRAJECTORY = Trajectory()
+PERSISTENCE_REASON = "still not working"
 
 
 @dataclass(frozen=True)
@@ -307,7 +311,7 @@ class AngerScorer:
         if _EMOTION.search(lowered):
             found.append(("says they are frustrated or angry", w.emotion))
         if _PERSISTENCE.search(lowered):
-            found.append(("still not working", w.persistence))
+            found.append((PERSISTENCE_REASON, w.persistence))
         if _NOT_HELPING.search(lowered):
             found.append(("says the help is not helping", w.not_helping))
         if _REPETITION_STRONG.search(lowered):
@@ -338,6 +342,10 @@ class AngerScorer:
     def score(self, text: str, trajectory: Trajectory = EMPTY_TRAJECTORY) -> AngerScore:
         """The anger score of ``text`` in the conversation so far, with its reasons."""
         evidence = self.message_evidence(text) + self.trajectory_evidence(text, trajectory)
+        if trajectory.answering_step:
+            evidence = [
+                (r, weight) for r, weight in evidence if not r.startswith(PERSISTENCE_REASON)
+            ]
         return AngerScore(
             score=round(_join([weight for _, weight in evidence]), 4),
             reasons=[reason for reason, _ in evidence],

@@ -431,13 +431,25 @@ class Orchestrator:
 
     # -- escalation ----------------------------------------------------------------------------
 
-    def trajectory(self, conversation: Conversation) -> Trajectory:
-        checklist_tried = conversation.checklist.tried if conversation.checklist else []
+    def trajectory(self, conversation: Conversation, text: str) -> Trajectory:
+        checklist = conversation.checklist
+        checklist_tried = checklist.tried if checklist else []
         failed = sum(1 for t in [*conversation.tried, *checklist_tried] if t.outcome == "failed")
+        answering = (
+            checklist is not None
+            and checklist.current < len(checklist.steps)
+            and checklist_feedback(text) is not None
+        )
         return Trajectory(
             failed_steps=failed,
-            previous_questions=tuple(turn.question for turn in conversation.history),
+            # Answers to checklist steps are not questions asked again.
+            previous_questions=tuple(
+                turn.question
+                for turn in conversation.history
+                if checklist_feedback(turn.question) is None
+            ),
             clarify_cap_reached=conversation.clarify_rounds >= self.settings.clarify_cap,
+            answering_step=answering,
         )
 
     async def triage(
@@ -455,7 +467,7 @@ class Orchestrator:
         if not query.request_ticket and (status := detect_status_question(text)):
             await self.check_ticket(turn, conversation, status.ticket_key, replies)
             return True
-        decision = self.checkpoint.check(text, self.trajectory(conversation))
+        decision = self.checkpoint.check(text, self.trajectory(conversation, text))
         reason, detail = decision.reason, decision.reason_detail
         if query.request_ticket:
             reason, detail = EscalationReason.USER_REQUEST, "the user pressed the ticket button"

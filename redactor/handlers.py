@@ -45,6 +45,14 @@ def query_event_id(message_event_id: str) -> str:
     return derived_event_id("query", message_event_id)
 
 
+def split_extension(filename: str) -> tuple[str, str]:
+    """``("vpn-error", ".png")``: the extension is a file type, never personal data."""
+    stem, dot, extension = filename.rpartition(".")
+    if not dot or not stem or not extension.isalnum() or len(extension) > 5:
+        return filename, ""
+    return stem, "." + extension
+
+
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     """The start of ``text``, cut at a line or word boundary, with an ellipsis when cut."""
     if len(text) <= limit:
@@ -106,10 +114,11 @@ def register(
 
     async def on_attachment(event: AttachmentExtracted, delivery: Delivery) -> None:
         # One call, so a value in the file name, the text and a signature gets one placeholder.
-        redacted = await texts.redact(
-            event.conversation_id, [event.text, event.filename, *event.signatures]
-        )
-        text, filename, *signatures = (r.text for r in redacted)
+        # The name's extension stays out of it: "vpn-error.png" is no web address.
+        stem, extension = split_extension(event.filename)
+        redacted = await texts.redact(event.conversation_id, [event.text, stem, *event.signatures])
+        text, stem, *signatures = (r.text for r in redacted)
+        filename = stem + extension
         summary = AttachmentSummary(
             id=event.attachment_id,
             kind=event.kind,

@@ -277,7 +277,8 @@ def test_no_marker_reaches_any_store_log_span_or_answer(tmp_path: Path, site: Si
     # Both files were read, and what they held was redacted, not lost.
     assert "<EMAIL_ADDRESS_1>" in uploads[0]["text_excerpt"], uploads[0]
     assert "0x80070005" in [sig.lower() for sig in uploads[0]["signatures"]]
-    assert "<EMAIL_ADDRESS_1>" in uploads[1]["text_excerpt"], uploads[1]
+    # (the screenshot's address, as OCR reads it, may get a number of its own)
+    assert "<EMAIL_ADDRESS_" in uploads[1]["text_excerpt"], uploads[1]
     attached_answers = [f for f in attached if f["type"] == "answer"]
     assert "From your attachments" in attached_answers[0]["answer"], attached_answers[0]
     escalated = attached_answers[1]

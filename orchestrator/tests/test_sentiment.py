@@ -167,3 +167,15 @@ def test_weights_are_configurable() -> None:
     assert gentle.score("this is useless").score == 0.0
     strict = AngerScorer(AngerWeights(insult=0.9))
     assert strict.score("this is useless").score == pytest.approx(0.9)
+
+
+def test_answering_a_checklist_step_is_not_frustration() -> None:
+    scorer = AngerScorer()
+    calm = scorer.score("done, still broken", Trajectory(failed_steps=3, answering_step=True))
+    assert calm.score < 0.5
+    assert all("still not working" not in reason for reason in calm.reasons)
+    angry = scorer.score(
+        "STILL NOT WORKING!!! this is useless, I've wasted an hour on it",
+        Trajectory(failed_steps=2, answering_step=True),
+    )
+    assert angry.score >= 0.5
