@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     UNSUPPORTED_FILE_TYPE = "unsupported_file_type"
     UNKNOWN_DOCUMENT = "unknown_document"
     UNKNOWN_ATTACHMENT = "unknown_attachment"
+    UNKNOWN_PROPOSAL = "unknown_proposal"
     CORRUPT_FILE = "corrupt_file"
     UNKNOWN_TICKET = "unknown_ticket"
     VERSION_CONFLICT = "version_conflict"
@@ -47,6 +48,7 @@ STATUS = {
     ErrorCode.UNSUPPORTED_FILE_TYPE: 415,
     ErrorCode.UNKNOWN_DOCUMENT: 404,
     ErrorCode.UNKNOWN_ATTACHMENT: 404,
+    ErrorCode.UNKNOWN_PROPOSAL: 404,
     ErrorCode.CORRUPT_FILE: 422,
     ErrorCode.UNKNOWN_TICKET: 404,
     ErrorCode.VERSION_CONFLICT: 409,

@@ -145,7 +145,7 @@
 
   function anonymousUserId() {
     let id = localGet(USER_KEY);
-    if (!id || !/^anon-[\w-]{8,64}$/.test(id)) {
+    if (!id || !/^anon-[\w-]{8,58}$/.test(id)) {
       const random = window.crypto && window.crypto.randomUUID
         ? window.crypto.randomUUID()
         : `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
