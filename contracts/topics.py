@@ -101,7 +101,12 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.ATTACHMENT_RECEIVED: (Group.OCR,),
     Topic.ATTACHMENT_EXTRACTED: (Group.REDACTOR,),
     Topic.ATTACHMENT_REDACTED: (Group.ORCHESTRATOR,),
-    Topic.CONVERSATION_PURGED: (Group.GATEWAY, Group.REDACTOR, Group.ORCHESTRATOR),
+    Topic.CONVERSATION_PURGED: (
+        Group.GATEWAY,
+        Group.REDACTOR,
+        Group.ORCHESTRATOR,
+        Group.INDEXER,
+    ),
     Topic.QUERY_RECEIVED: (Group.ORCHESTRATOR,),
     Topic.CONTEXT_INSUFFICIENT: (Group.CRAWLER,),
     Topic.CRAWL_TASKS: (Group.CRAWLER,),

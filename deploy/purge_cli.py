@@ -1,10 +1,11 @@
 """``deskpilot purge --conversation ID``: delete everything the stack keeps of a conversation.
 
 The request goes out on ``conversation.purged``; the gateway (turns, answers, ratings,
-attachment records), the redactor (placeholder numbers) and the orchestrator (memory, turn
-states, attachment text) each delete their part and write a ``purge`` record on the audit stream.
-The command waits for those three records and says which service has not confirmed in time.
-Tickets are not purged: they belong to the technicians' system.
+attachment records), the redactor (placeholder numbers), the orchestrator (memory, turn
+states, attachment text) and the indexer (questions kept for knowledge-gap proposals) each delete
+their part and write a ``purge`` record on the audit stream. The command waits for those
+records and says which service has not confirmed in time. Tickets are not purged: they belong
+to the technicians' system.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from deploy.stackaccess import add_data_dir_argument
 
-PURGING_SERVICES = ("gateway", "redactor", "orchestrator")
+PURGING_SERVICES = ("gateway", "redactor", "orchestrator", "indexer")
 
 
 def add_parser(commands: Any) -> None:

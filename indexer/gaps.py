@@ -40,6 +40,8 @@ QUESTIONS_KEY = PREFIX + "questions"
 ASKED_PREFIX = PREFIX + "asked:"
 """Per turn: the redacted question of any decision record, for a later low rating."""
 LOW_RATING_PREFIX = PREFIX + "low:"
+CONVERSATION_PREFIX = PREFIX + "conversation:"
+"""Set per conversation: its turns the window knows, so a purge finds them."""
 """Per turn: a low rating that arrived before the turn's decision record."""
 
 LOW_RATING_MAX = 2
@@ -105,6 +107,7 @@ class GapWindow:
         if question is None:
             return None
         turn_id = record.correlation_id
+        await self.remember(record.conversation_id, turn_id)
         signal = GAP_OUTCOMES.get(str(record.details.get("outcome")))
         if signal is None:
             if await self.client.exists(LOW_RATING_PREFIX + turn_id):
@@ -118,12 +121,33 @@ class GapWindow:
         """A rating of 1-2 makes the rated turn's question a gap (once its question is known)."""
         if event.score > LOW_RATING_MAX:
             return None
+        await self.remember(event.conversation_id, event.turn_id)
         raw = await self.client.get(ASKED_PREFIX + event.turn_id)
         question = _clean(None if raw is None else as_text(raw))
         if question is None:
             await self.client.set(LOW_RATING_PREFIX + event.turn_id, "1", ex=self.ttl_s)
             return None
         return await self.add(GapQuestion(event.turn_id, question, "low_rating", event.occurred_at))
+
+    async def remember(self, conversation_id: str, turn_id: str) -> None:
+        key = CONVERSATION_PREFIX + conversation_id
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.sadd(key, turn_id)
+            pipe.expire(key, self.ttl_s)
+            await pipe.execute()
+
+    async def purge(self, conversation_id: str) -> int:
+        """Forget every question of the conversation (an operator's purge); how many turns."""
+        key = CONVERSATION_PREFIX + conversation_id
+        turns = [as_text(t) for t in await self.client.smembers(key)]
+        async with self.client.pipeline(transaction=True) as pipe:
+            for turn_id in turns:
+                pipe.delete(ASKED_PREFIX + turn_id, LOW_RATING_PREFIX + turn_id)
+                pipe.hdel(QUESTIONS_KEY, turn_id)
+                pipe.zrem(WINDOW_KEY, turn_id)
+            pipe.delete(key)
+            await pipe.execute()
+        return len(turns)
 
     async def add(self, question: GapQuestion) -> GapQuestion | None:
         """Keep ``question`` (once per turn; the first signal wins); None when already kept or
