@@ -108,7 +108,7 @@ class Site:
         return self.server.url("/").rstrip("/")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def site() -> Iterator[Site]:
     with SiteServer(HELP_SITE) as server:
         holder = Site(server)
@@ -125,7 +125,7 @@ def site() -> Iterator[Site]:
         yield holder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def stack(tmp_path_factory: pytest.TempPathFactory, site: Site) -> Iterator[Stack]:
     env = {
         **help_site_env(site.server.url("/help/index.html")),
@@ -142,7 +142,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, site: Site) -> Iterator[Stac
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     configured = os.environ.get("DESKPILOT_SCREENSHOTS")
     folder = Path(configured) if configured else tmp_path_factory.mktemp("screenshots")
@@ -150,7 +150,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def playwright() -> Iterator[Playwright]:
     if not CHROMIUM.exists() and shutil.which("chromium") is None:
         pytest.skip("no Chromium here: install Debian's chromium package (CI does)")
@@ -158,7 +158,7 @@ def playwright() -> Iterator[Playwright]:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     path = CHROMIUM if CHROMIUM.exists() else Path(shutil.which("chromium") or "chromium")
     launched = playwright.chromium.launch(executable_path=str(path), args=CHROMIUM_ARGS)
