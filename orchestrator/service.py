@@ -322,8 +322,9 @@ class Orchestrator:
         if body.action is Action.ESCALATED:  # a category the assistant routes to technicians
             await self.escalate(turn, conversation, EscalationReason.ROUTING, reason, None, replies)
             return
-        if attached and body.action is not Action.REFUSE:
-            body.answer = f"{describe(attached)}\n\n{body.answer}"
+        if attached:
+            # Said in whatever answer the turn gets, now or after a crawl or a ticket.
+            turn.attachment_note = describe(attached)
             reason = f"{reason}; {len(attached)} attachment(s) read"
         if body.action is Action.CRAWL:
             await self.start_crawl(turn, conversation, replies, reason)
@@ -411,6 +412,8 @@ class Orchestrator:
     ) -> None:
         """Record the turn as answered (with the conversation) and send the answer."""
         body.redaction_notice = turn.redaction_notice
+        if turn.attachment_note and body.action is not Action.REFUSE:
+            body.answer = f"{turn.attachment_note}\n\n{body.answer}"
         if body.incident is None and turn.incident is not None:
             body.incident = turn.incident
         if body.category is None and body.action not in (Action.REFUSE, Action.CLARIFY):

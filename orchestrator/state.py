@@ -57,6 +57,9 @@ class TurnState(BaseModel):
     ticket_queue: str | None = Field(None, description="The queue an escalation goes to.")
     ticket_key_asked: str | None = Field(None, description="The ticket a status question names.")
     incident: IncidentRef | None = Field(None, description="The incident the turn matched.")
+    attachment_note: str | None = Field(
+        None, description="What was read from the turn's attachments, said first in its answer."
+    )
     updated_at: datetime = Field(default_factory=utcnow)
 
 
