@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Literal
-from uuid import uuid4
+from uuid import NAMESPACE_URL, uuid4, uuid5
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -276,6 +276,21 @@ class ConversationPurged(Event):
     what it keeps of it."""
 
     requested_by: str = Field(examples=["admin", "cli"])
+
+    def confirmation(
+        self, service: str, **details: str | int | float | bool | None
+    ) -> AuditRecorded:
+        """The audit record a service writes once it deleted its part (``deskpilot purge`` waits
+        for them); its id is derived, so a redelivered purge confirms once."""
+        return AuditRecorded(
+            event_id=uuid5(NAMESPACE_URL, f"purge-{service}:{self.event_id}").hex,
+            correlation_id=self.correlation_id,
+            conversation_id=self.conversation_id,
+            service=service,
+            action="purge",
+            reason=f"requested by {self.requested_by}",
+            details=details,
+        )
 
 
 class CrawlBudget(BaseModel):

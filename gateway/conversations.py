@@ -8,13 +8,12 @@ per conversation (``deskpilot:gateway:conversation:<id>``, a set of ``turn:<id>`
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Literal
 
 import redis.asyncio as aioredis
 
 from contracts.bus import Bus
-from contracts.events import AuditRecorded, ConversationPurged, new_id
+from contracts.events import ConversationPurged, new_id
 from contracts.topics import Topic
 from gateway.analytics import CRAWLED_PREFIX, MARKER_PREFIX
 
@@ -77,15 +76,4 @@ class PurgeService:
 
     async def on_purge(self, event: ConversationPurged) -> None:
         deleted = await self.index.purge(event.conversation_id)
-        await self.bus.publish(
-            Topic.AUDIT,
-            AuditRecorded(
-                event_id=uuid.uuid5(uuid.NAMESPACE_URL, f"purge-gateway:{event.event_id}").hex,
-                correlation_id=event.correlation_id,
-                conversation_id=event.conversation_id,
-                service="gateway",
-                action="purge",
-                reason=f"requested by {event.requested_by}",
-                details={"keys": deleted},
-            ),
-        )
+        await self.bus.publish(Topic.AUDIT, event.confirmation("gateway", keys=deleted))

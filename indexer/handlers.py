@@ -9,7 +9,6 @@ work is idempotent (see :mod:`indexer.uploads`) and the same status is simply re
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from contracts.bus import Bus, Delivery
 from contracts.events import (
@@ -98,16 +97,7 @@ def register_gaps(bus: Bus, window: GapWindow) -> None:
 
     async def on_purge(event: ConversationPurged, _: Delivery) -> None:
         turns = await window.purge(event.conversation_id)
-        audit = AuditRecorded(
-            event_id=uuid.uuid5(uuid.NAMESPACE_URL, f"purge-indexer:{event.event_id}").hex,
-            correlation_id=event.correlation_id,
-            conversation_id=event.conversation_id,
-            service="indexer",
-            action="purge",
-            reason=f"requested by {event.requested_by}",
-            details={"gap_turns": turns},
-        )
-        await bus.publish(Topic.AUDIT, audit)
+        await bus.publish(Topic.AUDIT, event.confirmation("indexer", gap_turns=turns))
 
     bus.subscribe(Topic.AUDIT, AuditRecorded, on_audit, group=Group.INDEXER)
     bus.subscribe(Topic.FEEDBACK_RECORDED, FeedbackRecorded, on_feedback, group=Group.INDEXER)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 
 from contracts.bus import Bus, Delivery
 from contracts.events import (
@@ -164,16 +163,7 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
 
     async def on_purge(event: ConversationPurged, _: Delivery) -> None:
         deleted = await orchestrator.purge(event.conversation_id)
-        audit = AuditRecorded(
-            event_id=uuid.uuid5(uuid.NAMESPACE_URL, f"purge-orchestrator:{event.event_id}").hex,
-            correlation_id=event.correlation_id,
-            conversation_id=event.conversation_id,
-            service="orchestrator",
-            action="purge",
-            reason=f"requested by {event.requested_by}",
-            details={"keys": deleted},
-        )
-        await bus.publish(Topic.AUDIT, audit)
+        await bus.publish(Topic.AUDIT, event.confirmation("orchestrator", keys=deleted))
 
     bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.ORCHESTRATOR)
     return replies

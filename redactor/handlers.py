@@ -18,7 +18,6 @@ from contracts.events import (
     AttachmentExtracted,
     AttachmentRedacted,
     AttachmentSummary,
-    AuditRecorded,
     ConversationPurged,
     MessageReceived,
     QueryReceived,
@@ -165,18 +164,7 @@ def register(
 
     async def on_purge(event: ConversationPurged, _: Delivery) -> None:
         await bus.redis.delete(PLACEHOLDERS_PREFIX + event.conversation_id)
-        await bus.publish(
-            Topic.AUDIT,
-            AuditRecorded(
-                event_id=derived_event_id("purge-redactor", event.event_id),
-                correlation_id=event.correlation_id,
-                conversation_id=event.conversation_id,
-                service="redactor",
-                action="purge",
-                reason=f"requested by {event.requested_by}",
-                details={"placeholders": True},
-            ),
-        )
+        await bus.publish(Topic.AUDIT, event.confirmation("redactor", placeholders=True))
         log.info("conversation purged", extra={"conversation_id": event.conversation_id})
 
     bus.subscribe(

@@ -173,3 +173,16 @@ def test_spans_are_exported_only_when_an_exporter_is_configured(
     )
     assert ('"name": "probe-span"' in result.stdout) is exported
     assert ("probe-service" in result.stdout) is exported
+
+
+def test_a_purge_is_confirmed_once_per_service() -> None:
+    from contracts.events import ConversationPurged
+
+    purge = ConversationPurged(correlation_id="c1", conversation_id="conv", requested_by="cli")
+    first = purge.confirmation("indexer", gap_turns=2)
+    assert first.action == "purge"
+    assert first.service == "indexer"
+    assert first.details == {"gap_turns": 2}
+    assert (first.correlation_id, first.conversation_id) == ("c1", "conv")
+    assert purge.confirmation("indexer", gap_turns=2).event_id == first.event_id
+    assert purge.confirmation("gateway").event_id != first.event_id
