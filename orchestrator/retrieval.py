@@ -500,7 +500,12 @@ class Retriever:
                 records, embeddings = _records(self.collection)
                 # The marker of what was actually read: a write between the two reads is
                 # picked up by the next check instead of being hidden by the earlier marker.
-                self._index = _Snapshot(records, embeddings, _marker(r.chunk_id for r in records))
+                # An empty collection has nothing to rank: no snapshot, dense search only.
+                self._index = (
+                    _Snapshot(records, embeddings, _marker(r.chunk_id for r in records))
+                    if records
+                    else None
+                )
                 self._built_at = time.monotonic()
                 logger.info(
                     "retrieval snapshot built: %d chunks in %.2fs",

@@ -232,6 +232,21 @@ def test_an_empty_collection_gives_nothing(collection: Any, encoder: QueryEncode
     assert retrieval.confidence is None
 
 
+def test_refreshing_an_empty_collection_is_no_error(
+    collection: Any, encoder: QueryEncoder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An empty collection is an empty snapshot, not a reshape error (seen in bench chat)."""
+    retriever = Retriever(encoder, collection)
+
+    retriever.refresh(force=True)  # raised ValueError (reshape of an empty array) before
+    assert retriever.retrieve("how do I reset my password", 5).hits == []
+    assert not [r for r in caplog.records if r.levelname in {"ERROR", "CRITICAL"}]
+
+    add(collection, encoder, VPN_URL, "Install the VPN client", "Install", VPN_BODY)
+    retriever.refresh(force=True)
+    assert [hit.url for hit in retriever.retrieve("install the vpn client", 5).hits] == [VPN_URL]
+
+
 def test_keyword_tokens() -> None:
     assert keyword_tokens("How do I connect to the office Wi-Fi's printers?") == [
         "connect",
