@@ -44,6 +44,8 @@ class Heartbeat:
         node: str,
         interval_s: float,
         probes: dict[str, Probe] | None = None,
+        *,
+        stop_timeout_s: float = 5.0,
     ) -> None:
         self.client = client
         self.service = service
@@ -51,7 +53,9 @@ class Heartbeat:
         self.interval_s = interval_s
         self.probes = probes or {}
         self.key = heartbeat_key(service, node, os.getpid())
+        self.stop_timeout_s = stop_timeout_s
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     async def beat(self) -> None:
         dependencies = {}
@@ -72,23 +76,40 @@ class Heartbeat:
         await self.client.set(self.key, value, px=int(self.interval_s * 3000))
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 await self.beat()
             except Exception as exc:  # Redis down: keep trying, the bus reconnects too.
                 log.warning("heartbeat failed", extra={"error": type(exc).__name__})
-            await asyncio.sleep(self.interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), timeout=self.interval_s)
 
     def start(self) -> None:
+        self._stopping.clear()
         self._task = asyncio.create_task(self._run(), name=f"heartbeat-{self.service}")
 
+    @property
+    def beating(self) -> bool:
+        """True while the loop that writes the heartbeat runs."""
+        return self._task is not None and not self._task.done()
+
     async def stop(self) -> None:
+        """End the loop, then remove the key; returns within about twice ``stop_timeout_s``.
+
+        The loop is told to stop, not cancelled: on Python 3.11 ``asyncio.wait_for`` swallows a
+        cancellation that arrives just as a probe returns, so a cancelled heartbeat could beat on
+        for ever and its process never exit (:mod:`contracts.periodic` says why cancelling a Redis
+        call is unreliable too). Cancelling remains the fallback for a call that hangs.
+        """
+        self._stopping.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            done, _ = await asyncio.wait({self._task}, timeout=self.stop_timeout_s)
+            if not done:
+                log.warning("heartbeat did not stop in time; cancelled")
+                self._task.cancel()
+                await asyncio.wait({self._task}, timeout=self.stop_timeout_s)
         with contextlib.suppress(Exception):
-            await self.client.delete(self.key)
+            await asyncio.wait_for(self.client.delete(self.key), timeout=self.stop_timeout_s)
 
 
 async def read_heartbeats(client: aioredis.Redis) -> list[dict[str, Any]]:
