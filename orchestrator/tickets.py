@@ -9,6 +9,7 @@ service's outcome for the user.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 
@@ -96,11 +97,14 @@ def links_given(conversation: Conversation) -> list[Citation]:
 
 
 def requester(turn: TurnState) -> str:
-    """Who the ticket is for: the user, or for anonymous users the conversation (two anonymous
-    people must not share tickets, nor read each other's status)."""
+    """Who the ticket is for: the user, or for anonymous users their conversation (two anonymous
+    people must not share tickets, nor read each other's status). The conversation is named by a
+    digest: the requester is written into the ticket, where every ticket reader sees it, and a
+    conversation id would let a reader address the conversation."""
     if turn.user_id and turn.user_id != "anonymous":
         return turn.user_id
-    return f"anonymous:{turn.conversation_id}"
+    digest = hashlib.sha256(f"deskpilot:requester:{turn.conversation_id}".encode()).hexdigest()
+    return f"anonymous:{digest[:24]}"
 
 
 def build_escalation(

@@ -36,6 +36,7 @@ from ticketing.content import (
     incident_resolved_comment,
     normalise,
 )
+from ticketing.conversations import TicketConversations
 
 log = logging.getLogger("deskpilot.ticketing.incidents")
 
@@ -82,6 +83,7 @@ class IncidentLinker:
         self.redis = redis
         self.backend = backend
         self.publisher = publisher
+        self.conversations = TicketConversations(redis)
 
     # -- incidents -------------------------------------------------------------------------
 
@@ -177,7 +179,7 @@ class IncidentLinker:
                 await self.backend.update(key, add_labels=[incident_label(incident.id)])
             marker = linked_marker(incident.id)
             if not any(marker in comment for comment in record.comments):
-                await self.backend.comment(key, f"{incident_comment(incident)}\n{marker}")
+                await self.backend.comment(key, incident_comment(incident, marker))
             await self.add_linked(incident.id, key)
             record = await self.backend.get(key)
             await self._publish(report, record, TicketChange.LINKED)
@@ -195,7 +197,7 @@ class IncidentLinker:
             except TicketNotFound:
                 continue
             if not any(marker in comment for comment in record.comments):
-                await self.backend.comment(key, f"{incident_resolved_comment(incident)}\n{marker}")
+                await self.backend.comment(key, incident_resolved_comment(incident, marker))
                 record = await self.backend.get(key)
             await self._publish(report, record, TicketChange.COMMENTED)
             touched += 1
@@ -207,6 +209,7 @@ class IncidentLinker:
     async def _publish(
         self, report: IncidentReported, record: TicketRecord, change: TicketChange
     ) -> None:
+        record = await self.conversations.attach(record)
         await self.publisher.publish(
             Topic.TICKET_EVENTS,
             TicketEvent(

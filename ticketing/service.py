@@ -53,6 +53,7 @@ from ticketing.backends.base import (
     TicketBackend,
     TicketNotFound,
     TicketQuery,
+    requester_key,
     topic_label,
     user_label,
 )
@@ -208,6 +209,7 @@ class TicketingService:
         self.outbox = outbox
         self.pending = PendingRequests(redis)
         self.incidents = incidents or IncidentLinker(redis, backend, outbox)
+        self.conversations = self.incidents.conversations
 
     # -- escalations -----------------------------------------------------------------------
 
@@ -253,7 +255,7 @@ class TicketingService:
         if record is None and not silent:
             same_topic = await self.backend.search(
                 TicketQuery(
-                    labels=[user_label(event.user_id), topic_label(event.topic)],
+                    labels=[user_label(requester_key(event.user_id)), topic_label(event.topic)],
                     open_only=True,
                     limit=1,
                 )
@@ -267,6 +269,7 @@ class TicketingService:
                 "ticket created",
                 extra={"ticket": record.key, "backend": self.backend.name, "silent": silent},
             )
+        await self.conversations.remember(record.key, event.conversation_id)
         await self.pending.record_outcome(digest, TicketChange.CREATED, record.key)
         # Follow-up steps, each safe to repeat after a failure.
         if content.transcript_attachment is not None:
@@ -347,8 +350,9 @@ class TicketingService:
             )
 
     async def _announce(self, event: EscalationRequested, filed: Filed) -> None:
+        record = await self.conversations.attach(filed.record)
         await self.outbox.publish(
-            Topic.TICKET_EVENTS, self._ticket_event(event, filed.change, record=filed.record)
+            Topic.TICKET_EVENTS, self._ticket_event(event, filed.change, record=record)
         )
         await self.outbox.publish(
             Topic.AUDIT,
@@ -401,13 +405,13 @@ class TicketingService:
             if request.key:
                 record = await self.backend.get(request.key)
                 # Only the requester's own tickets: a key is not a password.
-                if record.user_id == request.user_id:
+                if record.user_id in (request.user_id, requester_key(request.user_id)):
                     records = [record]
                 else:
                     detail = f"No ticket {request.key} of yours was found."
             else:
                 records = await self.backend.search(
-                    TicketQuery(labels=[user_label(request.user_id)], limit=5)
+                    TicketQuery(labels=[user_label(requester_key(request.user_id))], limit=5)
                 )
         except TicketNotFound:
             detail = f"No ticket {request.key} of yours was found."
@@ -422,6 +426,7 @@ class TicketingService:
         for record in records:
             if self.backend.is_done(record):
                 await self.incidents.forget_ticket(record.key)
+        records = [await self.conversations.attach(record) for record in records]
         await self.outbox.publish(
             Topic.TICKET_EVENTS,
             TicketEvent(

@@ -96,8 +96,29 @@ def test_the_escalation_carries_everything_a_technician_needs() -> None:
 
 
 def test_anonymous_people_do_not_share_tickets() -> None:
-    assert requester(turn("hi")) == "anonymous:conv-1"
+    first = requester(turn("hi"))
+    assert first == requester(turn("hello"))  # one conversation, one requester
+    other = turn("hi")
+    other.conversation_id = "conv-2"
+    assert requester(other) != first
     assert requester(turn("hi", user_id="e1234")) == "e1234"
+
+
+def test_an_anonymous_requester_does_not_name_the_conversation() -> None:
+    # The requester is written into the ticket, which every ticket reader sees; the
+    # conversation id would let a reader address the conversation.
+    anonymous = requester(turn("hi"))
+    assert anonymous.startswith("anonymous:")
+    assert "conv-1" not in anonymous
+    escalation = build_escalation(
+        turn("I need a human"),
+        conversation(),
+        reason=EscalationReason.USER_REQUEST,
+        reason_detail="asked for a person",
+        queue=None,
+        sentiment=None,
+    )
+    assert "conv-1" not in escalation.user_id
 
 
 def test_one_problem_in_other_words_has_one_topic() -> None:

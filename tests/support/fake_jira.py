@@ -23,6 +23,11 @@ without spaces; known components, priorities and issue types), 401 for wrong bas
 (e-mail:API token), 404 ``{"errorMessages": ["Issue does not exist or you do not have
 permission to see it."], "errors": {}}``, 429 with ``Retry-After``.
 
+What Jira would render: :func:`split_noformat` splits wiki text the way Jira's renderer reads
+``{noformat}`` blocks (a tag opens a block, the next tag of any case closes it, an unclosed one
+is markup), and :func:`live_markup` lists whatever in the markup part is not one of the plain
+forms Deskpilot writes itself, so a test can assert that user text arrived inert.
+
 Fault knobs: :meth:`FakeJira.fail_next` (the next N requests answer 500, 503 or 429),
 :meth:`FakeJira.reject_credentials` (every request 401), and :attr:`FakeJira.requests`, a log of
 every request.
@@ -94,6 +99,57 @@ FIELDS = [
     ("updated", "Updated"),
     ("reporter", "Reporter"),
 ]
+
+
+_NOFORMAT_TAG = re.compile(r"\{noformat(?::[^}]*)?\}", re.IGNORECASE)
+_MARKUP_CHARACTERS = re.compile(r"[{}\[\]!|~^*_+?#@\\]")
+_EMOTICON = re.compile(r"\((?:[a-z/!?+*-]|on|off|\*[rgby]?)\)|[:;]-?[()PpDd]")
+_BLOCK_START = re.compile(r"^(?:-{2,}|bq\.|h[1-6]\.|[#|>-])")
+
+
+def split_noformat(text: str) -> tuple[str, str]:
+    """``(markup, verbatim)``: what Jira renders as wiki markup and what it shows verbatim in
+    ``{noformat}`` blocks. A tag (any case, with or without parameters) opens a block and the
+    next one closes it; a tag left open is rendered as markup, with everything after it."""
+    tags = list(_NOFORMAT_TAG.finditer(text))
+    markup: list[str] = []
+    verbatim: list[str] = []
+    position = 0
+    for opening, closing in zip(tags[::2], tags[1::2], strict=False):
+        markup.append(text[position : opening.start()])
+        verbatim.append(text[opening.end() : closing.start()])
+        position = closing.end()
+    markup.append(text[position:])
+    return "\n".join(markup), "\n".join(verbatim)
+
+
+def live_markup(
+    text: str, *, headings: tuple[str, ...] = (), links: tuple[str, ...] = ()
+) -> list[str]:
+    """The lines of ``text``'s markup part (see :func:`split_noformat`) that Jira would render
+    as anything but plain words: headings other than ``h3. <one of headings>``, markup
+    characters (braces, brackets, bangs, pipes, emphasis, mentions, escapes), emoticons, block
+    starts (rules, quotes, lists other than a leading ``* ``, tables) and URLs other than
+    ``links``, each given as a whole word."""
+    markup, _ = split_noformat(text)
+    problems = []
+    for line in markup.split("\n"):
+        if not line.strip():
+            continue
+        if line.startswith("h3. ") and line[4:] in headings:
+            continue
+        rest = line.removeprefix("* ")
+        words = [w for w in rest.split(" ") if w not in links]
+        plain = " ".join(words)
+        if (
+            _BLOCK_START.match(rest)
+            or _MARKUP_CHARACTERS.search(plain)
+            or _EMOTICON.search(plain)
+            or "://" in plain
+            or "www." in plain.lower()
+        ):
+            problems.append(line)
+    return problems
 
 
 class JiraError(Exception):
@@ -739,7 +795,8 @@ def query_jql(jql: str, issues: list[Issue], project_key: str, current_user: str
                 return issue.reporter in wanted
             if name == "statuscategory":
                 category = STATUS_CATEGORIES[STATUSES[issue.status][1]]
-                return any(v.lower() in (category["name"].lower(), category["key"]) for v in values)
+                names = (str(category["name"]).lower(), str(category["key"]))
+                return any(v.lower() in names for v in values)
             if name == "status":
                 return issue.status.lower() in (v.lower() for v in values)
             raise JiraError(400, [f"Field '{name}' does not exist or you do not have permission."])

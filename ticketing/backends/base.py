@@ -20,7 +20,7 @@ import re
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from contracts.events import TicketRecord
 
@@ -67,8 +67,29 @@ class TicketNotFound(BackendError):
     permanent = True
 
 
+LABEL_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,199}$")
+"""What any label Deskpilot sets looks like: lower case, no spaces, no markup, at most 200."""
+
+
+def checked_labels(labels: list[str]) -> list[str]:
+    """``labels``, or ValueError when one is outside :data:`LABEL_PATTERN`."""
+    bad = [value for value in labels if not LABEL_PATTERN.match(value)]
+    if bad:
+        raise ValueError(f"{len(bad)} label(s) outside the label alphabet [a-z0-9_.-]")
+    return labels
+
+
+def require_label_alphabet(labels: list[str]) -> None:
+    """:class:`BackendRejected` when a label to add is outside :data:`LABEL_PATTERN`."""
+    try:
+        checked_labels(labels)
+    except ValueError as exc:
+        raise BackendRejected(str(exc), [str(exc)], {"labels": str(exc)}) from None
+
+
 class TicketDraft(BaseModel):
-    """A ticket to file. Every text in it is already redacted."""
+    """A ticket to file. Every text in it is already redacted; labels come from fixed
+    vocabularies and digests only (see :func:`ticketing.content.build_ticket`)."""
 
     summary: str = Field(min_length=1)
     description: str = ""
@@ -82,6 +103,8 @@ class TicketDraft(BaseModel):
     incident_id: str | None = None
     idempotency_key: str = Field(min_length=1)
 
+    _labels_checked = field_validator("labels")(checked_labels)
+
 
 class TicketQuery(BaseModel):
     """Tickets carrying every one of ``labels``; newest first."""
@@ -89,6 +112,8 @@ class TicketQuery(BaseModel):
     labels: list[str] = Field(default_factory=list)
     open_only: bool = False
     limit: int = Field(20, ge=1, le=100)
+
+    _labels_checked = field_validator("labels")(checked_labels)
 
 
 class TicketBackend(ABC):
@@ -165,8 +190,10 @@ _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 
 def label(prefix: str, value: str) -> str:
-    """A label safe in any ticket system (no spaces; Jira allows 255 characters)."""
-    cleaned = _LABEL_UNSAFE.sub("-", value.strip()).strip("-").lower()
+    """A label safe in any ticket system (no spaces; Jira allows 255 characters). Only for
+    values of fixed vocabularies (categories, queues, configured labels, incident ids): never
+    for anything a user wrote."""
+    cleaned = _LABEL_UNSAFE.sub("-", value.strip()).strip("-._").lower() or _digest(value)[:12]
     return f"{prefix}{cleaned}"[:200]
 
 
@@ -174,9 +201,42 @@ def _digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
+def request_reference(idempotency_key: str) -> str:
+    """What a ticket keeps of the request that filed it: the key's whole SHA-256 (the key names
+    the turn, and a turn id must not be readable by everyone who can read the ticket)."""
+    return hashlib.sha256(idempotency_key.encode()).hexdigest()
+
+
+def conversation_reference(conversation_id: str) -> str:
+    """An opaque name of a conversation for ticket text, Jira properties and labels.
+
+    The conversation id itself is not printed where every ticket reader sees it: with it, a
+    reader could address the conversation in Deskpilot's API. The reference is a digest, so it
+    opens nothing; technicians reach the conversation through the admin API, signed in, by the
+    ticket's key (the read model there keeps the id)."""
+    return (
+        "conv-"
+        + hashlib.sha256(f"deskpilot:conversation:{conversation_id}".encode()).hexdigest()[:16]
+    )
+
+
 def idempotency_label(idempotency_key: str) -> str:
     """The label an idempotency key is findable by (a digest: keys may hold any character)."""
     return f"dp-idem-{_digest(idempotency_key)}"
+
+
+_ANONYMOUS_REQUESTER = re.compile(r"^anonymous:[0-9a-f]{24}$")
+
+
+def requester_key(user_id: str) -> str:
+    """The requester as tickets keep it. An anonymous requester is named after its conversation
+    by a digest (``anonymous:<24 hex>``, as the orchestrator sends it); one named by anything
+    else, such as the conversation id itself, gets a digest here, so no ticket, property or
+    label ever keeps a conversation id."""
+    if user_id.startswith("anonymous:") and not _ANONYMOUS_REQUESTER.match(user_id):
+        digest = hashlib.sha256(f"deskpilot:requester:{user_id}".encode()).hexdigest()
+        return f"anonymous:{digest[:24]}"
+    return user_id
 
 
 def user_label(user_id: str) -> str:
@@ -185,7 +245,9 @@ def user_label(user_id: str) -> str:
 
 
 def topic_label(topic: str) -> str:
-    return label("topic-", topic)
+    """The label of a requester's topic: a digest, because the topic key is made of the words of
+    the user's message, and labels are visible to everyone in Jira."""
+    return f"dp-topic-{_digest(topic)[:20]}"
 
 
 def incident_label(incident_id: str) -> str:

@@ -11,8 +11,12 @@ token); 429, 5xx and connection errors are transient; 400 is a rejection carryin
 logged or chained as they are: their text can quote request and response bodies.
 
 Idempotency: the key is stored on the issue twice, as a label (``dp-idem-<digest>``, searchable
-with JQL) and as the issue entity property ``deskpilot`` (the exact key and the requester's
-ids). :meth:`JiraBackend.create` searches by the label before filing.
+with JQL) and as the issue entity property ``deskpilot`` (the key's whole SHA-256, the
+requester's id, an opaque reference of the conversation, category, queue and incident).
+:meth:`JiraBackend.create` searches by the label before filing. Entity properties are readable by
+everyone who may browse the issue, so neither the conversation id nor the turn id the key names is
+stored there: issues read back carry no conversation id (the ticketing service adds the one it
+knows, see :mod:`ticketing.conversations`).
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ from ticketing.backends.base import (
     TicketDraft,
     TicketNotFound,
     TicketQuery,
+    conversation_reference,
     idempotency_label,
+    request_reference,
+    require_label_alphabet,
 )
 from ticketing.config import JiraConfig
 
@@ -154,6 +161,7 @@ class JiraBackend(TicketBackend):
             queue=stored.get("queue"),
             priority=(fields.get("priority") or {}).get("name"),
             user_id=stored.get("user_id"),
+            # Only issues filed before the property held a reference carry the id.
             conversation_id=stored.get("conversation_id"),
             incident_id=stored.get("incident_id"),
             links=sorted(set(links)),
@@ -211,7 +219,12 @@ class JiraBackend(TicketBackend):
             stored = (raw.get("properties") or {}).get(self.config.property_key)
             # No property yet: filed, but the process stopped before storing it; the label (a
             # digest of the key) is the proof, and create() stores the property then.
-            if stored is None or stored.get("idempotency_key") == idempotency_key:
+            if (
+                stored is None
+                or stored.get("request") == request_reference(idempotency_key)
+                # Filed before the key was stored as a digest.
+                or stored.get("idempotency_key") == idempotency_key
+            ):
                 return self._record(raw)
         return None
 
@@ -250,9 +263,11 @@ class JiraBackend(TicketBackend):
 
     async def _store_property(self, key: str, draft: TicketDraft) -> None:
         value = {
-            "idempotency_key": draft.idempotency_key,
+            "request": request_reference(draft.idempotency_key),
             "user_id": draft.user_id,
-            "conversation_id": draft.conversation_id,
+            "conversation": (
+                conversation_reference(draft.conversation_id) if draft.conversation_id else None
+            ),
             "incident_id": draft.incident_id,
             "category": draft.category,
             "queue": draft.queue,
@@ -277,6 +292,7 @@ class JiraBackend(TicketBackend):
             fields["description"] = description
         update: dict[str, Any] = {}
         if add_labels:
+            require_label_alphabet(add_labels)
             update["labels"] = [{"add": value} for value in add_labels]
 
         def work(jira: JIRA) -> None:

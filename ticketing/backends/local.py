@@ -24,6 +24,7 @@ from ticketing.backends.base import (
     TicketNotFound,
     TicketQuery,
     idempotency_label,
+    require_label_alphabet,
 )
 from ticketing.config import LocalConfig
 
@@ -233,6 +234,8 @@ class LocalBackend(TicketBackend):
         description: str | None = None,
         add_labels: list[str] | None = None,
     ) -> TicketRecord:
+        require_label_alphabet(add_labels or [])
+
         def work(db: sqlite3.Connection) -> TicketRecord:
             row = self._row(db, key)
             if summary is not None and not summary.strip():

@@ -48,7 +48,9 @@ async def test_create_then_get_reads_back_what_was_filed(backend: TicketBackend)
     assert {DESKPILOT_LABEL, "connectivity", idempotency_label("idem-1")} <= set(got.labels)
     assert got.priority == "High"
     assert got.user_id == "u-1"
-    assert got.conversation_id == "conv-1"
+    # Jira keeps only an opaque reference of the conversation (everyone who may browse the issue
+    # reads its properties); the ticketing service adds the id to the records it publishes.
+    assert got.conversation_id == ("conv-1" if backend.name == "local" else None)
     assert got.category == "connectivity"
     assert got.queue == "Network"
     assert got.url.endswith(created.key)

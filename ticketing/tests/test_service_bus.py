@@ -32,7 +32,7 @@ from contracts.events import (
 from contracts.topics import Group, Topic, dead_letter_stream
 from tests.support.fake_jira import FakeJira
 from ticketing.app import create_worker
-from ticketing.backends.base import TicketDraft
+from ticketing.backends.base import TicketDraft, request_reference
 from ticketing.backends.jira import JiraBackend
 from ticketing.service import PENDING
 from ticketing.tests.conftest import jira_config, settings_for
@@ -152,8 +152,11 @@ async def test_a_duplicate_delivery_files_one_ticket(
     assert len(fake_jira.calls("POST", r"/issue$")) == 1
     issue = next(iter(fake_jira.issues.values()))
     assert issue.fields["components"] == [{"name": "Network"}]
-    assert "h3. What was tried\n* Restart the VPN client — failed" in issue.fields["description"]
-    assert issue.properties["deskpilot"]["idempotency_key"] == "esc-1"
+    assert (
+        "h3. What was tried\n{noformat}\n* Restart the VPN client — failed\n{noformat}"
+        in issue.fields["description"]
+    )
+    assert issue.properties["deskpilot"]["request"] == request_reference("esc-1")
     created = await ticket_events(redis, TicketChange.CREATED)
     # Both deliveries report the same ticket under the same event id: consumers de-duplicate.
     assert {e.event_id for e in created} == {created[0].event_id}

@@ -23,6 +23,7 @@ from contracts.events import (
 )
 from contracts.topics import Topic
 from tests.support.fake_statuspage import FakeStatusPage
+from ticketing.backends.base import topic_label
 from ticketing.backends.local import LocalBackend
 from ticketing.config import TicketingSettings
 from ticketing.content import MAX_DESCRIPTION, TRANSCRIPT_FILENAME, build_ticket, describe
@@ -166,7 +167,7 @@ def test_ticket_content_carries_the_whole_case() -> None:
     assert "Anger score at escalation: 0.90" in text
     assert content.draft.queue == "Network"
     assert "queue-network" in content.draft.labels
-    assert "topic-connectivity-vpn" in content.draft.labels
+    assert topic_label("connectivity:vpn") in content.draft.labels
     assert content.transcript_attachment is None
 
 
