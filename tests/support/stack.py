@@ -7,16 +7,15 @@ directory, with short heartbeat and reclaim intervals so fault tests take second
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-import pytest
 
 from deploy.runner import Child, RunnerSettings, Stack, free_port
+from tests.support.chromium import require_chromium
 
 FAST_ENV = {
     "DESKPILOT_HEARTBEAT_INTERVAL": "0.5",
@@ -32,9 +31,8 @@ HELP_SITE = Path(__file__).parent.parent / "sites"
 
 def help_site_env(seed: str) -> dict[str, str]:
     """A stack that crawls the help site at ``seed`` when its knowledge base falls short; skips
-    the test where no Chromium is installed."""
-    if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():
-        pytest.skip("no Chromium here: install Debian's chromium package (CI does)")
+    the test where no Chromium is installed (fails it with ``CI=true``)."""
+    require_chromium()
     return {
         "CRAWL_SEED_URLS": seed,
         "CRAWLER_ALLOW_NETWORKS": "127.0.0.0/8",
