@@ -36,7 +36,7 @@ from faststream.redis.message import RedisStreamMessage as StreamMessage
 from faststream.redis.opentelemetry import RedisTelemetryMiddleware
 from faststream.redis.parser import BinaryMessageFormatV1
 from pydantic import ValidationError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoPermissionError, RedisError, ResponseError
 
 from contracts.events import Event
 from contracts.logs import conversation_id_var, correlation_id_var
@@ -78,9 +78,13 @@ Handler = Callable[[E, Delivery], Awaitable[None]]
 
 
 async def create_group(client: aioredis.Redis, stream: str, group: str) -> bool:
-    """Create ``group`` on ``stream`` from id 0 (MKSTREAM); False when it already existed."""
+    """Create ``group`` on ``stream`` from id 0 (MKSTREAM); False when it already existed, or
+    when this service's Redis user may not touch ``stream`` (deploy/redis_acl.py): the services
+    that publish to or read from it create the group."""
     try:
         await client.xgroup_create(name=stream, groupname=group, id="0", mkstream=True)
+    except NoPermissionError:
+        return False
     except ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise
