@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from contracts.sealing import KeyRing
+
+PLACEHOLDER_ADMIN_TOKENS = frozenset({"change-me", "changeme"})
+"""Admin token values that are documentation, not secrets."""
 
 
 def _shared(name: str) -> AliasChoices:
@@ -108,19 +114,43 @@ class ServiceSettings(BaseSettings):
         description="Fault injection for reliability tests: slow every handler by this much.",
     )
     admin_token: SecretStr = Field(
-        SecretStr("change-me"),
+        SecretStr(""),
         validation_alias=_shared("DESKPILOT_ADMIN_TOKEN"),
-        description="Break-glass and service credential for admin endpoints (Bearer); users "
-        "whose token has the admin role need none.",
+        description="Break-glass and service credential for admin endpoints (Bearer); unset or "
+        "empty disables it (admin endpoints then take only user tokens with the admin role). "
+        "`deskpilot up` generates one per run when unset and prints it once. Placeholders such "
+        "as `change-me` are refused.",
     )
 
+    seal_keys: SecretStr | None = Field(
+        None,
+        validation_alias=_shared("DESKPILOT_SEAL_KEYS"),
+        description="AES-256-GCM keys that seal raw user content on the bus (messages, "
+        "attachments, rating comments): `<id>:<base64 of 32 random bytes>`, several separated "
+        "by commas; the first seals, every one opens (rotate by putting a new key first and "
+        "dropping the old one once nothing it sealed is pending). Required in production by the "
+        "gateway, ocr and redactor; `deskpilot up` generates one and keeps it in the data "
+        "directory.",
+    )
+
+    def key_ring(self) -> KeyRing:
+        """The ring ``DESKPILOT_SEAL_KEYS`` configures (see :func:`contracts.sealing.key_ring_of`:
+        a malformed value raises ``ValueError`` saying what is wrong, never the value; none in
+        production raises, none in development is this process's own key). Checked when a
+        service that seals or opens raw content starts (:meth:`contracts.bus.Bus.start`)."""
+        from contracts.sealing import key_ring_of
+
+        return key_ring_of(self.seal_keys, self.environment)
+
     @model_validator(mode="after")
-    def _no_placeholder_secrets_in_production(self) -> ServiceSettings:
-        if self.environment == "production" and self.admin_token.get_secret_value() in {
-            "",
-            "change-me",
-        }:
-            raise ValueError("DESKPILOT_ADMIN_TOKEN must be set to a real secret in production")
+    def _no_placeholder_secrets(self) -> ServiceSettings:
+        # A placeholder is a credential everyone knows: refused everywhere, not only in
+        # production (the gateway would otherwise accept `change-me` on every admin path).
+        if self.admin_token.get_secret_value().strip().lower() in PLACEHOLDER_ADMIN_TOKENS:
+            raise ValueError(
+                "DESKPILOT_ADMIN_TOKEN is a placeholder: set a real secret, or leave it empty "
+                "to disable the admin token"
+            )
         return self
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -353,13 +354,23 @@ class Stack:
         (self.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
 
 
+def generated_admin_token(settings: ServiceSettings) -> str | None:
+    """A random admin token for this run when none is configured (None when one is): there is
+    no default admin credential, and ``up`` prints this one once, to the terminal only."""
+    if settings.admin_token.get_secret_value():
+        return None
+    return secrets.token_urlsafe(32)
+
+
 def up(data_dir: Path | None, port: int, host: str, verbose: bool) -> int:
     overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
     settings = RunnerSettings(**overrides)
     if read_runtime(settings.data_dir.expanduser().resolve()):
         print(f"A Deskpilot stack already runs on {settings.data_dir}.", file=sys.stderr)
         return 1
-    stack = Stack(settings, port=port, host=host, verbose=verbose)
+    admin_token = generated_admin_token(settings)
+    extra_env = {"DESKPILOT_ADMIN_TOKEN": admin_token} if admin_token else {}
+    stack = Stack(settings, port=port, host=host, verbose=verbose, extra_env=extra_env)
     try:
         stack.start()
         print("Starting services (loading models takes a little while)…", flush=True)
@@ -370,6 +381,12 @@ def up(data_dir: Path | None, port: int, host: str, verbose: bool) -> int:
             )
             return 1
         print(f"\nDeskpilot is ready: open {stack.url}\nPress Ctrl-C to stop.\n", flush=True)
+        if admin_token:
+            print(
+                f"Admin token for this run (shown once; set DESKPILOT_ADMIN_TOKEN to keep one): "
+                f"{admin_token}\n",
+                flush=True,
+            )
         stack.run_forever()
         print("Stopping Deskpilot…", flush=True)
         return 0

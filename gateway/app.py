@@ -25,12 +25,18 @@ from gateway.conversations import ConversationIndex, PurgeService
 from gateway.documents import DocumentRecords, DocumentService
 from gateway.errors import install_error_handlers
 from gateway.feedback import FeedbackService
-from gateway.identity import IdentityResolver, withhold_tokens_in_server_logs
+from gateway.identity import (
+    IdentityResolver,
+    anonymous_ids_from_redis,
+    withhold_tokens_in_server_logs,
+)
 from gateway.incidents import IncidentService
+from gateway.origins import OriginPolicy
 from gateway.proposals import ProposalService, ProposalStore
 from gateway.ratelimit import ClientAddress, RateLimiter
 from gateway.service import TurnService, TurnStore
 from gateway.tickets import TicketReadModel
+from gateway.uploads import UploadGate
 
 SERVICE = "gateway"
 STATIC_DIR = Path(__file__).parent / "static"
@@ -39,7 +45,11 @@ STATIC_DIR = Path(__file__).parent / "static"
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
     bus = Bus(settings, SERVICE)
-    index = ConversationIndex(bus.redis, max(settings.turn_ttl_s, settings.attachment_ttl_s))
+    index = ConversationIndex(
+        bus.redis,
+        max(settings.turn_ttl_s, settings.attachment_ttl_s),
+        claim_ttl_s=settings.conversation_claim_ttl_s,
+    )
     recorder = analytics.AnalyticsRecorder(bus.redis, settings.analytics_retention_days)
     store = TurnStore(bus.redis, settings.turn_ttl_s)
     turns = TurnService(bus, store, settings, index, analytics=recorder)
@@ -58,11 +68,16 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     analytics.register(bus, recorder)
     # The WebSocket takes its user token in the query string, which uvicorn logs.
     withhold_tokens_in_server_logs()
+    identities = IdentityResolver.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # The reply group exists before the first message is published, so no reply is missed.
         await create_group(bus.redis, turns.reply_to, Group.GATEWAY)
+        if identities.anonymous is None:
+            identities.anonymous = await anonymous_ids_from_redis(
+                bus.redis, settings.anonymous_ttl_s
+            )
         await bus.start()
         heartbeat = Heartbeat(bus.redis, SERVICE, settings.node_name, settings.heartbeat_interval_s)
         heartbeat.start()
@@ -90,7 +105,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.feedback = FeedbackService(bus, store, recorder)
     app.state.analytics = analytics.AnalyticsReader(bus.redis, turns.reply_to)
     app.state.runtime_config = ConfigService(bus, settings)
-    app.state.identity = IdentityResolver.from_settings(settings)
+    app.state.identity = identities
+    app.state.conversations = index
+    app.state.upload_gate = UploadGate(settings, bus.redis)
+    # Who may open the chat's WebSocket: the gateway's own pages, the pages that embed it and
+    # the origins allowed to call the API (gateway/origins.py).
+    app.state.origins = OriginPolicy([*settings.frame_ancestors, *settings.cors_origins])
     app.state.rate_limiter = RateLimiter.from_settings(bus.redis, settings)
     app.state.client_address = ClientAddress(settings.trusted_proxies)
     install_error_handlers(app)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
+from collections.abc import Callable
 from typing import Any, Literal
 
 from opentelemetry import trace
@@ -26,7 +26,7 @@ from contracts.bus import Bus
 from contracts.events import AttachmentReceived, AttachmentSummary, TurnReply, new_id
 from contracts.topics import Topic
 from gateway.config import GatewaySettings
-from gateway.conversations import ATTACHMENT_PREFIX, ConversationIndex
+from gateway.conversations import ATTACHMENT_PREFIX, ConversationIndex, OwnedRecords
 from gateway.documents import safe_filename
 from gateway.errors import ApiError, ErrorCode
 from gateway.models import AttachmentRead
@@ -90,21 +90,36 @@ def sniff(data: bytes) -> tuple[AttachmentKind, str]:
 
 
 class AttachmentRecords:
-    """One small redacted record per attachment, expiring with the conversation."""
+    """One small redacted record per attachment, kept with its owner (the uploader) and
+    expiring with the conversation."""
 
     def __init__(self, bus: Bus, index: ConversationIndex, ttl_s: int) -> None:
         self.client = bus.redis
         self.index = index
         self.ttl_s = ttl_s
+        self.owned = OwnedRecords(self.client, ATTACHMENT_PREFIX)
+
+    async def create(self, attachment_id: str, owner: str, record: dict[str, Any]) -> None:
+        await self.owned.create(attachment_id, owner, record, self.ttl_s)
 
     async def put(self, attachment_id: str, record: dict[str, Any]) -> None:
-        await self.client.set(ATTACHMENT_PREFIX + attachment_id, json.dumps(record), ex=self.ttl_s)
+        """Replace an existing record (a purged or expired one stays gone)."""
+        await self.owned.update(attachment_id, record)
 
     async def get(self, attachment_id: str) -> dict[str, Any] | None:
-        if not attachment_id.isalnum() or len(attachment_id) > 64:
+        if not _well_formed(attachment_id):
             return None
-        raw = await self.client.get(ATTACHMENT_PREFIX + attachment_id)
-        return json.loads(raw) if raw else None
+        return await self.owned.get(attachment_id)
+
+    async def get_owned(self, attachment_id: str, owner: str) -> dict[str, Any] | None:
+        """The record when ``owner`` uploaded it; None for anyone else, as for an unknown id."""
+        if not _well_formed(attachment_id):
+            return None
+        return await self.owned.get_owned(attachment_id, owner)
+
+
+def _well_formed(attachment_id: str) -> bool:
+    return attachment_id.isascii() and attachment_id.isalnum() and len(attachment_id) <= 64
 
 
 class AttachmentService:
@@ -139,18 +154,25 @@ class AttachmentService:
         return kind, content_type
 
     async def submit(
-        self, upload: Upload, conversation_id: str | None, user_id: str | None
+        self,
+        upload: Upload,
+        conversation_id: str,
+        user_id: str,
+        on_published: Callable[[], None] | None = None,
     ) -> AttachmentRead:
         """Screen the file, have it read and redacted, and return what was read.
 
-        Nothing is stored when the file is refused: the gateway keeps no bytes, and the ocr
-        service deletes the stream entry whether it could read the file or not.
+        The caller checked that ``user_id`` owns the conversation. Nothing is stored when the
+        file is refused: the gateway keeps no bytes, and the ocr service deletes the stream
+        entry whether it could read the file or not. Once the file is on the bus its bytes are
+        let go (``upload`` is emptied) and ``on_published`` is called, before the wait for the
+        ocr service's reply: a waiting upload holds no file in memory.
         """
         filename = safe_filename(upload.filename)
         kind, content_type = self.screen(upload)
-        conversation_id = conversation_id or new_id()
         attachment_id = new_id()
-        user = user_id or "anonymous"
+        user = user_id
+        size = len(upload.data)
         event = AttachmentReceived(
             correlation_id=attachment_id,
             conversation_id=conversation_id,
@@ -169,8 +191,8 @@ class AttachmentService:
         ):
             async with self.turns.listen(attachment_id) as replies:
                 try:
-                    await self.records.put(attachment_id, base | {"status": "pending"})
-                    await self.records.index.add(conversation_id, "attachment", attachment_id)
+                    await self.records.create(attachment_id, user, base | {"status": "pending"})
+                    await self.records.index.add(conversation_id, "attachment", attachment_id, user)
                     await self.bus.publish(Topic.ATTACHMENT_RECEIVED, event)
                 except (RedisError, OSError) as exc:
                     error = type(exc).__name__
@@ -179,9 +201,15 @@ class AttachmentService:
                         ErrorCode.BUS_UNAVAILABLE,
                         "Deskpilot is briefly unavailable; the file was not sent. Try again.",
                     ) from exc
+                finally:
+                    # The bytes are on the bus (or refused by it): let go of them now.
+                    del event
+                    upload.release()
+                    if on_published is not None:
+                        on_published()
                 log.info(
                     "attachment queued",
-                    extra={"attachment_id": attachment_id, "kind": kind, "bytes": len(upload.data)},
+                    extra={"attachment_id": attachment_id, "kind": kind, "bytes": size},
                 )
                 reply = await self._wait(attachment_id, replies)
         return self._read(attachment_id, conversation_id, reply)
@@ -222,8 +250,9 @@ class AttachmentService:
             record |= {"status": "failed", "error": reply.error.model_dump(mode="json")}
         await self.records.put(reply.correlation_id, record)
 
-    async def get(self, attachment_id: str) -> AttachmentRead:
-        record = await self.records.get(attachment_id)
+    async def get(self, attachment_id: str, owner: str | None) -> AttachmentRead:
+        """The attachment as ``owner`` may see it: 404 for anyone but its uploader."""
+        record = await self.records.get_owned(attachment_id, owner) if owner else None
         if record is None:
             detail = f"No attachment {attachment_id!r} is known."
             raise ApiError(ErrorCode.UNKNOWN_ATTACHMENT, detail)
@@ -237,15 +266,18 @@ class AttachmentService:
             status=record["status"],
         )
 
-    async def check_references(self, attachment_ids: list[str], conversation_id: str) -> None:
-        """A message may reference only this conversation's attachments that were read."""
+    async def check_references(
+        self, attachment_ids: list[str], conversation_id: str, owner: str
+    ) -> None:
+        """A message may reference only attachments its user uploaded to this conversation
+        and that were read."""
         if len(attachment_ids) > MAX_ATTACHMENTS_PER_MESSAGE:
             raise ApiError(
                 ErrorCode.INVALID_REQUEST,
                 f"A message may reference at most {MAX_ATTACHMENTS_PER_MESSAGE} attachments.",
             )
         for attachment_id in attachment_ids:
-            record = await self.records.get(attachment_id)
+            record = await self.records.get_owned(attachment_id, owner)
             if record is None or record.get("conversation_id") != conversation_id:
                 raise ApiError(
                     ErrorCode.UNKNOWN_ATTACHMENT,

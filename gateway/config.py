@@ -176,6 +176,57 @@ class GatewaySettings(ServiceSettings):
         description="Comma-separated origins whose own scripts may call the API (CORS); none "
         "by default. The iframe and the embed launcher need none.",
     )
+    anonymous_key: SecretStr | None = Field(
+        None,
+        description="Key (at least 32 bytes) the gateway signs anonymous users' tokens with; "
+        "unset, the gateway keeps a random one in Redis, shared by its replicas. Changing it "
+        "makes every anonymous user a stranger to their earlier conversations.",
+    )
+    anonymous_ttl_s: int = Field(
+        30 * 24 * 3600,
+        ge=3600,
+        description="How long an anonymous token is valid; the chat page gets a renewed one on "
+        "every connection.",
+    )
+    conversation_claim_ttl_s: int = Field(
+        3600,
+        ge=60,
+        description="How long a conversation the WebSocket opened is kept without a message; "
+        "its first message keeps it as long as its turns.",
+    )
+    upload_concurrency_per_user: int = Field(
+        2,
+        ge=1,
+        description="Uploads (attachments, documents) one user may have in progress at once on "
+        "a gateway process, from the first byte to the answer; more get 429 with Retry-After.",
+    )
+    upload_concurrency_per_ip: int = Field(
+        8, ge=1, description="Uploads one client IP may have in progress at once per process."
+    )
+    upload_concurrency_total: int = Field(
+        16,
+        ge=1,
+        description="Uploads in progress at once per gateway process, everyone together; more "
+        "get 503 with Retry-After.",
+    )
+    upload_memory_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        description="File bytes a gateway process holds at once while receiving and publishing "
+        "uploads (each costs about five times its size while it is encoded and sent); an upload "
+        "that does not fit gets 503 with Retry-After before its body is read. At least the "
+        "largest allowed file.",
+    )
+    ocr_queue_max_bytes: int = Field(
+        128 * 1024 * 1024,
+        ge=1024,
+        description="Bytes the attachment.received stream may hold in Redis (attachments "
+        "waiting for the ocr service); over it, attachments get 503 with Retry-After until the "
+        "ocr service catches up. At least the largest allowed file, base64-encoded.",
+    )
+    upload_retry_after_s: int = Field(
+        5, ge=1, le=300, description="The Retry-After of uploads refused for load (429/503)."
+    )
 
     @field_validator("frame_ancestors", "cors_origins", mode="before")
     @classmethod
@@ -213,6 +264,27 @@ class GatewaySettings(ServiceSettings):
         # RFC 7518 section 3.2: an HS256 key must be at least as long as the hash (32 bytes).
         if secret and len(secret.encode()) < MIN_JWT_SECRET_BYTES:
             raise ValueError(f"GATEWAY_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes")
+        anonymous_key = secret_value(self.anonymous_key)
+        if anonymous_key and len(anonymous_key.encode()) < MIN_JWT_SECRET_BYTES:
+            raise ValueError(f"GATEWAY_ANONYMOUS_KEY must be at least {MIN_JWT_SECRET_BYTES} bytes")
+        if anonymous_key and anonymous_key == secret:
+            raise ValueError("GATEWAY_ANONYMOUS_KEY must differ from GATEWAY_JWT_SECRET")
+        return self
+
+    @model_validator(mode="after")
+    def _upload_budgets(self) -> GatewaySettings:
+        largest = max(self.max_log_bytes, self.max_image_bytes, self.max_upload_bytes)
+        if self.upload_memory_bytes < largest:
+            raise ValueError(
+                f"GATEWAY_UPLOAD_MEMORY_BYTES ({self.upload_memory_bytes}) must hold the largest "
+                f"allowed file ({largest} bytes)"
+            )
+        encoded = (max(self.max_log_bytes, self.max_image_bytes) + 2) // 3 * 4
+        if self.ocr_queue_max_bytes < encoded:
+            raise ValueError(
+                f"GATEWAY_OCR_QUEUE_MAX_BYTES ({self.ocr_queue_max_bytes}) must hold the largest "
+                f"attachment base64-encoded ({encoded} bytes)"
+            )
         return self
 
     @field_validator("jwt_algorithms", "trusted_proxies", mode="before")

@@ -15,15 +15,28 @@ from gateway.analytics import AnalyticsReader
 from gateway.attachments import AttachmentService
 from gateway.audit import AuditReader
 from gateway.config import GatewaySettings, secret_value
-from gateway.conversations import PurgeService
+from gateway.conversations import ConversationIndex, PurgeService
 from gateway.documents import DocumentService
 from gateway.errors import ApiError, ErrorCode
 from gateway.feedback import FeedbackService
-from gateway.identity import Caller, Identity, IdentityResolver, Role, require_roles, user_identity
+from gateway.identity import (
+    AnonymousIds,
+    Caller,
+    Identity,
+    IdentityResolver,
+    Role,
+    is_anonymous_token,
+    owner_identity,
+    refuse,
+    require_roles,
+    user_identity,
+)
 from gateway.incidents import IncidentService
+from gateway.origins import OriginPolicy
 from gateway.ratelimit import ClientAddress, RateLimiter, kind_of
 from gateway.service import TurnService
 from gateway.tickets import TicketReadModel
+from gateway.uploads import UploadGate
 
 
 def get_turns(request: Request) -> TurnService:
@@ -86,9 +99,29 @@ def get_analytics(request: Request) -> AnalyticsReader:
     return reader
 
 
+def get_identity_resolver(connection: HTTPConnection) -> IdentityResolver:
+    resolver: IdentityResolver = connection.app.state.identity
+    return resolver
+
+
 def get_identity_resolver_ws(websocket: WebSocket) -> IdentityResolver:
     resolver: IdentityResolver = websocket.app.state.identity
     return resolver
+
+
+def get_conversations(connection: HTTPConnection) -> ConversationIndex:
+    conversations: ConversationIndex = connection.app.state.conversations
+    return conversations
+
+
+def get_upload_gate(connection: HTTPConnection) -> UploadGate:
+    gate: UploadGate = connection.app.state.upload_gate
+    return gate
+
+
+def get_origins(connection: HTTPConnection) -> OriginPolicy:
+    policy: OriginPolicy = connection.app.state.origins
+    return policy
 
 
 TurnsDep = Annotated[TurnService, Depends(get_turns)]
@@ -104,6 +137,10 @@ AuditDep = Annotated[AuditReader, Depends(get_audit)]
 FeedbackDep = Annotated[FeedbackService, Depends(get_feedback)]
 AnalyticsDep = Annotated[AnalyticsReader, Depends(get_analytics)]
 IdentityResolverWsDep = Annotated[IdentityResolver, Depends(get_identity_resolver_ws)]
+IdentityResolverDep = Annotated[IdentityResolver, Depends(get_identity_resolver)]
+ConversationsDep = Annotated[ConversationIndex, Depends(get_conversations)]
+UploadGateDep = Annotated[UploadGate, Depends(get_upload_gate)]
+OriginsDep = Annotated[OriginPolicy, Depends(get_origins)]
 
 
 def get_caller(connection: HTTPConnection) -> Caller:
@@ -187,7 +224,8 @@ _user_bearer = HTTPBearer(
     auto_error=False,
     scheme_name="UserToken",
     description="Optional: a signed user token (a JWT from the identity provider, or HS256 "
-    "with the shared secret; `sub` and `exp` required). Without one the caller is anonymous.",
+    "with the shared secret; `sub` and `exp` required), or an anonymous token from POST "
+    "/api/anonymous. Without either the caller is a new anonymous user each time.",
 )
 
 
@@ -201,6 +239,48 @@ async def current_identity(
 
 
 IdentityDep = Annotated[Identity | None, Depends(current_identity)]
+
+
+async def current_owner(
+    caller: CallerDep,
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_user_bearer)],
+) -> Identity | None:
+    """Whose records the caller may read: a user token's subject or an anonymous token's
+    user; None without either (the admin token included: it owns nothing); 401 for a token
+    that does not verify."""
+    return owner_identity(caller)
+
+
+OwnerDep = Annotated[Identity | None, Depends(current_owner)]
+
+
+def anonymous_ids(resolver: IdentityResolver) -> AnonymousIds:
+    """The gateway's anonymous token issuer; 503 until the gateway has its key."""
+    if resolver.anonymous is None:
+        raise refuse(Caller(refused="keys_unavailable"))
+    return resolver.anonymous
+
+
+def owner_of(
+    resolver: IdentityResolver, owner: Identity | None, anonymous_token: str | None = None
+) -> Identity:
+    """Who a request acts as: its token's user; else the anonymous token it carries in a body
+    field (``user_id``, for clients of the field's first version; anything that is not one of
+    the gateway's anonymous tokens there identifies nobody); else a new anonymous user that
+    nobody, the caller included, can name again: what it makes can never be read or continued
+    by anyone."""
+    if owner is not None:
+        return owner
+    if anonymous_token and is_anonymous_token(anonymous_token):
+        identity = owner_identity(resolver.anonymous_caller(anonymous_token))
+        if identity is not None:
+            return identity
+    return Identity(
+        user_id=AnonymousIds.new_user_id(),
+        authenticated=False,
+        roles=frozenset(),
+        source="anonymous",
+    )
 
 
 def client_ip(connection: HTTPConnection) -> str | None:

@@ -26,6 +26,9 @@ class ErrorCode(StrEnum):
     UNSUPPORTED_FILE_TYPE = "unsupported_file_type"
     UNKNOWN_DOCUMENT = "unknown_document"
     UNKNOWN_ATTACHMENT = "unknown_attachment"
+    UNKNOWN_CONVERSATION = "unknown_conversation"
+    TOO_MANY_UPLOADS = "too_many_uploads"
+    UPLOADS_BUSY = "uploads_busy"
     UNKNOWN_PROPOSAL = "unknown_proposal"
     CORRUPT_FILE = "corrupt_file"
     UNKNOWN_TICKET = "unknown_ticket"
@@ -48,6 +51,9 @@ STATUS = {
     ErrorCode.UNSUPPORTED_FILE_TYPE: 415,
     ErrorCode.UNKNOWN_DOCUMENT: 404,
     ErrorCode.UNKNOWN_ATTACHMENT: 404,
+    ErrorCode.UNKNOWN_CONVERSATION: 404,
+    ErrorCode.TOO_MANY_UPLOADS: 429,
+    ErrorCode.UPLOADS_BUSY: 503,
     ErrorCode.UNKNOWN_PROPOSAL: 404,
     ErrorCode.CORRUPT_FILE: 422,
     ErrorCode.UNKNOWN_TICKET: 404,

@@ -13,10 +13,12 @@ verifier exist, chosen by configuration:
 
 Either way a valid token makes its ``sub`` the user and its role claim (:class:`RoleMapper`) the
 user's roles (``employee``, ``technician``, ``admin``). No token keeps the embedded default,
-anonymous chat, with the page's per-browser id as ``anon:<id>`` (:func:`anonymous_user_id`),
-never authenticated. Any invalid token is refused with one generic 401 whatever check failed, so a
-caller cannot probe which part of a forged token was wrong; only the failure's category is logged,
-never the token or its claims.
+anonymous chat, never authenticated. An anonymous user is ``anon:<random>``, and the gateway is
+the only one that names them: it issues each anonymous browser (or API client) a signed
+anonymous token (:class:`AnonymousIds`), presented like a user token, so nobody can claim
+another's anonymous id. Any invalid token is refused with one generic 401 whatever check failed,
+so a caller cannot probe which part of a forged token was wrong; only the failure's category is
+logged, never the token or its claims.
 
 The algorithm is never the token's choice: the JWKS verifier accepts only the configured
 asymmetric algorithms, and the key's type must fit the algorithm (an RSA key never verifies an
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
 import jwt
+from redis.asyncio import Redis
 
 from gateway.config import ASYMMETRIC_ALGORITHMS, GatewaySettings, secret_value
 from gateway.errors import ApiError, ErrorCode
@@ -79,13 +82,14 @@ EMPLOYEE: frozenset[Role] = frozenset({"employee"})
 @dataclass(frozen=True)
 class Identity:
     """A verified caller. ``user_id`` is the token's subject; ``source`` says whether it came
-    from a user token or from the break-glass admin token (which is a credential, not a person:
-    it never chats as anyone)."""
+    from a user token, from the break-glass admin token (which is a credential, not a person:
+    it never chats as anyone), or from an anonymous token the gateway issued (a person without
+    a name or any role: it owns what it made and nothing else)."""
 
     user_id: str
     authenticated: bool = True
     roles: frozenset[Role] = EMPLOYEE
-    source: Literal["token", "admin_token"] = "token"
+    source: Literal["token", "admin_token", "anonymous"] = "token"
 
 
 ADMIN_TOKEN_IDENTITY = Identity(
@@ -469,15 +473,33 @@ class IdentityResolver:
 
     ``DESKPILOT_ADMIN_TOKEN`` is the break-glass and service credential: it is checked first, in
     constant time, and stands for the admin role (it is not a person, so it never chats as
-    anyone). Without a configured verifier every other token is ignored and the caller is
-    anonymous, exactly as before identities existed."""
+    anyone); empty disables it. A token whose header names the anonymous key is verified by
+    :attr:`anonymous` (set once the gateway has its key) and by nothing else. Without a
+    configured verifier every other token is ignored and the caller is anonymous, exactly as
+    before identities existed."""
 
-    def __init__(self, verifier: TokenVerifier | None, admin_token: str = "") -> None:
+    def __init__(
+        self,
+        verifier: TokenVerifier | None,
+        admin_token: str = "",
+        anonymous: AnonymousIds | None = None,
+    ) -> None:
         self.verifier = verifier
+        self.anonymous = anonymous
+        admin_token = admin_token.strip()
         self._admin_digest = hashlib.sha256(admin_token.encode()).digest() if admin_token else None
 
     @classmethod
     def from_settings(cls, settings: GatewaySettings) -> IdentityResolver:
+        resolver = cls._from_settings(settings)
+        anonymous_key = secret_value(settings.anonymous_key)
+        if anonymous_key:
+            # Else the gateway's lifespan sets the key it keeps in Redis.
+            resolver.anonymous = AnonymousIds(anonymous_key.encode(), settings.anonymous_ttl_s)
+        return resolver
+
+    @classmethod
+    def _from_settings(cls, settings: GatewaySettings) -> IdentityResolver:
         roles = RoleMapper(settings.jwt_roles_claim, settings.jwt_role_map)
         admin_token = settings.admin_token.get_secret_value()
         if settings.jwt_jwks_url:
@@ -518,13 +540,25 @@ class IdentityResolver:
         return self.verifier is not None
 
     def caller_of_token(self, token: str | None) -> Caller:
-        """A user token alone (the WebSocket's ``token`` parameter); never the admin token."""
+        """A user or anonymous token alone (the WebSocket's ``token`` parameter); never the
+        admin token."""
+        if token and is_anonymous_token(token):
+            return self.anonymous_caller(token)
         if token is None or self.verifier is None:
             return ANONYMOUS
         try:
             if not token:
                 raise InvalidToken("malformed")
             return Caller(identity=self.verifier.verify(token))
+        except InvalidToken as exc:
+            return Caller(refused=exc.kind)
+
+    def anonymous_caller(self, token: str) -> Caller:
+        """An anonymous token's caller: its user, or refused (never a user token's identity)."""
+        if self.anonymous is None:
+            return Caller(refused="keys_unavailable")
+        try:
+            return Caller(identity=self.anonymous.verify(token))
         except InvalidToken as exc:
             return Caller(refused=exc.kind)
 
@@ -583,7 +617,7 @@ def require_roles(caller: Caller, allowed: Iterable[Role], detail: str) -> Ident
     """The caller when it holds one of ``allowed`` (admin always qualifies): 401 with
     ``detail`` without valid credentials, 403 with valid ones that lack the role."""
     identity = caller.identity
-    if identity is None:
+    if identity is None or identity.source == "anonymous":
         raise refuse(caller, detail)
     wanted = {*allowed, "admin"}
     if not identity.roles & wanted:
@@ -595,30 +629,131 @@ def require_roles(caller: Caller, allowed: Iterable[Role], detail: str) -> Ident
 # -- anonymous users -----------------------------------------------------------------------------
 
 ANONYMOUS_PREFIX = "anon:"
-_BROWSER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+ANONYMOUS_KID = "deskpilot-anonymous"
+"""The ``kid`` of anonymous tokens: tells them apart from user tokens before any verification."""
+ANONYMOUS_AUDIENCE = "deskpilot:anonymous"
+ANONYMOUS_ISSUER = "deskpilot-gateway"
+MIN_ANONYMOUS_KEY_BYTES = 32
+_ANONYMOUS_SUBJECT = re.compile(r"anon:[A-Za-z0-9_-]{22}")
 
 
-def anonymous_user_id(browser_id: str | None) -> str | None:
-    """The user id of an anonymous browser: ``anon:<id>`` for the random id the chat page keeps
-    (letters, digits, ``-`` and ``_``, at most 64), None for anything else. The prefix keeps a
-    claimed id apart from every token's subject: an anonymous caller can never pass for an
-    employee, however it names itself."""
-    if not browser_id:
+@dataclass(frozen=True)
+class AnonymousToken:
+    """An issued anonymous token, the user id it names and when it expires (epoch seconds)."""
+
+    token: str
+    user_id: str
+    expires_at: int
+
+
+class AnonymousIds:
+    """Issues and verifies anonymous tokens.
+
+    An anonymous token is an HS256 JWT signed with the gateway's own anonymous key (never the
+    user tokens' secret), with a ``kid``, audience and issuer of its own, whose subject is
+    ``anon:`` and 128 random bits. Only the gateway can make one, so the anonymous user it names
+    cannot be claimed by anyone who was not given the token; it expires ``ttl_s`` after it was
+    issued, and every WebSocket connection that presents a valid one gets a renewed one for the
+    same user. Rotating the key (``GATEWAY_ANONYMOUS_KEY``) turns every anonymous user into a
+    stranger to what they made before."""
+
+    def __init__(self, key: bytes, ttl_s: int, *, clock: Callable[[], float] = time.time) -> None:
+        if len(key) < MIN_ANONYMOUS_KEY_BYTES:
+            raise ValueError(f"the anonymous key needs at least {MIN_ANONYMOUS_KEY_BYTES} bytes")
+        self._key = key
+        self.ttl_s = ttl_s
+        self._clock = clock
+
+    @staticmethod
+    def new_user_id() -> str:
+        """A fresh anonymous user id, ``anon:`` and 128 random bits (22 URL-safe characters)."""
+        return ANONYMOUS_PREFIX + secrets.token_urlsafe(16)
+
+    def issue(self, user_id: str | None = None) -> AnonymousToken:
+        """A token for ``user_id`` (renewal) or for a new anonymous user."""
+        subject = user_id or self.new_user_id()
+        if not _ANONYMOUS_SUBJECT.fullmatch(subject):
+            raise ValueError("not an anonymous user id")
+        now = int(self._clock())
+        expires_at = now + self.ttl_s
+        claims = {
+            "sub": subject,
+            "aud": ANONYMOUS_AUDIENCE,
+            "iss": ANONYMOUS_ISSUER,
+            "iat": now,
+            "exp": expires_at,
+        }
+        token = jwt.encode(claims, self._key, algorithm="HS256", headers={"kid": ANONYMOUS_KID})
+        return AnonymousToken(token, subject, expires_at)
+
+    def verify(self, token: str) -> Identity:
+        """The anonymous user a token names; raises :class:`InvalidToken` for anything else
+        (another key, an edited subject, expired, another audience or issuer)."""
+        try:
+            claims = jwt.decode(
+                token,
+                self._key,
+                algorithms=["HS256"],
+                audience=ANONYMOUS_AUDIENCE,
+                issuer=ANONYMOUS_ISSUER,
+                options={"require": ["exp", "sub", "aud", "iss"]},
+            )
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(_failure_kind(exc)) from None
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not _ANONYMOUS_SUBJECT.fullmatch(subject):
+            raise InvalidToken("claims")
+        return Identity(user_id=subject, authenticated=False, roles=frozenset(), source="anonymous")
+
+
+ANONYMOUS_KEY = "deskpilot:gateway:anonymous-key"
+"""Where the gateway keeps its anonymous key when none is configured."""
+
+
+async def anonymous_ids_from_redis(client: Redis, ttl_s: int) -> AnonymousIds:
+    """The anonymous key every replica shares: made (256 random bits) by whichever gateway
+    needs it first, kept in Redis without expiry, so anonymous users stay themselves across
+    restarts and replicas."""
+    for _ in range(3):
+        await client.set(ANONYMOUS_KEY, secrets.token_hex(32), nx=True)
+        stored = await client.get(ANONYMOUS_KEY)
+        if stored:
+            key = stored if isinstance(stored, bytes) else str(stored).encode()
+            return AnonymousIds(key, ttl_s)
+    raise RuntimeError("the anonymous key could not be kept in Redis")
+
+
+def is_anonymous_token(token: str) -> bool:
+    """Whether a presented token claims to be one of the gateway's anonymous tokens (its
+    header's ``kid``); says nothing about whether it is valid."""
+    try:
+        return jwt.get_unverified_header(token).get("kid") == ANONYMOUS_KID
+    except jwt.PyJWTError:
+        return False
+
+
+def owner_identity(caller: Caller) -> Identity | None:
+    """Who owns what a caller makes (conversations, turns, attachments): a user token's
+    subject or an anonymous token's user; None for a caller without either (the admin token
+    included); raises the refusal of a token that did not verify."""
+    if caller.refused is not None:
+        raise refuse(caller)
+    identity = caller.identity
+    if identity is None or identity.source == "admin_token":
         return None
-    if browser_id.startswith(ANONYMOUS_PREFIX):
-        browser_id = browser_id[len(ANONYMOUS_PREFIX) :]
-    return ANONYMOUS_PREFIX + browser_id if _BROWSER_ID.fullmatch(browser_id) else None
+    return identity
 
 
 # -- logs ----------------------------------------------------------------------------------------
 
-_TOKEN_QUERY = re.compile(r"([?&]token=)[^&\s\"']*")
+_TOKEN_QUERY = re.compile(r"([?&](?:token|user)=)[^&\s\"']*")
 SERVER_LOGGERS = ("uvicorn.error", "uvicorn.access")
 """Uvicorn's loggers that write request paths with their query strings (``/ws/chat?token=``)."""
 
 
 class TokenQueryFilter(logging.Filter):
-    """Withholds ``token=`` query values from log lines that quote a request path."""
+    """Withholds ``token=`` and ``user=`` query values (a user token, an anonymous token)
+    from log lines that quote a request path."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
@@ -626,7 +761,7 @@ class TokenQueryFilter(logging.Filter):
                 _TOKEN_QUERY.sub(r"\1<withheld>", arg) if isinstance(arg, str) else arg
                 for arg in record.args
             )
-        if isinstance(record.msg, str) and "token=" in record.msg:
+        if isinstance(record.msg, str) and ("token=" in record.msg or "user=" in record.msg):
             record.msg = _TOKEN_QUERY.sub(r"\1<withheld>", record.msg)
         return True
 

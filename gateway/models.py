@@ -18,14 +18,24 @@ from contracts.events import (
     TicketChange,
     TicketRecord,
 )
+from contracts.ids import ConversationId
 
 
 class ChatCreate(BaseModel):
     """A user's message."""
 
     text: str = Field(examples=["How do I reset my VPN password?"])
-    conversation_id: str | None = Field(None, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
-    user_id: str | None = Field(None, max_length=128)
+    conversation_id: ConversationId | None = Field(
+        None,
+        description="A conversation of the caller's, from an earlier answer; leave it out to "
+        "start one.",
+    )
+    user_id: str | None = Field(
+        None,
+        max_length=4096,
+        description="The caller's anonymous token (POST /api/anonymous), when it is not sent as "
+        "the bearer token; ignored with a user token. Anything else here identifies nobody.",
+    )
     attachments: list[str] = Field(
         default_factory=list,
         max_length=5,
@@ -59,6 +69,14 @@ class FeedbackRead(BaseModel):
     score: int
     comment: str | None
     recorded_at: str
+
+
+class AnonymousRead(BaseModel):
+    """A new anonymous user and the token that proves it."""
+
+    anonymous_token: str = Field(description="Send as `Authorization: Bearer <token>`.")
+    user_id: str = Field(examples=["anon:3q2-7wEa1k9oXb4nT0Zc8g"])
+    expires_at: int = Field(description="When the token expires (epoch seconds).")
 
 
 class TurnRead(BaseModel):

@@ -8,7 +8,6 @@ Redis, so a client that disconnected mid-turn can fetch it with ``GET /api/turns
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import defaultdict
@@ -22,12 +21,12 @@ from opentelemetry import trace
 from redis.exceptions import RedisError
 
 from contracts.bus import Bus
-from contracts.events import MessageReceived, TurnReply, new_id
+from contracts.events import MessageReceived, TurnReply
 from contracts.topics import Topic, reply_stream
 from contracts.tracing import current_trace_id
 from gateway.analytics import AnalyticsRecorder, AnsweredTurn
 from gateway.config import GatewaySettings
-from gateway.conversations import TURN_PREFIX, ConversationIndex
+from gateway.conversations import TURN_PREFIX, ConversationIndex, OwnedRecords
 from gateway.errors import ApiError, ErrorCode
 from gateway.models import ChatRead, TurnRead
 
@@ -43,11 +42,13 @@ class Submitted:
 
 
 class TurnStore:
-    """The gateway's record of each turn: pending until its answer arrives."""
+    """The gateway's record of each turn: pending until its answer arrives. Kept with its
+    owner, the user who sent it: callers read it with :meth:`get_owned`."""
 
     def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
         self.client = client
         self.ttl_s = ttl_s
+        self.records = OwnedRecords(client, TURN_PREFIX)
 
     async def create(self, submitted: Submitted, user_id: str) -> None:
         record = {
@@ -57,20 +58,21 @@ class TurnStore:
             "user_id": user_id,
             "submitted_at": time.time(),
         }
-        await self.client.set(TURN_PREFIX + submitted.turn_id, json.dumps(record), ex=self.ttl_s)
+        await self.records.create(submitted.turn_id, user_id, record, self.ttl_s)
 
     async def complete(self, turn_id: str, answer: ChatRead) -> bool:
-        """Store the answer; False when it was already stored (a redelivered reply)."""
+        """Store the answer; False when it was already stored (a redelivered reply). A turn
+        purged or expired meanwhile is not brought back."""
         record = await self._record(turn_id)
         if record and record.get("status") == "done":
             return False
-        stored = {**(record or {}), "status": "done", "answer": answer.model_dump(mode="json")}
-        await self.client.set(TURN_PREFIX + turn_id, json.dumps(stored), ex=self.ttl_s)
+        if record is not None:
+            stored = {**record, "status": "done", "answer": answer.model_dump(mode="json")}
+            await self.records.update(turn_id, stored)
         return True
 
     async def _record(self, turn_id: str) -> dict[str, object] | None:
-        raw = await self.client.get(TURN_PREFIX + turn_id)
-        return json.loads(raw) if raw else None
+        return await self.records.get(turn_id)
 
     async def record(self, turn_id: str) -> dict[str, object] | None:
         """The stored record: status, conversation, user, trace, when it was submitted (epoch
@@ -78,7 +80,15 @@ class TurnStore:
         return await self._record(turn_id)
 
     async def get(self, turn_id: str) -> TurnRead | None:
-        record = await self._record(turn_id)
+        """The turn, whoever sent it (for the gateway's own work; callers use get_owned)."""
+        return self._read(turn_id, await self._record(turn_id))
+
+    async def get_owned(self, turn_id: str, owner: str) -> TurnRead | None:
+        """The turn when ``owner`` sent it; None for anyone else, as for an unknown id."""
+        return self._read(turn_id, await self.records.get_owned(turn_id, owner))
+
+    @staticmethod
+    def _read(turn_id: str, record: dict[str, object] | None) -> TurnRead | None:
         if record is None:
             return None
         if record.get("status") == "done":
@@ -139,25 +149,25 @@ class TurnService:
     async def submit(
         self,
         text: str,
-        conversation_id: str | None,
-        user_id: str | None,
+        conversation_id: str,
+        user_id: str,
         turn_id: str,
         *,
         attachments: list[str] | None = None,
         request_ticket: bool = False,
         authenticated: bool = False,
     ) -> Submitted:
-        """Publish the message; once this returns the turn is durably accepted. Attachment
-        ids must have been checked (:meth:`AttachmentService.check_references`).
-        ``authenticated`` says ``user_id`` is a verified token's subject, not a claim."""
+        """Publish the message; once this returns the turn is durably accepted. The caller
+        checked that ``user_id`` owns the conversation (:meth:`ConversationIndex.resolve`) and
+        the attachment ids (:meth:`AttachmentService.check_references`). ``authenticated`` says
+        ``user_id`` is a verified token's subject, not an anonymous user."""
         text = self.validate_text(text, attachments=bool(attachments) or request_ticket)
-        conversation_id = conversation_id or new_id()
-        user = user_id or "anonymous"
+        user = user_id
         with tracer.start_as_current_span("chat.turn", attributes={"deskpilot.turn_id": turn_id}):
             submitted = Submitted(turn_id, conversation_id, current_trace_id())
             try:
                 await self.store.create(submitted, user)
-                await self.index.add(conversation_id, "turn", turn_id)
+                await self.index.add(conversation_id, "turn", turn_id, user)
                 await self.bus.publish(
                     Topic.MESSAGE_RECEIVED,
                     MessageReceived(

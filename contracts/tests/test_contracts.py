@@ -75,10 +75,20 @@ def test_shared_settings_are_unprefixed_and_service_settings_prefixed(
     assert "redis_url" in settings.model_fields_set
 
 
-def test_production_refuses_placeholder_admin_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DESKPILOT_ENV", "production")
-    with pytest.raises(ValidationError, match="DESKPILOT_ADMIN_TOKEN"):
-        ServiceSettings()
+@pytest.mark.parametrize("environment", ["development", "production"])
+def test_placeholder_admin_tokens_are_refused_and_empty_disables(
+    monkeypatch: pytest.MonkeyPatch, environment: str
+) -> None:
+    monkeypatch.setenv("DESKPILOT_ENV", environment)
+    for placeholder in ("change-me", "changeme", "Change-Me "):
+        monkeypatch.setenv("DESKPILOT_ADMIN_TOKEN", placeholder)
+        with pytest.raises(ValidationError, match="DESKPILOT_ADMIN_TOKEN"):
+            ServiceSettings()
+    # Empty is unset, and unset is disabled: it never turns back into a known default.
+    monkeypatch.setenv("DESKPILOT_ADMIN_TOKEN", "")
+    assert ServiceSettings().admin_token.get_secret_value() == ""
+    monkeypatch.delenv("DESKPILOT_ADMIN_TOKEN")
+    assert ServiceSettings().admin_token.get_secret_value() == ""
     monkeypatch.setenv("DESKPILOT_ADMIN_TOKEN", "a-real-secret-value")
     assert ServiceSettings().admin_token.get_secret_value() == "a-real-secret-value"
 

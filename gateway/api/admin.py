@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path
 
+from contracts.ids import CONVERSATION_ID_MAX_LENGTH, CONVERSATION_ID_PATTERN
 from gateway.deps import PurgeDep, require_admin
 from gateway.models import PurgeAccepted
 
@@ -18,7 +19,9 @@ router = APIRouter(prefix="/api/admin", tags=["admin"], dependencies=[Depends(re
 )
 async def purge_conversation(
     purge: PurgeDep,
-    conversation_id: str = Path(max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$"),
+    conversation_id: str = Path(
+        max_length=CONVERSATION_ID_MAX_LENGTH, pattern=CONVERSATION_ID_PATTERN
+    ),
 ) -> PurgeAccepted:
     """Delete every trace of a conversation: turns, answers, ratings, attachments, memory and
     placeholder numbers, in every service. Tickets stay (technicians own them)."""

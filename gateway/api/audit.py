@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 
+from contracts.ids import CONVERSATION_ID_MAX_LENGTH, CONVERSATION_ID_PATTERN
 from gateway.deps import AuditDep, require_admin
 from gateway.models import AuditRead
 
@@ -19,7 +20,9 @@ _UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
 @router.get("", response_model=AuditRead, responses=_UNAUTHORIZED)
 async def conversation_audit(
     audit: AuditDep,
-    conversation_id: str = Query(max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$"),
+    conversation_id: str = Query(
+        max_length=CONVERSATION_ID_MAX_LENGTH, pattern=CONVERSATION_ID_PATTERN
+    ),
     limit: int = Query(200, ge=1, le=1000),
 ) -> AuditRead:
     """Every recorded agent action of one conversation (retrieval, decisions, crawls, tickets,

@@ -1,4 +1,10 @@
-"""Chat: one request per turn over HTTP, or a conversation over a WebSocket."""
+"""Chat: one request per turn over HTTP, or a conversation over a WebSocket.
+
+Both act as one user, the conversation's owner: a user token's subject, or an anonymous user
+the gateway issued a token to. A conversation id the caller does not own, whether it exists or
+not, gets the same answer: 404 ``unknown_conversation`` over HTTP, a new conversation on the
+WebSocket.
+"""
 
 from __future__ import annotations
 
@@ -14,20 +20,26 @@ from fastapi.responses import JSONResponse
 
 from contracts.events import new_id
 from gateway.attachments import AttachmentService
+from gateway.conversations import ConversationIndex
 from gateway.deps import (
     AttachmentsDep,
     AttachmentsWsDep,
     ClientIpDep,
-    IdentityDep,
+    ConversationsDep,
+    IdentityResolverDep,
     IdentityResolverWsDep,
+    OriginsDep,
+    OwnerDep,
     RateLimiterDep,
     SettingsDep,
     TurnsDep,
     TurnsWsDep,
+    anonymous_ids,
+    owner_of,
     rate_limit_user,
 )
 from gateway.errors import STATUS, ApiError, ErrorCode
-from gateway.identity import Identity, anonymous_user_id
+from gateway.identity import AnonymousToken, Identity, IdentityResolver, owner_identity
 from gateway.models import ChatCreate, ChatRead
 from gateway.ratelimit import Decision, LimitKind, RateLimiter
 from gateway.service import TurnService
@@ -39,37 +51,50 @@ log = logging.getLogger("deskpilot.gateway.chat")
 @router.post(
     "/api/chat",
     response_model=ChatRead,
-    responses={401: {"description": "A user token was sent and it is not valid."}},
+    responses={
+        401: {"description": "A user or anonymous token was sent and it is not valid."},
+        404: {"description": "`conversation_id` names no conversation of the caller's."},
+    },
 )
 async def chat(
     request: ChatCreate,
     turns: TurnsDep,
     attachments: AttachmentsDep,
+    conversations: ConversationsDep,
     settings: SettingsDep,
-    identity: IdentityDep,
+    owner: OwnerDep,
+    identities: IdentityResolverDep,
 ) -> ChatRead:
     """Ask one question and wait for the answer (504 with the turn id if it takes too long).
 
-    With a valid user token (`Authorization: Bearer <JWT>`) the token's subject is the user,
-    whatever `user_id` says; without one `user_id` is the browser's anonymous id (letters,
-    digits, `-`, `_`; at most 64) and the user is `anon:<user_id>`, never authenticated."""
+    The user is the subject of the user token (`Authorization: Bearer <JWT>`), or the
+    anonymous user of an anonymous token (from `POST /api/anonymous`, sent as the bearer
+    token or as `user_id`). Without either, the caller is a new anonymous user each time: the
+    answer comes back, but nobody can continue that conversation or fetch that turn later.
+    Leave `conversation_id` out to start a conversation (the answer says its id); to continue
+    one, send its id with the same credentials."""
     turn_id = new_id()
+    if request.attachments and request.conversation_id is None:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            "Attachments belong to a conversation: send its `conversation_id` too.",
+        )
+    user = owner_of(identities, owner, request.user_id)
+    text = turns.validate_text(
+        request.text, attachments=bool(request.attachments) or request.request_ticket
+    )
+    conversation_id = await conversations.resolve(request.conversation_id, user.user_id)
     if request.attachments:
-        if request.conversation_id is None:
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST,
-                "Attachments belong to a conversation: send its `conversation_id` too.",
-            )
-        await attachments.check_references(request.attachments, request.conversation_id)
+        await attachments.check_references(request.attachments, conversation_id, user.user_id)
     async with turns.listen(turn_id) as replies:
         await turns.submit(
-            request.text,
-            request.conversation_id,
-            identity.user_id if identity else anonymous_user_id(request.user_id),
+            text,
+            conversation_id,
+            user.user_id,
             turn_id,
             attachments=request.attachments,
             request_ticket=request.request_ticket,
-            authenticated=identity is not None,
+            authenticated=user.source == "token",
         )
         try:
             async with asyncio.timeout(settings.turn_timeout_s):
@@ -95,16 +120,14 @@ class _Connection:
         turns: TurnService,
         attachments: AttachmentService,
         conversation_id: str,
-        identity: Identity | None = None,
-        user_id: str | None = None,
+        user: Identity,
         frame_limit: Callable[[], Awaitable[Decision]] | None = None,
     ) -> None:
         self.websocket = websocket
         self.turns = turns
         self.attachments = attachments
         self.conversation_id = conversation_id
-        self.identity = identity
-        self.user_id = identity.user_id if identity else user_id
+        self.user = user
         self.frame_limit = frame_limit
         self._send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -165,7 +188,9 @@ class _Connection:
             return
         try:
             text = self.turns.validate_text(text, attachments=bool(attachments) or request_ticket)
-            await self.attachments.check_references(attachments, self.conversation_id)
+            await self.attachments.check_references(
+                attachments, self.conversation_id, self.user.user_id
+            )
         except ApiError as exc:
             await self.error(exc.code, exc.detail, client_id=client_id)
             return
@@ -191,11 +216,11 @@ class _Connection:
                 await self.turns.submit(
                     text,
                     self.conversation_id,
-                    self.user_id,
+                    self.user.user_id,
                     turn_id,
                     attachments=attachments,
                     request_ticket=request_ticket,
-                    authenticated=self.identity is not None,
+                    authenticated=self.user.source == "token",
                 )
             except ApiError as exc:
                 await self.error(exc.code, exc.detail, client_id=client_id)
@@ -230,6 +255,8 @@ async def chat_socket(
     turns: TurnsWsDep,
     attachments: AttachmentsWsDep,
     identities: IdentityResolverWsDep,
+    conversations: ConversationsDep,
+    origins: OriginsDep,
     limiter: RateLimiterDep,
     ip: ClientIpDep,
     conversation_id: str | None = None,
@@ -238,37 +265,61 @@ async def chat_socket(
 ) -> None:
     """A conversation: send ``{"type":"message","text":...}``, receive progress and answers.
 
-    ``token`` (optional) is a user token, as in ``Authorization: Bearer`` on ``/api/chat``; one
-    that does not verify is refused before the connection opens. ``user`` is the page's
-    per-browser anonymous id (letters, digits, ``-``, ``_``; at most 64): without a token the
-    user is ``anon:<user>``, never authenticated, like ``user_id`` on ``/api/chat``. Each
-    message frame counts against the chat rate limit; a frame over it is answered with an
-    ``error`` frame (``rate_limited``, ``retry_after`` in seconds) and the connection stays
-    open."""
+    The page that opens it must be the gateway's own or one of the configured embedding pages
+    (``Origin``, see :mod:`gateway.origins`); any other is refused with 403 before the
+    connection opens. ``token`` (optional) is a user token, as in ``Authorization: Bearer`` on
+    ``/api/chat``; one that does not verify is refused with 401. Without one, ``user`` is the
+    anonymous token the gateway gave this browser before: its anonymous user continues, and a
+    missing, expired or forged one makes a new anonymous user. The ``ready`` frame then carries
+    ``anonymous_token`` (renewed on every connection; keep it for the next one and send it as
+    the bearer token of uploads and turn fetches). ``conversation_id`` continues a conversation
+    of this user; any other id (unknown, someone else's, malformed) gets a new conversation,
+    whose id the ``ready`` frame says. Each message frame counts against the chat rate limit; a
+    frame over it is answered with an ``error`` frame (``rate_limited``, ``retry_after`` in
+    seconds) and the connection stays open."""
     try:
+        origin = websocket.headers.get("origin")
+        if not origins.allows(origin, websocket.headers.get("host")):
+            log.warning(
+                "websocket origin refused", extra={"origin": origin[:200] if origin else ""}
+            )
+            raise ApiError(ErrorCode.FORBIDDEN, "This page may not open the Deskpilot chat.")
         # Off the event loop: a JWKS fetch (a new signing key) blocks.
-        identity = await run_in_threadpool(identities.resolve_token, token)
+        caller = await run_in_threadpool(identities.caller_of_token, token)
+        identity = owner_identity(caller)
+        if identity is None and user:
+            # An anonymous token that does not verify is not refused: the browser just becomes
+            # a new anonymous user (a refused handshake would only make it retry forever).
+            identity = owner_identity_or_none(identities, user)
+        issued: AnonymousToken | None = None
+        owner = identity
+        if identity is None or identity.source == "anonymous":
+            issued = anonymous_ids(identities).issue(identity.user_id if identity else None)
+            owner = identity or Identity(
+                user_id=issued.user_id, authenticated=False, roles=frozenset(), source="anonymous"
+            )
+        assert owner is not None
         if limiter is not None:
-            decision = await limiter.hit(LimitKind.API, rate_limit_user(identity), ip)
+            limited_user = rate_limit_user(identity)
+            decision = await limiter.hit(LimitKind.API, limited_user, ip)
             if not decision.allowed:
                 raise decision.error()
     except ApiError as exc:
         await _refuse(websocket, exc)
         return
     await websocket.accept()
-    if conversation_id and (len(conversation_id) > 128 or not conversation_id.isascii()):
-        conversation_id = None
-    anonymous = anonymous_user_id(user)
     connection = _Connection(
         websocket,
         turns,
         attachments,
-        conversation_id or new_id(),
-        identity,
-        anonymous,
-        frame_limit=_frame_limit(limiter, rate_limit_user(identity) or anonymous, ip),
+        await _conversation_of(conversations, conversation_id, owner.user_id),
+        owner,
+        frame_limit=_frame_limit(limiter, rate_limit_user(owner), ip),
     )
-    await connection.send({"type": "ready", "conversation_id": connection.conversation_id})
+    ready: dict[str, Any] = {"type": "ready", "conversation_id": connection.conversation_id}
+    if issued is not None:
+        ready |= {"anonymous_token": issued.token, "anonymous_expires_at": issued.expires_at}
+    await connection.send(ready)
     try:
         while True:
             message = await websocket.receive()
@@ -284,6 +335,22 @@ async def chat_socket(
     finally:
         # The turns go on: answers are stored and can be fetched from /api/turns/{turn_id}.
         await connection.close()
+
+
+def owner_identity_or_none(identities: IdentityResolver, anonymous_token: str) -> Identity | None:
+    """The anonymous user an anonymous token names, None for anything else."""
+    caller = identities.anonymous_caller(anonymous_token)
+    return caller.identity if caller.refused is None else None
+
+
+async def _conversation_of(
+    conversations: ConversationIndex, requested: str | None, owner: str
+) -> str:
+    """The requested conversation when ``owner`` owns it, else a new one of theirs: an id that
+    is unknown, someone else's or malformed is answered the same way."""
+    if requested is not None and await conversations.owns(requested, owner):
+        return requested
+    return await conversations.open(owner)
 
 
 def _frame_limit(

@@ -6,9 +6,17 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from gateway.deps import DocumentsDep, SettingsDep, require_admin
+from gateway.deps import (
+    AdminDep,
+    ClientIpDep,
+    DocumentsDep,
+    SettingsDep,
+    UploadGateDep,
+    rate_limit_user,
+    require_admin,
+)
 from gateway.models import DocumentAccepted, DocumentRead
-from gateway.uploads import read_upload
+from gateway.uploads import check_envelope, declared_length, read_upload
 
 router = APIRouter(
     prefix="/api/documents", tags=["documents"], dependencies=[Depends(require_admin)]
@@ -19,6 +27,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"description": "The file exceeds GATEWAY_MAX_UPLOAD_BYTES."},
     415: {"description": "Not HTML, Markdown, plain text or PDF."},
     422: {"description": "No `file` part, or an empty file."},
+    429: {"description": "This admin has as many uploads in progress as allowed (Retry-After)."},
+    503: {"description": "The gateway is at its upload limits (Retry-After)."},
 }
 _MULTIPART_BODY = {
     "requestBody": {
@@ -44,12 +54,22 @@ _MULTIPART_BODY = {
     openapi_extra=_MULTIPART_BODY,
 )
 async def upload_document(
-    request: Request, documents: DocumentsDep, settings: SettingsDep
+    request: Request,
+    documents: DocumentsDep,
+    settings: SettingsDep,
+    admin: AdminDep,
+    gate: UploadGateDep,
+    ip: ClientIpDep,
 ) -> DocumentAccepted:
     """Queue a document (multipart field `file`: .html, .htm, .md, .markdown, .txt or .pdf) for
-    indexing; poll its status with GET /api/documents/{id}."""
-    upload = await read_upload(request, settings.max_upload_bytes, "document")
-    return await documents.submit(upload.filename, upload.data)
+    indexing; poll its status with GET /api/documents/{id}. Under load it is refused before its
+    body is read (429/503 with Retry-After), like attachments."""
+    max_bytes = settings.max_upload_bytes
+    check_envelope(request, max_bytes, "document")
+    user = rate_limit_user(admin)
+    async with gate.admit(user, ip, declared_length(request), max_bytes):
+        upload = await read_upload(request, max_bytes, "document")
+        return await documents.submit(upload.filename, upload.data)
 
 
 @router.get("/{document_id}", response_model=DocumentRead, responses={401: _ERRORS[401]})

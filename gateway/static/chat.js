@@ -3,8 +3,9 @@
  * Plain ES2020, no dependencies, no build step. Talks to the gateway over:
  *   - WebSocket  /ws/chat?conversation_id=&user=&token=   frames ready / accepted / progress /
  *                answer / error; sends {"type":"message", text, client_id, attachments,
- *                request_ticket}
- *   - POST       /api/attachments   multipart file + conversation_id (+ user_id), with progress
+ *                request_ticket}. `user` is the anonymous token the gateway gave this browser
+ *                (the "ready" frame carries a new or renewed one); `token` a user token.
+ *   - POST       /api/attachments   multipart file + conversation_id, with progress
  *   - GET        /api/attachments/<id>   while a large file is still being read
  *   - POST       /api/feedback      {"turn_id", "score", "comment"?}
  *   - GET        /api/turns/<id>    {"status":"pending"} | {"status":"done","answer":{...}}
@@ -23,7 +24,8 @@
   // Configuration
 
   const CONVERSATION_KEY = 'deskpilot.conversation_id';
-  const USER_KEY = 'deskpilot.user_id';
+  const ANONYMOUS_KEY = 'deskpilot.anonymous_token';
+  const LEGACY_USER_KEY = 'deskpilot.user_id';   // the self-chosen id of earlier versions
   const TRANSCRIPT_PREFIX = 'deskpilot.transcript.';
   const TRANSCRIPT_MAX_TURNS = 60;
   // The gateway's limit is in UTF-8 bytes (GATEWAY_MAX_MESSAGE_BYTES, 8 KiB by default).
@@ -130,8 +132,10 @@
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Storage: the conversation id and a per-browser anonymous id live in localStorage; the
-  // transcript of the current conversation in sessionStorage (this tab, survives a reload).
+  // Storage: the conversation id and the anonymous token the gateway issued this browser live
+  // in localStorage; the transcript of the current conversation in sessionStorage (this tab,
+  // survives a reload). Only the gateway names anonymous users: the token it signs is what
+  // lets this browser back into its conversations, turns and attachments, and nobody else in.
 
   function localGet(key) {
     try { return window.localStorage.getItem(key); } catch (_) { return null; }
@@ -143,16 +147,11 @@
     } catch (_) { /* storage disabled: the value just lives for this page */ }
   }
 
-  function anonymousUserId() {
-    let id = localGet(USER_KEY);
-    if (!id || !/^anon-[\w-]{8,58}$/.test(id)) {
-      const random = window.crypto && window.crypto.randomUUID
-        ? window.crypto.randomUUID()
-        : `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
-      id = `anon-${random}`;
-      localSet(USER_KEY, id);
-    }
-    return id;
+  function storedAnonymousToken() {
+    localSet(LEGACY_USER_KEY, null);
+    const stored = localGet(ANONYMOUS_KEY);
+    // A JWT: three base64url parts. Anything else is dropped; the gateway issues a new one.
+    return stored && /^[\w-]+\.[\w-]+\.[\w-]+$/.test(stored) && stored.length < 4096 ? stored : null;
   }
 
   const transcript = {
@@ -202,7 +201,7 @@
   // ---------------------------------------------------------------------------------------------
   // State
 
-  const userId = anonymousUserId();
+  let anonymousToken = storedAnonymousToken();   // from the gateway's "ready" frame
   let token = null;                  // a user token the host page gave us (embedded only)
   let conversationId = localGet(CONVERSATION_KEY);
   let ws = null;
@@ -227,7 +226,8 @@
 
   function authHeaders(extra) {
     const headers = { Accept: 'application/json', ...(extra || {}) };
-    if (token) headers.Authorization = `Bearer ${token}`;
+    const credential = token || anonymousToken;
+    if (credential) headers.Authorization = `Bearer ${credential}`;
     return headers;
   }
 
@@ -1296,8 +1296,8 @@
     const proto = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
     const query = new URLSearchParams();
     if (conversationId) query.set('conversation_id', conversationId);
-    query.set('user', userId);
     if (token) query.set('token', token);
+    else if (anonymousToken) query.set('user', anonymousToken);
     return `${proto}//${window.location.host}/ws/chat?${query.toString()}`;
   }
 
@@ -1390,9 +1390,13 @@
     everConnected = true;
     reconnectAttempt = 0;
     showBanner(null);
+    if (typeof frame.anonymous_token === 'string' && frame.anonymous_token) {
+      anonymousToken = frame.anonymous_token;
+      localSet(ANONYMOUS_KEY, anonymousToken);
+    }
     if (typeof frame.conversation_id === 'string' && frame.conversation_id) {
       if (conversationId && frame.conversation_id !== conversationId) {
-        // The gateway did not take our id (too long, not ASCII): this is a new conversation.
+        // The gateway did not take our id (expired, purged, not ours): a new conversation.
         transcript.drop(conversationId);
       }
       conversationId = frame.conversation_id;
@@ -1565,7 +1569,6 @@
     const body = new FormData();
     body.append('file', upload.file, upload.name);
     body.append('conversation_id', conversation);
-    body.append('user_id', userId);
     const xhr = new XMLHttpRequest();
     upload.xhr = xhr;
     xhr.open('POST', '/api/attachments');

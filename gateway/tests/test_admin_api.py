@@ -410,17 +410,24 @@ def test_a_valid_token_makes_its_subject_the_authenticated_user(
     assert message.authenticated is True
 
 
-def test_without_a_token_the_user_is_as_before_and_unverified(
+def test_without_a_token_the_user_is_anonymous_and_unverified(
     client: TestClient, raw: redis.Redis
 ) -> None:
+    issued = client.post("/api/anonymous").json()
+    client.post("/api/chat", json={"text": "my vpn drops", "user_id": issued["anonymous_token"]})
+    client.post(
+        "/api/chat",
+        json={"text": "my vpn drops"},
+        headers={"Authorization": f"Bearer {issued['anonymous_token']}"},
+    )
     client.post("/api/chat", json={"text": "my vpn drops", "user_id": "browser-7"})
-    client.post("/api/chat", json={"text": "my vpn drops"})
     client.post("/api/chat", json={"text": "my vpn drops"}, headers={"Authorization": "Basic dTpw"})
-    assert [(m.user_id, m.authenticated) for m in messages(raw)] == [
-        ("anon:browser-7", False),
-        ("anonymous", False),
-        ("anonymous", False),
-    ]
+    users = [(m.user_id, m.authenticated) for m in messages(raw)]
+    assert users[:2] == [(issued["user_id"], False)] * 2
+    # A self-chosen id, or no credentials: a new anonymous user each time, named by the gateway.
+    assert users[2][0] != users[3][0]
+    assert {user for user, _ in users[2:]}.isdisjoint({"anon:browser-7", issued["user_id"]})
+    assert not any(authenticated for _, authenticated in users)
 
 
 @pytest.mark.parametrize(
@@ -471,14 +478,20 @@ def test_the_websocket_takes_its_token_in_the_query(client: TestClient, raw: red
         "detail": "The access token is not valid.",
     }
 
-    with client.websocket_connect(f"/ws/chat?conversation_id=c-ws&token={user_token()}") as ws:
-        assert ws.receive_json() == {"type": "ready", "conversation_id": "c-ws"}
+    with client.websocket_connect(f"/ws/chat?token={user_token()}") as ws:
+        ready = ws.receive_json()
+        assert ready.keys() == {"type", "conversation_id"}  # a user needs no anonymous token
         ws.send_json({"type": "message", "text": "printer jams"})
         assert ws.receive_json()["type"] == "accepted"
-    with client.websocket_connect("/ws/chat?conversation_id=c-anon") as ws:
-        assert ws.receive_json()["type"] == "ready"
+    with client.websocket_connect("/ws/chat") as ws:
+        anonymous = ws.receive_json()
+        assert anonymous["type"] == "ready"
         ws.send_json({"type": "message", "text": "printer jams"})
         assert ws.receive_json()["type"] == "accepted"
     wait_for(lambda: raw.xlen(Topic.MESSAGE_RECEIVED) == 2)
     by_conversation = {m.conversation_id: (m.user_id, m.authenticated) for m in messages(raw)}
-    assert by_conversation == {"c-ws": ("emp-1042", True), "c-anon": ("anonymous", False)}
+    issued = client.app.state.identity.anonymous.verify(anonymous["anonymous_token"])  # type: ignore[attr-defined]
+    assert by_conversation == {
+        ready["conversation_id"]: ("emp-1042", True),
+        anonymous["conversation_id"]: (issued.user_id, False),
+    }

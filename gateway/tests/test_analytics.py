@@ -117,6 +117,10 @@ class Stack:
         self.client = client
         self.settings = settings
         self.raw = raw
+        # One anonymous user sends every turn and reads them back (turns are their sender's).
+        issued = client.post("/api/anonymous").json()
+        self.user = str(issued["user_id"])
+        client.headers["Authorization"] = f"Bearer {issued['anonymous_token']}"
 
     def turn(
         self,
@@ -137,7 +141,7 @@ class Stack:
             connection = aioredis.from_url(self.settings.redis_url)
             try:
                 store = TurnStore(connection, 3600)
-                await store.create(Submitted(turn_id, conversation, None), "emp-1")
+                await store.create(Submitted(turn_id, conversation, None), self.user)
             finally:
                 await connection.aclose()
 
@@ -248,7 +252,7 @@ def test_a_rating_is_stored_with_the_answers_context_and_published(
     assert stored["comment"] == "outdated"
     assert stored["action"] == "answer"
     assert stored["category"] == "connectivity"
-    assert stored["user_id"] == "emp-1"
+    assert stored["user_id"] == stack.user
     assert [d["url"] for d in stored["cited"]] == [KB + "vpn", KB + "wifi"]
     assert raw.ttl(f"deskpilot:gateway:feedback:{turn_id}") == -1  # kept until purged
     entries: Any = raw.xrevrange(Topic.FEEDBACK_RECORDED, count=1)
@@ -257,7 +261,7 @@ def test_a_rating_is_stored_with_the_answers_context_and_published(
     assert event.cited_urls == [KB + "vpn", KB + "wifi"]
     assert event.action is Action.ANSWER
     assert event.category == "connectivity"
-    assert event.user_id == "emp-1"
+    assert event.user_id == stack.user
 
 
 def test_ratings_of_unknown_turns_and_bad_scores_are_refused(stack: Stack) -> None:

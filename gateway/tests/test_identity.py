@@ -31,7 +31,6 @@ from gateway.identity import (
     JwksCache,
     JwksVerifier,
     TokenQueryFilter,
-    anonymous_user_id,
 )
 from tests.support.fake_idp import FakeIdP, new_key
 
@@ -214,12 +213,13 @@ def test_tokens_in_query_strings_are_withheld_from_server_logs() -> None:
         __file__,
         1,
         '%s - "WebSocket %s" [accepted]',
-        ("127.0.0.1:5000", f"/ws/chat?conversation_id=c1&token={token()}"),
+        ("127.0.0.1:5000", f"/ws/chat?conversation_id=c1&token={token()}&user={token()}"),
         None,
     )
     assert TokenQueryFilter().filter(record)
     assert record.getMessage() == (
-        '127.0.0.1:5000 - "WebSocket /ws/chat?conversation_id=c1&token=<withheld>" [accepted]'
+        '127.0.0.1:5000 - "WebSocket /ws/chat?conversation_id=c1&token=<withheld>'
+        '&user=<withheld>" [accepted]'
     )
 
 
@@ -499,15 +499,6 @@ def test_jwks_settings_are_checked_at_start() -> None:
     ]:
         with pytest.raises(ValidationError, match=message):
             GatewaySettings(**(good | change))
-
-
-def test_anonymous_ids_are_prefixed_and_never_pass_for_a_user() -> None:
-    assert anonymous_user_id("3f6c0d2e-8a1b-4c5d-9e7f-0a1b2c3d4e5f") == (
-        "anon:3f6c0d2e-8a1b-4c5d-9e7f-0a1b2c3d4e5f"
-    )
-    assert anonymous_user_id("anon:browser_7") == "anon:browser_7"  # not prefixed twice
-    for bad in (None, "", "emp 1042", "a" * 65, "emp-1042\n", "anon:", "x/y", "é"):
-        assert anonymous_user_id(bad) is None
 
 
 def test_a_slow_refresh_never_holds_up_tokens_whose_key_is_known(
