@@ -650,16 +650,64 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--write", metavar="PATH", default=None, help="write it to PATH instead of printing it"
     )
+    parser.add_argument(
+        "--docs",
+        metavar="PAGE",
+        default=None,
+        help="put its table of streams between the markers of this documentation page "
+        "(docs/reference/asyncapi.md) instead of printing the document",
+    )
 
 
 def run_asyncapi(args: argparse.Namespace) -> int:
-    text = render()
+    document = build_document()
+    text = render(document)
     if args.write:
         Path(args.write).write_text(text, encoding="utf-8")
         print(f"wrote {args.write} ({len(text.encode())} bytes)", file=sys.stderr)
-    else:
+    if args.docs:
+        page = Path(args.docs)
+        page.write_text(with_streams_table(page.read_text(encoding="utf-8"), document))
+        print(f"wrote the table of streams into {args.docs}", file=sys.stderr)
+    if not (args.write or args.docs):
         sys.stdout.write(text)
     return 0
+
+
+# -- the documentation's table of streams ---------------------------------------------------------
+
+DOCS_BEGIN = "<!-- asyncapi:begin -->"
+DOCS_END = "<!-- asyncapi:end -->"
+
+
+def streams_table(document: Mapping[str, Any]) -> str:
+    """The document's streams as a Markdown table, for the documentation's bus reference.
+
+    Made from the document alone (``contracts/asyncapi.yaml`` read back gives the same table), so
+    the page says what the committed document says.
+    """
+    rows = [
+        "| stream | payload | written by | read by (consumer groups) | what it carries |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for channel in document["channels"].values():
+        first_paragraph = " ".join(str(channel["description"]).split("\n\n", 1)[0].split())
+        cells = [
+            f"`{channel['address']}`",
+            ", ".join(f"`{name}`" for name in channel["messages"]),
+            ", ".join(channel.get("x-deskpilot-producers", ())) or "—",
+            ", ".join(channel.get("x-deskpilot-consumer-groups", ())) or "—",
+            first_paragraph,
+        ]
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(rows)
+
+
+def with_streams_table(page: str, document: Mapping[str, Any]) -> str:
+    """``page`` with the text between the documentation markers replaced by the current table."""
+    head, rest = page.split(DOCS_BEGIN, 1)
+    _, tail = rest.split(DOCS_END, 1)
+    return f"{head}{DOCS_BEGIN}\n{streams_table(document)}\n{DOCS_END}{tail}"
 
 
 def invalid_ids(document: Mapping[str, Any]) -> list[str]:

@@ -1,6 +1,10 @@
 """``python -m deploy.envdoc``: every environment variable, generated from the settings classes.
 
-The README's table is this command's output; a test keeps the two identical.
+The documentation's settings reference (:data:`PAGE`) holds this command's output between the
+:data:`BEGIN` and :data:`END` markers; a test keeps the two identical. ``--write`` rewrites the
+table there (or in the page given after it) and leaves the rest of the page alone::
+
+    python -m deploy.envdoc --write docs/reference/settings.md
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from pydantic_settings import BaseSettings
 COMPUTED = {"default_data_dir": "`~/.deskpilot`", "gethostname": "the host name"}
 BEGIN = "<!-- envdoc:begin -->"
 END = "<!-- envdoc:end -->"
+PAGE = Path("docs/reference/settings.md")
+"""The page that holds the table, from the repository's root."""
 
 
 def _classes() -> list[tuple[str, type[BaseSettings]]]:
@@ -87,17 +93,17 @@ def table() -> str:
     return "\n".join(rows)
 
 
-def with_table(readme: str) -> str:
-    """``readme`` with the text between the envdoc markers replaced by the current table."""
-    head, rest = readme.split(BEGIN, 1)
+def with_table(page: str) -> str:
+    """``page`` with the text between the envdoc markers replaced by the current table."""
+    head, rest = page.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{BEGIN}\n{table()}\n{END}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["--write"] and len(args) == 2:
-        path = Path(args[1])
+    if args[:1] == ["--write"] and len(args) <= 2:
+        path = Path(args[1]) if len(args) == 2 else PAGE
         path.write_text(with_table(path.read_text()))
         return 0
     print(table())
