@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# pytest-xdist workers (auto: one per core, at most 4; each may run a whole stack of services).
+TEST_WORKERS ?= auto
 
 .PHONY: up test lint bench install install-dev system-packages clean
 
@@ -50,7 +52,7 @@ lint: install-dev
 	$(BIN)/mypy
 
 test: system-packages install-dev lint
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
 
 bench: install
 	$(BIN)/deskpilot bench chat --turns 400 --concurrency 8

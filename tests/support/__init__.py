@@ -2,8 +2,9 @@
 
 * :func:`unique_name` gives every test its own streams, groups and keys, so tests never see each
   other's messages on the shared server.
-* :func:`wait_until` is how a test waits for anything: short polls up to a deadline, never a fixed
-  sleep.
+* :func:`wait_until` (async) and :func:`wait_until_sync` (for sync tests, and where another event
+  loop runs, like Playwright's sync API) are how a test waits for anything: short polls up to a
+  deadline, never a fixed sleep.
 * :class:`Children` starts Python programs from the repository root as subprocesses, keeps their
   output in a log file for failure messages, and kills whatever is still running at teardown.
 """
@@ -17,10 +18,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 from uuid import uuid4
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -49,13 +51,33 @@ def unique_name(prefix: str = "t") -> str:
     return f"{prefix}.{uuid4().hex[:8]}"
 
 
+@overload
 async def wait_until(
-    predicate: Callable[[], T | Awaitable[T]],
+    predicate: Callable[[], Awaitable[T]],
+    timeout_s: float = ...,
+    *,
+    interval_s: float = ...,
+    message: str | Callable[[], str] | None = ...,
+) -> T: ...
+
+
+@overload
+async def wait_until(
+    predicate: Callable[[], T],
+    timeout_s: float = ...,
+    *,
+    interval_s: float = ...,
+    message: str | Callable[[], str] | None = ...,
+) -> T: ...
+
+
+async def wait_until(
+    predicate: Callable[[], Any],
     timeout_s: float = 20.0,
     *,
     interval_s: float = 0.05,
     message: str | Callable[[], str] | None = None,
-) -> T:
+) -> Any:
     """Poll ``predicate`` (sync or async) until it returns something truthy, and return that.
 
     Fails the test with ``message`` (a string, or a callable evaluated at the deadline, e.g. to
@@ -68,15 +90,39 @@ async def wait_until(
         if inspect.isawaitable(result):
             result = await result
         if result:
-            return result  # type: ignore[return-value]
+            return result
         if loop.time() >= deadline:
-            detail = message() if callable(message) else message
-            name = getattr(predicate, "__name__", repr(predicate))
-            raise AssertionError(
-                f"timed out after {timeout_s:g}s waiting for {name}"
-                + (f": {detail}" if detail else "")
-            )
+            raise _timed_out(predicate, timeout_s, message)
         await asyncio.sleep(interval_s)
+
+
+def wait_until_sync(
+    predicate: Callable[[], T],
+    timeout_s: float = 20.0,
+    *,
+    interval_s: float = 0.05,
+    message: str | Callable[[], str] | None = None,
+) -> T:
+    """:func:`wait_until` for code that must not (or cannot) run an event loop: blocks between
+    polls."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise _timed_out(predicate, timeout_s, message)
+        time.sleep(interval_s)
+
+
+def _timed_out(
+    predicate: Callable[[], object], timeout_s: float, message: str | Callable[[], str] | None
+) -> AssertionError:
+    detail = message() if callable(message) else message
+    name = getattr(predicate, "__name__", repr(predicate))
+    return AssertionError(
+        f"timed out after {timeout_s:g}s waiting for {name}" + (f": {detail}" if detail else "")
+    )
 
 
 @dataclass
