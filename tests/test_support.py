@@ -45,6 +45,6 @@ def test_wait_until_sync_fails_at_the_deadline_naming_what_it_waited_for() -> No
         return False
 
     started = time.monotonic()
-    with pytest.raises(AssertionError, match="timed out after 0.2s waiting for healthy: 503"):
+    with pytest.raises(AssertionError, match=r"timed out after 0.2s waiting for healthy: 503"):
         wait_until_sync(healthy, 0.2, interval_s=0.05, message="503")
     assert time.monotonic() - started < 2
