@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -63,6 +63,12 @@ class ServiceSettings(BaseSettings):
     )
     chroma_port: int = Field(
         8000, validation_alias=_shared("CHROMA_PORT"), description="Port of the Chroma server."
+    )
+    chroma_auth_token: SecretStr | None = Field(
+        None,
+        validation_alias=_shared("CHROMA_AUTH_TOKEN"),
+        description="Sent to the Chroma server as `X-Chroma-Token` (Chroma's token auth; the "
+        "token check in front of the Chroma of deploy/k8s/stores and compose.yaml requires it).",
     )
     chroma_collection: str = Field(
         "deskpilot_kb",
@@ -132,6 +138,17 @@ class ServiceSettings(BaseSettings):
         "gateway, ocr and redactor; `deskpilot up` generates one and keeps it in the data "
         "directory.",
     )
+
+    def chroma_client_settings(self) -> dict[str, Any]:
+        """The token settings of Chroma's client (``chromadb.config.Settings``): its token
+        provider sends ``X-Chroma-Token`` on every request; empty when no token is set."""
+        if self.chroma_auth_token is None:
+            return {}
+        return {
+            "chroma_client_auth_provider": "chromadb.auth.token_authn.TokenAuthClientProvider",
+            "chroma_client_auth_credentials": self.chroma_auth_token.get_secret_value(),
+            "chroma_auth_token_transport_header": "X-Chroma-Token",
+        }
 
     def key_ring(self) -> KeyRing:
         """The ring ``DESKPILOT_SEAL_KEYS`` configures (see :func:`contracts.sealing.key_ring_of`:

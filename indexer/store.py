@@ -29,7 +29,9 @@ logger = logging.getLogger(__name__)
 
 def open_client(settings: ServiceSettings) -> ClientAPI:
     """A Chroma client for the configured deployment, with telemetry off (no outbound calls)."""
-    chroma_settings = ChromaSettings(anonymized_telemetry=False)
+    chroma_settings = ChromaSettings(
+        anonymized_telemetry=False, **settings.chroma_client_settings()
+    )
     if settings.chroma_host:
         return chromadb.HttpClient(
             host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings

@@ -150,7 +150,7 @@ def open_collection(settings: ServiceSettings) -> Any:
     import chromadb
     from chromadb.config import Settings
 
-    chroma_settings = Settings(anonymized_telemetry=False)
+    chroma_settings = Settings(anonymized_telemetry=False, **settings.chroma_client_settings())
     if settings.chroma_host:
         client = chromadb.HttpClient(
             host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings

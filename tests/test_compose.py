@@ -459,3 +459,76 @@ def test_jira_settings_come_from_the_shell_only() -> None:
     for name, spec in load_compose()["services"].items():
         if name != "ticketing":
             assert "JIRA_API_TOKEN" not in spec.get("environment", {}), name
+
+
+# -- networks and Chroma's token ---------------------------------------------------------------
+
+# What may reach beyond the host: the published port, the help sites, Jira and the status page.
+OUTBOUND = {"gateway", "crawler", "ticketing"}
+CHROMA_CLIENTS = {"orchestrator", "indexer"}
+
+
+def service_networks() -> dict[str, set[str]]:
+    """The networks each service is attached to (a shared network namespace counts as its
+    owner's); a service that names none is on the project's default network."""
+    services = load_compose()["services"]
+    attached: dict[str, set[str]] = {}
+    for name, spec in services.items():
+        networks = spec.get("networks", ["default"])
+        attached[name] = set(networks if isinstance(networks, list) else networks.keys())
+    for name, spec in services.items():
+        mode = spec.get("network_mode", "")
+        if mode.startswith("service:"):
+            attached[name] = attached[mode.removeprefix("service:")]
+    return attached
+
+
+def internal_networks() -> set[str]:
+    declared = load_compose().get("networks", {})
+    return {name for name, spec in declared.items() if (spec or {}).get("internal") is True}
+
+
+def test_only_the_gateway_crawler_and_ticketing_are_on_a_network_with_a_way_out() -> None:
+    internal = internal_networks()
+    assert internal, "no internal network: every container could reach beyond the host"
+    outbound = {name for name, nets in service_networks().items() if nets - internal}
+    assert outbound == OUTBOUND, sorted(outbound)
+
+
+def test_redis_is_shared_with_every_service_and_chroma_with_its_two_clients() -> None:
+    networks = service_networks()
+    for name in SERVICES:
+        assert networks[name] & networks["redis"], f"{name} cannot reach Redis"
+        reaches_chroma = bool(networks[name] & networks["chroma"])
+        assert reaches_chroma == (name in CHROMA_CLIENTS), f"{name} and Chroma"
+
+
+def test_chroma_answers_only_through_its_token_check() -> None:
+    services = load_compose()["services"]
+    command = services["chroma"]["command"]
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert "ports" not in services["chroma"]
+    auth = services["chroma-auth"]
+    assert auth["network_mode"] == "service:chroma"
+    assert auth["environment"]["CHROMA_AUTH_TOKEN"].startswith("${CHROMA_AUTH_TOKEN:?")
+    template = REPO / "deploy" / "k8s" / "stores" / "chroma-auth.conf.template"
+    (mount,) = auth["volumes"]
+    assert mount.split(":")[0] == "./" + str(template.relative_to(REPO))
+    text = template.read_text(encoding="utf-8")
+    assert "listen 8000;" in text
+    assert f"proxy_pass http://127.0.0.1:{command[command.index('--port') + 1]};" in text
+    for name in CHROMA_CLIENTS:
+        assert services[name]["depends_on"]["chroma-auth"]["condition"] == "service_healthy"
+
+
+def test_only_chromas_clients_hold_its_token() -> None:
+    services = load_compose()["services"]
+    holders = {
+        name
+        for name, spec in services.items()
+        if "CHROMA_AUTH_TOKEN" in spec.get("environment", {})
+    }
+    assert holders == CHROMA_CLIENTS | {"chroma-auth"}
+    for name in holders:
+        value = services[name]["environment"]["CHROMA_AUTH_TOKEN"]
+        assert value.startswith("${CHROMA_AUTH_TOKEN:?"), f"{name}: the token has a default"

@@ -11,10 +11,12 @@ an existing Deployment on every stream its consumer group reads (``contracts.top
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,6 +27,7 @@ import yaml
 from contracts import heartbeat
 from contracts.settings import ServiceSettings
 from contracts.topics import SUBSCRIPTIONS, Group
+from deploy import redis_acl
 from deploy.envdoc import table
 from ocr.config import OcrSettings
 from ticketing.config import TicketingSettings
@@ -43,8 +46,17 @@ API_VERSIONS = {
     "ScaledObject": "keda.sh/v1alpha1",
     "TriggerAuthentication": "keda.sh/v1alpha1",
     "Kustomization": "kustomize.config.k8s.io/v1beta1",
+    "NetworkPolicy": "networking.k8s.io/v1",
 }
-BUILT_IN = {"ConfigMap", "Secret", "Service", "PersistentVolumeClaim", "Deployment", "StatefulSet"}
+BUILT_IN = {
+    "ConfigMap",
+    "Secret",
+    "Service",
+    "PersistentVolumeClaim",
+    "Deployment",
+    "StatefulSet",
+    "NetworkPolicy",
+}
 SCALED_SERVICES = {"crawler", "indexer", "ocr"}
 HEARTBEAT_CHECK = ["python", "-m", "contracts.heartbeat", "check"]
 
@@ -299,7 +311,16 @@ def test_kustomize_builds_the_folder(folder: Path) -> None:
     expected = [
         d for name in kustomization(folder)["resources"] for d in load_documents(folder / name)
     ]
-    assert sorted((d["kind"], d["metadata"]["name"]) for d in built) == sorted(
+    generated = {g["name"] for g in kustomization(folder).get("configMapGenerator", [])}
+    expected += [{"kind": "ConfigMap", "metadata": {"name": name}} for name in generated]
+
+    def name_of(document: dict[str, Any]) -> str:
+        # A generated ConfigMap's name carries a hash of its content.
+        name: str = document["metadata"]["name"]
+        base = name.rsplit("-", 1)[0]
+        return base if document["kind"] == "ConfigMap" and base in generated else name
+
+    assert sorted((d["kind"], name_of(d)) for d in built) == sorted(
         (d["kind"], d["metadata"]["name"]) for d in expected
     )
 
@@ -401,13 +422,14 @@ def quantity(value: str) -> float:
 
 def test_every_container_has_resource_requests_and_limits() -> None:
     for workload in workloads():
-        name = workload["metadata"]["name"]
-        resources_ = only_container(workload).get("resources", {})
-        requests, limits = resources_.get("requests", {}), resources_.get("limits", {})
-        assert {"cpu", "memory"} <= set(requests), f"{name}: requests {requests}"
-        assert "memory" in limits, f"{name}: no memory limit"
-        for resource, limit in limits.items():
-            assert quantity(limit) >= quantity(requests[resource]), f"{name}: {resource}"
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            name = f"{workload['metadata']['name']}.{container['name']}"
+            resources_ = container.get("resources", {})
+            requests, limits = resources_.get("requests", {}), resources_.get("limits", {})
+            assert {"cpu", "memory"} <= set(requests), f"{name}: requests {requests}"
+            assert "memory" in limits, f"{name}: no memory limit"
+            for resource, limit in limits.items():
+                assert quantity(limit) >= quantity(requests[resource]), f"{name}: {resource}"
 
 
 def test_pods_run_as_the_images_non_root_user() -> None:
@@ -508,7 +530,9 @@ def documented_variables() -> set[str]:
 
 def test_config_and_secret_set_only_known_variables() -> None:
     known = documented_variables() | KEDA_ONLY_VARIABLES
-    secrets = [key for name in of_kind("Secret") for key in secret_data(name)]
+    # Secrets every pod reads whole (envFrom); the others are read key by key (secretKeyRef,
+    # checked below) or mounted as files.
+    secrets = [key for key in secret_data()]
     assert secrets, "no Secret holds anything"
     for key in (*config_data(), *secrets):
         assert key in known, f"{key} is not a setting of any service"
@@ -692,11 +716,11 @@ def test_triggers_cover_every_stream_the_group_reads() -> None:
 
 
 def test_triggers_reach_the_redis_the_services_use() -> None:
-    secret, config = secret_data(), config_data()
-    pod_env = {**config, **secret}
-    url = urlsplit(pod_env["REDIS_URL"])
-    database = url.path.strip("/") or "0"
+    deployments = of_kind("Deployment")
     for name, scaled in scaled_objects().items():
+        pod_env = pod_environment(deployments[scaled["spec"]["scaleTargetRef"]["name"]])
+        url = urlsplit(pod_env["REDIS_URL"])
+        database = url.path.strip("/") or "0"
         for trigger in scaled["spec"]["triggers"]:
             metadata = trigger["metadata"]
             if "addressFromEnv" in metadata:
@@ -724,3 +748,405 @@ def test_trigger_authentication_reads_an_existing_secret_key() -> None:
         assert {t["parameter"] for t in targets} <= {"username", "password"}, name
         for target in targets:
             assert target["key"] in secrets.get(target["name"], {}), f"{name}: {target}"
+
+
+# -- Redis ACL users ---------------------------------------------------------------------------
+
+
+def test_each_service_connects_to_redis_as_its_own_user() -> None:
+    assert "REDIS_URL" not in config_data(), "one Redis user for every pod"
+    assert "REDIS_URL" not in secret_data(), "one Redis user for every pod"
+    assert "REDIS_PASSWORD" not in secret_data()
+    users = secret_data("deskpilot-redis-users")
+    for name, deployment in of_kind("Deployment").items():
+        reference = container_env(deployment)["REDIS_URL"]["valueFrom"]["secretKeyRef"]
+        assert reference == {"name": "deskpilot-redis-users", "key": name}, name
+        url = urlsplit(pod_environment(deployment)["REDIS_URL"])
+        assert url.username == name, f"{name} logs in as {url.username}"
+        assert url.password, f"{name}: no password"
+        others = {users[other] for other in service_packages() - {name}}
+        assert users[name] not in others
+
+
+def generated_secrets() -> dict[str, dict[str, str]]:
+    text = redis_acl.render_secrets(redis_acl.placeholder_passwords())
+    return {d["metadata"]["name"]: d["stringData"] for d in yaml.safe_load_all(text)}
+
+
+def test_the_redis_users_and_the_acl_file_are_what_the_generator_makes() -> None:
+    # deploy/redis_acl.py derives the rules from the code (tests/test_redis_acl.py); the
+    # manifests must carry its current output, on both sides of the connection.
+    generated = generated_secrets()
+    acl = of_kind("Secret", resources(STORES))["deskpilot-redis-acl"]["stringData"]
+    assert acl == generated["deskpilot-redis-acl"], (
+        "stores/redis.yaml's ACL is stale: `python -m deploy.redis_acl --placeholders secrets`"
+    )
+    assert secret_data("deskpilot-redis-users") == generated["deskpilot-redis-users"], (
+        "secret.yaml's Redis users are stale: `python -m deploy.redis_acl --placeholders secrets`"
+    )
+
+
+def test_redis_loads_the_acl_file_from_its_secret() -> None:
+    redis = of_kind("StatefulSet", resources(STORES))["redis"]
+    container = only_container(redis)
+    args = container["args"]
+    acl_path = Path(args[args.index("--aclfile") + 1])
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = pod_volumes(redis)
+    (name,) = [n for n, m in mounts.items() if acl_path.parent == Path(m["mountPath"])]
+    assert mounts[name].get("readOnly") is True
+    assert volumes[name]["secret"]["secretName"] == "deskpilot-redis-acl"
+    acl_secret = of_kind("Secret", resources(STORES))["deskpilot-redis-acl"]["stringData"]
+    assert acl_path.name in acl_secret
+    assert "requirepass" not in " ".join(args), "the ACL file is the only credential"
+    # The readiness probe PINGs without a password, which the default user may do and no more.
+    assert container["readinessProbe"]["exec"]["command"] == ["valkey-cli", "ping"]
+    assert f"user default on {redis_acl.DEFAULT_RULES}" in acl_secret[acl_path.name]
+
+
+def test_keda_logs_in_as_its_own_user() -> None:
+    (authentication,) = of_kind("TriggerAuthentication").values()
+    targets = {t["parameter"]: t for t in authentication["spec"]["secretTargetRef"]}
+    assert set(targets) == {"username", "password"}
+    users = secret_data("deskpilot-redis-users")
+    username = secret_data(targets["username"]["name"])[targets["username"]["key"]]
+    password = secret_data(targets["password"]["name"])[targets["password"]["key"]]
+    assert username == redis_acl.KEDA_USER
+    assert password == redis_acl.placeholder_passwords()[redis_acl.KEDA_USER]
+    assert users is not None
+
+
+# -- Chroma's token ----------------------------------------------------------------------------
+
+
+def test_only_the_orchestrator_and_the_indexer_hold_the_chroma_token() -> None:
+    holders = {
+        name
+        for name, deployment in of_kind("Deployment").items()
+        if "CHROMA_AUTH_TOKEN" in container_env(deployment)
+    }
+    assert holders == {"orchestrator", "indexer"}
+    assert "CHROMA_AUTH_TOKEN" not in config_data()
+    assert "CHROMA_AUTH_TOKEN" not in secret_data()
+    for name in holders:
+        reference = container_env(of_kind("Deployment")[name])["CHROMA_AUTH_TOKEN"]
+        assert reference["valueFrom"]["secretKeyRef"] == {
+            "name": "deskpilot-chroma",
+            "key": "token",
+        }
+
+
+def test_chroma_is_reachable_only_through_its_token_check() -> None:
+    chroma = of_kind("StatefulSet", resources(STORES))["chroma"]
+    containers = {c["name"]: c for c in chroma["spec"]["template"]["spec"]["containers"]}
+    assert set(containers) == {"chroma", "auth"}
+    args = containers["chroma"]["args"]
+    assert args[args.index("--host") + 1] == "127.0.0.1", "Chroma must not listen on the pod IP"
+    upstream_port = args[args.index("--port") + 1]
+    assert "ports" not in containers["chroma"]
+    auth = containers["auth"]
+    token = {e["name"]: e for e in auth["env"]}["CHROMA_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert token == {"name": "deskpilot-chroma", "key": "token"}
+    service = of_kind("Service", resources(STORES))["chroma"]
+    (port,) = service["spec"]["ports"]
+    auth_ports = {p["name"]: p["containerPort"] for p in auth["ports"]}
+    assert port["targetPort"] in auth_ports
+    assert str(auth_ports[port["targetPort"]]) == config_data()["CHROMA_PORT"]
+    # The template the auth container loads: listens where the Service points, forwards to the
+    # loopback Chroma, refuses a missing or wrong token.
+    (generator,) = kustomization(STORES)["configMapGenerator"]
+    mount = {m["name"]: m["mountPath"] for m in auth["volumeMounts"]}
+    volume = pod_volumes(chroma)
+    (config_volume,) = [n for n, v in volume.items() if "configMap" in v]
+    assert volume[config_volume]["configMap"]["name"] == generator["name"]
+    assert mount[config_volume] == "/etc/nginx/templates"
+    (entry,) = generator["files"]
+    target, source = entry.split("=")
+    assert target.endswith(".conf.template")
+    template = (STORES / source).read_text(encoding="utf-8")
+    assert f"listen {auth_ports[port['targetPort']]};" in template
+    assert template.count(f"proxy_pass http://127.0.0.1:{upstream_port};") == 2
+    assert '"${CHROMA_AUTH_TOKEN}" 1;' in template
+    assert 'if ($http_x_chroma_token = "")' in template
+
+
+def test_the_chroma_token_check_is_the_compose_one() -> None:
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))
+    (entry,) = kustomization(STORES)["configMapGenerator"][0]["files"]
+    source = entry.split("=")[1]
+    mounted = [
+        volume
+        for volume in compose["services"]["chroma-auth"].get("volumes", [])
+        if volume.endswith(":/etc/nginx/templates/default.conf.template:ro")
+    ]
+    assert mounted == [
+        f"./deploy/k8s/stores/{source}:/etc/nginx/templates/default.conf.template:ro"
+    ]
+
+
+# -- NetworkPolicies ---------------------------------------------------------------------------
+
+APP_NAMESPACE = "deskpilot"
+PUBLIC_V4 = "93.184.216.34"
+PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"
+PRIVATE_ADDRESSES = (
+    "10.1.2.3",
+    "172.20.0.5",
+    "192.168.1.10",
+    "169.254.169.254",
+    "100.64.0.1",
+    "127.0.0.1",
+    "fd00::1",
+    "fe80::1",
+    "::1",
+    "::ffff:10.0.0.1",
+    "64:ff9b::a9fe:a9fe",
+    "2002:7f00:1::",
+)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A pod (labels, namespace, named ports) or an address outside the cluster."""
+
+    name: str
+    ip: str
+    namespace: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    ports: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def is_pod(self) -> bool:
+        return self.namespace is not None
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels and matchExpressions) matches ``labels``."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values")
+        present = key in labels
+        ok = {
+            "In": present and labels.get(key) in (values or []),
+            "NotIn": not present or labels.get(key) not in (values or []),
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[operator]
+        if not ok:
+            return False
+    return True
+
+
+def peer_matches(peer: dict[str, Any], other: Endpoint) -> bool:
+    if "ipBlock" in peer:
+        block = peer["ipBlock"]
+        address = ipaddress.ip_address(other.ip)
+        network = ipaddress.ip_network(block["cidr"])
+        if address.version != network.version or address not in network:
+            return False
+        return not any(
+            address in ipaddress.ip_network(cidr)
+            for cidr in block.get("except", [])
+            if ipaddress.ip_network(cidr).version == address.version
+        )
+    if not other.is_pod:
+        return False
+    if "namespaceSelector" in peer:
+        namespace_labels = {"kubernetes.io/metadata.name": str(other.namespace)}
+        if not selects(peer["namespaceSelector"], namespace_labels):
+            return False
+    elif other.namespace != APP_NAMESPACE:
+        return False
+    return selects(peer.get("podSelector", {}), dict(other.labels))
+
+
+def port_matches(rule: dict[str, Any], port: int, protocol: str, target: Endpoint) -> bool:
+    if not rule.get("ports"):
+        return True
+    for entry in rule["ports"]:
+        if entry.get("protocol", "TCP") != protocol:
+            continue
+        wanted = entry.get("port")
+        if wanted is None or wanted == port or dict(target.ports).get(str(wanted)) == port:
+            return True
+    return False
+
+
+def allowed_by(
+    policies: list[dict[str, Any]],
+    direction: str,
+    pod: Endpoint,
+    other: Endpoint,
+    port: int,
+    protocol: str,
+    target: Endpoint,
+) -> bool:
+    """Kubernetes' rule: a pod no policy of this direction selects is open; otherwise a
+    connection needs one rule of one selecting policy that matches the peer and the port."""
+    if not pod.is_pod or pod.namespace != APP_NAMESPACE:
+        return True  # outside the namespace these policies live in
+    kind, peers = ("Ingress", "from") if direction == "ingress" else ("Egress", "to")
+    selecting = [
+        p
+        for p in policies
+        if kind in p["spec"].get("policyTypes", ["Ingress"])
+        and selects(p["spec"]["podSelector"], dict(pod.labels))
+    ]
+    if not selecting:
+        return True
+    return any(
+        port_matches(rule, port, protocol, target)
+        and (not rule.get(peers) or any(peer_matches(peer, other) for peer in rule[peers]))
+        for policy in selecting
+        for rule in policy["spec"].get(direction, [])
+    )
+
+
+def connects(
+    policies: list[dict[str, Any]],
+    source: Endpoint,
+    target: Endpoint,
+    port: int,
+    protocol: str = "TCP",
+) -> bool:
+    return allowed_by(policies, "egress", source, target, port, protocol, target) and allowed_by(
+        policies, "ingress", target, source, port, protocol, target
+    )
+
+
+def network_policies() -> list[dict[str, Any]]:
+    return list(of_kind("NetworkPolicy").values()) + list(
+        of_kind("NetworkPolicy", resources(STORES)).values()
+    )
+
+
+def deskpilot_pods() -> dict[str, Endpoint]:
+    pods = {}
+    for n, workload in enumerate(workloads(), start=10):
+        template = workload["spec"]["template"]
+        ports = tuple(
+            (p["name"], p["containerPort"])
+            for c in template["spec"]["containers"]
+            for p in c.get("ports", [])
+            if "name" in p
+        )
+        name = workload["metadata"]["name"]
+        labels = tuple(sorted(template["metadata"]["labels"].items()))
+        pods[name] = Endpoint(name, f"10.244.0.{n}", APP_NAMESPACE, labels, ports)
+    return pods
+
+
+OUTSIDERS = {
+    "internet": Endpoint("internet", PUBLIC_V4),
+    "internet-v6": Endpoint("internet-v6", PUBLIC_V6),
+    "ingress-controller": Endpoint(
+        "ingress-controller", "10.244.9.1", "ingress-nginx", (("app", "ingress-nginx"),)
+    ),
+    "neighbour": Endpoint("neighbour", "10.244.9.2", APP_NAMESPACE, (("app", "other"),)),
+}
+KUBE_DNS = Endpoint("kube-dns", "10.96.0.10", "kube-system", (("k8s-app", "kube-dns"),))
+KEDA = Endpoint("keda", "10.244.9.3", "keda", (("app", "keda-operator"),))
+
+
+def listening_ports(pod: Endpoint) -> set[int]:
+    return {port for _, port in pod.ports} | {6379, 8000, 8001}
+
+
+def test_network_policies_are_namespace_free_and_select_deskpilot_pods() -> None:
+    policies = network_policies()
+    assert policies, "no NetworkPolicy"
+    pods = deskpilot_pods()
+    assert set(pods) == service_packages() | {"redis", "chroma"}
+    for policy in policies:
+        chosen = [
+            p for p in pods.values() if selects(policy["spec"]["podSelector"], dict(p.labels))
+        ]
+        assert chosen, f"{policy['metadata']['name']} selects no pod"
+
+
+def test_everything_is_denied_unless_a_policy_opens_it() -> None:
+    pods = deskpilot_pods()
+    (deny,) = [p for p in network_policies() if p["metadata"]["name"] == "deskpilot-default-deny"]
+    assert set(deny["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    assert not deny["spec"].get("ingress")
+    assert not deny["spec"].get("egress")
+    assert all(selects(deny["spec"]["podSelector"], dict(p.labels)) for p in pods.values())
+
+
+def test_only_the_gateway_takes_traffic_from_outside() -> None:
+    policies, pods = network_policies(), deskpilot_pods()
+    for outsider in (*OUTSIDERS.values(), KEDA):
+        for pod in pods.values():
+            for port in listening_ports(pod):
+                allowed = connects(policies, outsider, pod, port)
+                expected = (pod.name == "gateway" and port == 8000) or (
+                    outsider is KEDA and pod.name == "redis" and port == 6379
+                )
+                assert allowed == expected, f"{outsider.name} -> {pod.name}:{port}: {allowed}"
+
+
+def test_every_service_reaches_redis_and_only_two_reach_chroma() -> None:
+    policies, pods = network_policies(), deskpilot_pods()
+    for name in service_packages():
+        assert connects(policies, pods[name], pods["redis"], 6379), f"{name} -> redis"
+        reaches_chroma = connects(policies, pods[name], pods["chroma"], 8000)
+        assert reaches_chroma == (name in {"orchestrator", "indexer"}), f"{name} -> chroma"
+        assert not connects(policies, pods[name], pods["chroma"], 8001), "Chroma's own port"
+
+
+def test_no_service_talks_to_another_service_directly() -> None:
+    policies, pods = network_policies(), deskpilot_pods()
+    services = [pods[name] for name in service_packages()]
+    for source in services:
+        for target in services:
+            for port in listening_ports(target):
+                if source is not target:
+                    assert not connects(policies, source, target, port), (
+                        f"{source.name} -> {target.name}:{port}"
+                    )
+    # Nor do the stores reach out (a compromised store cannot call home).
+    for store in ("redis", "chroma"):
+        for target in (*pods.values(), *OUTSIDERS.values()):
+            assert not connects(policies, pods[store], target, 443), f"{store} -> {target.name}"
+
+
+def test_only_the_crawler_and_ticketing_go_out_and_never_to_private_ranges() -> None:
+    policies, pods = network_policies(), deskpilot_pods()
+    for name, pod in pods.items():
+        for address in (PUBLIC_V4, PUBLIC_V6):
+            public = Endpoint("public", address)
+            https = connects(policies, pod, public, 443)
+            http = connects(policies, pod, public, 80)
+            assert https == (name in {"crawler", "ticketing"}), f"{name} -> {address}:443"
+            assert http == (name == "crawler"), f"{name} -> {address}:80"
+            assert not connects(policies, pod, public, 6379), f"{name} -> {address}:6379"
+        for address in PRIVATE_ADDRESSES:
+            for port in (80, 443, 6379, 8000):
+                assert not connects(policies, pod, Endpoint("private", address), port), (
+                    f"{name} -> {address}:{port}"
+                )
+
+
+def test_every_pod_resolves_names() -> None:
+    policies, pods = network_policies(), deskpilot_pods()
+    for name, pod in pods.items():
+        assert connects(policies, pod, KUBE_DNS, 53, "UDP"), name
+        assert connects(policies, pod, KUBE_DNS, 53, "TCP"), name
+        assert not connects(policies, pod, KUBE_DNS, 443), name
+
+
+def test_the_policy_checker_sees_an_opened_hole() -> None:
+    # The checks above would pass on a checker that denied everything: open one more path and
+    # the checker must see it.
+    policies, pods = network_policies(), deskpilot_pods()
+    assert not connects(policies, pods["ocr"], OUTSIDERS["internet"], 443)
+    hole = {
+        "spec": {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "ocr"}},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}],
+        }
+    }
+    assert connects([*policies, hole], pods["ocr"], OUTSIDERS["internet"], 443)
+    assert not connects([*policies, hole], pods["ocr"], pods["chroma"], 8000), "ingress still"
