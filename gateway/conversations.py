@@ -41,14 +41,12 @@ Member = Literal["turn", "attachment"]
 UNKNOWN_CONVERSATION = "No such conversation is known (or it expired): start a new one."
 """The one answer to a conversation id the caller does not own, whether it exists or not."""
 
-# KEYS[1]: the record. ARGV[1]: the caller. The record when the caller owns it, else false; a
-# key of another type (a record from before owners were kept) is nobody's.
+# KEYS[1]: the record. ARGV[1]: the caller. The record when the caller owns it, else false.
+# A missing record and someone else's cost the same one HGET; a key of another type (a record
+# from before owners were kept) is nobody's.
 _GET_OWNED = """
-local owner = false
-if redis.call('TYPE', KEYS[1])['ok'] == 'hash' then
-  owner = redis.call('HGET', KEYS[1], 'owner')
-end
-if owner == ARGV[1] then
+local owner = redis.pcall('HGET', KEYS[1], 'owner')
+if type(owner) == 'string' and owner == ARGV[1] then
   return redis.call('HGET', KEYS[1], 'record')
 end
 return false

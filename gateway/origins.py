@@ -108,7 +108,7 @@ class OriginPolicy:
             return True
         if port:
             return port.isdigit() and int(port) == origin.port
-        return origin.port == DEFAULT_PORTS.get(scheme or origin.scheme)
+        return origin.port == DEFAULT_PORTS.get(origin.scheme)
 
 
 def _scheme_matches(source_scheme: str, origin_scheme: str) -> bool:

@@ -106,8 +106,9 @@ async def chat(
             raise ApiError(
                 ErrorCode.TURN_TIMEOUT,
                 "The answer is taking longer than expected; fetch it later from "
-                f"/api/turns/{turn_id}.",
+                f"/api/turns/{turn_id} with the same credentials.",
                 turn_id=turn_id,
+                conversation_id=conversation_id,
             ) from None
 
 
