@@ -147,7 +147,7 @@ class ServiceSettings(BaseSettings):
         return {
             "chroma_client_auth_provider": "chromadb.auth.token_authn.TokenAuthClientProvider",
             "chroma_client_auth_credentials": self.chroma_auth_token.get_secret_value(),
-            "chroma_auth_token_transport_header": "X-Chroma-Token",
+            "chroma_auth_token_transport_header": "X-Chroma-Token",  # nosec B105 # a header name
         }
 
     def key_ring(self) -> KeyRing:

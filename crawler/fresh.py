@@ -45,7 +45,7 @@ class FreshPages:
         self.window_s = window_s
 
     def key(self, url: str) -> str:
-        return f"{self.prefix}crawler:fresh:{hashlib.sha1(url.encode()).hexdigest()}"  # noqa: S324
+        return f"{self.prefix}crawler:fresh:{hashlib.sha1(url.encode()).hexdigest()}"  # noqa: S324  # nosec B324
 
     async def get(self, url: str) -> FreshPage | None:
         """The page at ``url`` if it was read within the window (always None when it is 0)."""

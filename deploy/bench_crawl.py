@@ -445,7 +445,7 @@ def run_baseline(
         ]
         log_path = Path(folder) / "baseline.log"
         with log_path.open("wb") as log:
-            process = subprocess.Popen(
+            process = subprocess.Popen(  # nosec B603 # our own services, argv list, no shell
                 command,
                 cwd=Path(__file__).resolve().parents[1],
                 env=env,

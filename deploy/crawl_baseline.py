@@ -61,7 +61,7 @@ def chromium_with_cdp(timeout_s: float = 30.0) -> Iterator[str]:
     ) as profile:
         log_path = Path(profile) / "stderr.log"
         with log_path.open("wb") as log:
-            process = subprocess.Popen(
+            process = subprocess.Popen(  # nosec B603 # our own services, argv list, no shell
                 [
                     _chromium_path(),
                     "--headless=new",

@@ -232,7 +232,7 @@ class Fleet:
             log = (self.log_dir / f"crawler-{n}.log").open("wb")
             self._logs.append(log)
             self.processes.append(
-                subprocess.Popen(
+                subprocess.Popen(  # nosec B603 # our own crawler workers, argv list, no shell
                     [sys.executable, "-m", "crawler"],
                     cwd=root,
                     env=env,

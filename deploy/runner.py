@@ -69,7 +69,7 @@ def wait_for(check: Callable[[], bool], timeout: float, interval: float = 0.25) 
         try:
             if check():
                 return True
-        except Exception:  # noqa: S110 - not ready yet; try again until the deadline
+        except Exception:  # noqa: S110 - not ready yet; try again until the deadline  # nosec B110
             pass
         time.sleep(interval)
     return False
@@ -101,7 +101,7 @@ class Child:
     def start(self) -> None:
         if self.log_path is not None and self._log is None:
             self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # nosec B603 # the stack's own services, argv list, no shell
             self.argv,
             env=self.env,
             stdout=self._log,
@@ -117,7 +117,7 @@ class Child:
 
     def terminate(self) -> None:
         if self.running():
-            assert self.process is not None
+            assert self.process is not None  # nosec B101 # type narrowing: running() checked it
             self.process.send_signal(signal.SIGTERM)
 
     def wait(self, timeout: float) -> None:

@@ -451,7 +451,7 @@ def build_scenes(count: int, seed: int = 0) -> list[Scene]:
     """``count`` scenes cycling through every kind, each with its own theme, font and size."""
     scenes = []
     for index in range(count):
-        rng = random.Random(f"{seed}:{index}")  # noqa: S311 (test data, not secrets)
+        rng = random.Random(f"{seed}:{index}")  # noqa: S311 (test data, not secrets)  # nosec B311
         kind, maker = KINDS[index % len(KINDS)]
         dark = rng.random() < 0.4
         font, font_name = rng.choice(FONTS[:2]) if kind != "terminal" else (MONO, "mono")

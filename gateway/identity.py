@@ -267,7 +267,7 @@ def fetch_url(url: str, timeout_s: float) -> bytes:
     # The URL is the operator's GATEWAY_JWT_JWKS_URL, which the settings hold to https (or http
     # on loopback), never a caller's.
     request = urllib.request.Request(url, headers={"Accept": "application/json"})  # noqa: S310
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310  # nosec B310
         if response.status != 200:
             raise ValueError(f"JWKS answered {response.status}")
         body: bytes = response.read(MAX_JWKS_BYTES + 1)
@@ -478,7 +478,7 @@ class IdentityResolver:
     configured verifier every other token is ignored and the caller is anonymous, exactly as
     before identities existed."""
 
-    def __init__(
+    def __init__(  # nosec B107 # empty is no admin token at all
         self,
         verifier: TokenVerifier | None,
         admin_token: str = "",
@@ -504,8 +504,8 @@ class IdentityResolver:
         admin_token = settings.admin_token.get_secret_value()
         if settings.jwt_jwks_url:
             # The settings insist on both with a JWKS URL.
-            assert settings.jwt_audience is not None
-            assert settings.jwt_issuer is not None
+            assert settings.jwt_audience is not None  # nosec B101 # type narrowing: the settings require both
+            assert settings.jwt_issuer is not None  # nosec B101 # type narrowing, as above
             cache = JwksCache(
                 settings.jwt_jwks_url,
                 lifetime_s=settings.jwt_jwks_lifetime_s,

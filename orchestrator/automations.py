@@ -84,7 +84,7 @@ from orchestrator.sentiment import clauses
 
 log = logging.getLogger("deskpilot.orchestrator.automations")
 
-PASSWORD_RESET = "password_reset"  # noqa: S105 - the automation's name, not a credential
+PASSWORD_RESET = "password_reset"  # noqa: S105 - the automation's name, not a credential  # nosec B105
 SIGNATURE_HEADER = "X-Deskpilot-Signature"
 TIMESTAMP_HEADER = "X-Deskpilot-Timestamp"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -843,7 +843,7 @@ class PasswordReset(Automation):
                     ),
                     audit=audit,
                 )
-        assert reason is not None
+        assert reason is not None  # nosec B101 # type narrowing: every branch above sets it
         if reason is FailureReason.UNAUTHORIZED:
             log.error(
                 "automation %s request %s: the webhook refused our signature (status %s); "

@@ -151,7 +151,7 @@ PLACEHOLDER_WORDS = {
     "PHONE_NUMBER": "a phone number",
     "URL": "a web address",
     "IP_ADDRESS": "an IP address",
-    "PASSWORD": "a password",
+    "PASSWORD": "a password",  # nosec B105 # how a placeholder reads to the user
 }
 
 

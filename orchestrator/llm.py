@@ -329,7 +329,7 @@ class OpenAICompatible(LLMProvider):
     def _backoff(self, attempt: int) -> float:
         """Exponential backoff with jitter in [delay/2, delay], so replicas do not stampede."""
         delay = min(self.config.backoff_max_s, self.config.backoff_base_s * 2.0**attempt)
-        return delay * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not cryptography
+        return delay * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not cryptography  # nosec B311
 
     def _error(self, response: httpx.Response) -> LLMError:
         """The documented error shape ``{"error": {"message", "type", "param", "code"}}``.

@@ -327,7 +327,7 @@ class TicketingService:
         )
         if isinstance(exc, BackendUnavailable) and exc.retry_after_s:
             delay = max(delay, min(exc.retry_after_s, self.settings.retry_backoff_max_s))
-        delay *= random.uniform(0.9, 1.1)  # noqa: S311 (jitter, not security)
+        delay *= random.uniform(0.9, 1.1)  # noqa: S311 (jitter, not security)  # nosec B311
         await self.pending.failed(digest, attempts, time.time() + delay, error)
         log.warning(
             "ticket backend failed; request kept for a retry",

@@ -39,7 +39,7 @@ from gateway.models import AuditRead
 
 log = logging.getLogger("deskpilot.gateway.config")
 
-ADMIN_TOKEN_ACTOR = "admin token"  # noqa: S105 - a label, not a secret
+ADMIN_TOKEN_ACTOR = "admin token"  # noqa: S105 - a label, not a secret  # nosec B105
 """Who changed the configuration when the request carries no admin identity, only the token."""
 
 
