@@ -92,6 +92,7 @@ def test_the_site_builds_strictly_without_network(tmp_path: Path) -> None:
     assert "fonts.googleapis.com" not in home, "theme.font must stay false: no web fonts"
     assert '<pre class="mermaid">' in home, "the diagram is rendered by Mermaid"
     # Repository files the pages link to are published with the site (docs/hooks).
+    assert (site / "repository" / "index.html").is_file(), "the README, with its tour"
     assert (site / "repository" / "deploy" / "k8s" / "index.html").is_file()
     assert (site / "repository" / "contracts" / "asyncapi.yaml").read_bytes() == (
         ASYNCAPI.read_bytes()

@@ -1,11 +1,12 @@
 """MkDocs hook: the repository files the documentation links to, published with the site.
 
-The pages in ``docs/`` link to a few files that live elsewhere in the repository (the security
-policy at the root, the Kubernetes notes beside the manifests, the bus's AsyncAPI document in
-``contracts/``) with relative links, which work wherever the Markdown is read in the repository.
-MkDocs knows only ``docs/``: in the built site those links would lead nowhere, and
-``mkdocs build --strict`` refuses them. This hook adds the files of :data:`PUBLISHED` that exist
-to the site under ``repository/<their path>`` and rewrites every link that leaves ``docs/``:
+The pages in ``docs/`` link to a few files that live elsewhere in the repository (the README's
+tour and the security policy at the root, the Kubernetes notes beside the manifests, the bus's
+AsyncAPI document in ``contracts/``) with relative links, which work wherever the Markdown is
+read in the repository. MkDocs knows only ``docs/``: in the built site those links would lead
+nowhere, and ``mkdocs build --strict`` refuses them. This hook adds the files of
+:data:`PUBLISHED` that exist to the site under ``repository/<their path>`` and rewrites every link
+that leaves ``docs/``:
 
 - to a published file: the link follows it into the site;
 - to any other file or folder of the repository: the link becomes that path as code, since the
@@ -13,7 +14,7 @@ to the site under ``repository/<their path>`` and rewrites every link that leave
 - to a path that does not exist: the link is left alone, so MkDocs reports it.
 
 Links inside a published page are read from the file's own place in the repository, so the
-security policy's links into ``docs/`` lead to the site's pages.
+README's and the security policy's links into ``docs/`` lead to the site's pages.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files, InclusionLevel
 from mkdocs.structure.pages import Page
 
-PUBLISHED = ("SECURITY.md", "deploy/k8s/README.md", "contracts/asyncapi.yaml")
+PUBLISHED = ("README.md", "SECURITY.md", "deploy/k8s/README.md", "contracts/asyncapi.yaml")
 """Repository files outside ``docs/`` that the site carries (when they exist)."""
 
 PREFIX = "repository/"
