@@ -10,6 +10,10 @@ What a handler can rely on:
 * A message that failed ``max_deliveries`` times, or whose payload is not a valid event, is moved
   to ``<topic>.dlq`` with the error and the original entry, and acknowledged. Operators inspect
   and replay it with ``deskpilot dlq``.
+* Raw topics (:data:`contracts.topics.RAW_TOPICS`) are sealed: :meth:`Bus.publish` seals the event
+  and the delivery opens it (:mod:`contracts.sealing`), so handlers see plain events while Redis
+  (and its AOF, replicas, backups) holds only the envelope and ciphertext. An entry that does not
+  open (a key this process lacks, altered content) is dead-lettered at once, without content.
 * Consumer groups are created ahead, from id 0 with MKSTREAM, for every topic and group in
   :data:`contracts.topics.SUBSCRIPTIONS`, so nothing published while a consumer restarts is lost.
 * Every publish trims its stream with an approximate MAXLEN.
@@ -38,11 +42,12 @@ from faststream.redis.parser import BinaryMessageFormatV1
 from pydantic import ValidationError
 from redis.exceptions import NoPermissionError, RedisError, ResponseError
 
-from contracts.events import Event
+from contracts.events import Event, SealedEvent
 from contracts.logs import conversation_id_var, correlation_id_var
 from contracts.periodic import every
+from contracts.sealing import KeyRing, SealError, open_event, seal_event
 from contracts.settings import ServiceSettings
-from contracts.topics import RAW_TOPICS, SUBSCRIPTIONS, dead_letter_stream
+from contracts.topics import RAW_TOPICS, SUBSCRIPTIONS, dead_letter_stream, seal_key_holders
 from contracts.tracing import current_traceparent, setup_tracing
 
 E = TypeVar("E", bound=Event)
@@ -116,6 +121,15 @@ class Bus:
             settings.redis_url, health_check_interval=10, socket_keepalive=True
         )
         self._groups: set[tuple[str, str]] = set()
+        self._key_ring: KeyRing | None = None
+
+    @property
+    def key_ring(self) -> KeyRing:
+        """The keys that seal and open raw topics (``DESKPILOT_SEAL_KEYS``), read when first
+        needed; raises in production without them (see :meth:`ServiceSettings.key_ring`)."""
+        if self._key_ring is None:
+            self._key_ring = self.settings.key_ring()
+        return self._key_ring
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -185,7 +199,17 @@ class Bus:
             )
             return
         try:
-            event = model.model_validate_json(msg.body)
+            event = (
+                open_event(SealedEvent.model_validate_json(msg.body), model, self.key_ring)
+                if topic in RAW_TOPICS
+                else model.model_validate_json(msg.body)
+            )
+        except SealError as exc:
+            # Not a transient failure: another delivery would not open it either.
+            await self.dead_letter(
+                topic, group, msg, f"cannot open the sealed {model.__name__}: {exc}", deliveries
+            )
+            return
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
@@ -283,12 +307,13 @@ class Bus:
     # -- producing -------------------------------------------------------------------------
 
     async def publish(self, topic: str, event: Event) -> str:
-        """Append ``event`` to ``topic`` and return its stream entry id."""
+        """Append ``event`` to ``topic`` (sealed on a raw topic) and return its stream entry id."""
         if event.traceparent is None:
             traceparent, tracestate = current_traceparent()
             event = event.model_copy(update={"traceparent": traceparent, "tracestate": tracestate})
+        wire: Event = seal_event(event, self.key_ring) if topic in RAW_TOPICS else event
         entry_id = await self.broker.publish(
-            event.model_dump_json().encode(),
+            wire.model_dump_json().encode(),
             stream=topic,
             maxlen=self.settings.stream_maxlen,
             correlation_id=event.correlation_id,
@@ -299,7 +324,12 @@ class Bus:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create every known group ahead (and this bus's own), then start consuming."""
+        """Create every known group ahead (and this bus's own), then start consuming. A service
+        that seals or opens raw content checks its keys first: in production it refuses to start
+        without them, rather than fail on the first message."""
+        if self.service in seal_key_holders():
+            ring = self.key_ring
+            log.info("raw topics sealed", extra={"seal_key": ring.sealing_key_id})
         await ensure_groups(self.redis, [*_all_known_groups(), *sorted(self._groups)])
         await self.broker.start()
 
@@ -353,10 +383,17 @@ def _describe(exc: BaseException) -> str:
     return text if len(text) <= 500 else text[:497] + "..."
 
 
-def decode_entry(fields: Mapping[bytes, bytes], model: type[E]) -> E:
+def decode_entry(
+    fields: Mapping[bytes, bytes], model: type[E], key_ring: KeyRing | None = None
+) -> E:
     """The event in a stream entry written through the bus (FastStream's message format), for
-    readers outside a subscription (the admin API's audit view, command-line tools)."""
+    readers outside a subscription (the admin API's audit view, command-line tools). A sealed
+    event (a raw topic's) is opened with ``key_ring``, by default the one the environment
+    configures."""
     body, _ = BinaryMessageFormatV1.parse(fields[RAW_FIELD])
+    if "sealed" not in model.model_fields and b'"sealed"' in body:
+        sealed = SealedEvent.model_validate_json(body)
+        return open_event(sealed, model, key_ring or ServiceSettings().key_ring())
     return model.model_validate_json(body)
 
 

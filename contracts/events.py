@@ -47,6 +47,19 @@ class Event(BaseModel):
     tracestate: str | None = Field(None, description="W3C tracestate, when any.")
 
 
+class SealedEvent(Event):
+    """How an event of a raw topic (``contracts.topics.RAW_TOPICS``) travels: its envelope in
+    clear, for routing, dead letters and traces, and the whole event sealed (see
+    ``contracts.sealing``), so raw user content never reaches Redis's files in clear."""
+
+    sealed: str = Field(
+        description="The event as JSON, sealed with AES-256-GCM under a key of "
+        "DESKPILOT_SEAL_KEYS: `<key id>:<base64url of the 12-byte nonce, the ciphertext and the "
+        "tag>`; the event id is the associated data.",
+        examples=["k2026-11:3q2-7wAAAAAAAAAAAAAAAN8x..."],
+    )
+
+
 class Action(StrEnum):
     """What the assistant decided to do with a turn."""
 
@@ -185,14 +198,36 @@ class TurnReply(Event):
     error: AttachmentError | None = Field(None, description="Set when kind is 'attachment_error'.")
 
 
+class FeedbackReceived(Event):
+    """A user's rating of their own answered turn as given, with what the answer was. Raw (its
+    comment is user text): only the redactor reads it, and deletes the entry once it published
+    ``feedback.recorded``. ``occurred_at`` is when the rating was given."""
+
+    turn_id: str
+    user_id: str = Field(description="The turn's own user: only they may rate it.")
+    score: int = Field(ge=1, le=5)
+    comment: str | None = Field(None, description="Raw user text; redacted on the way on.")
+    cited_urls: list[str] = Field(
+        default_factory=list, description="The documents the rated answer cited, in order."
+    )
+    action: Action | None = Field(None, description="What the rated answer did.")
+    category: str | None = Field(None, description="The category the answer was given in.")
+
+
 class FeedbackRecorded(Event):
     """A user's rating of one answered turn, with what the answer was (for feedback-aware
-    retrieval and analytics). A rating of a turn rated before replaces the earlier one."""
+    retrieval and analytics). A rating of a turn rated before replaces the earlier one; the
+    newer ``occurred_at`` (when the rating was given) wins."""
 
     turn_id: str
     user_id: str
     score: int = Field(ge=1, le=5)
-    comment: str | None = None
+    comment: str | None = Field(None, description="The user's comment, redacted.")
+    rating_id: str | None = Field(
+        None,
+        description="Which rating this is: the id of the `feedback.received` event it was "
+        "redacted from (a re-rating has a new one).",
+    )
     cited_urls: list[str] = Field(
         default_factory=list,
         description="The documents the rated answer cited, in citation order.",

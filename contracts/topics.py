@@ -47,8 +47,12 @@ class Topic(StrEnum):
     """A new or changed incident; the orchestrator matches turns to it, ticketing links tickets."""
     AUDIT = "audit.log"
     """Every agent action, redacted, with its trace and turn ids; read back by the admin API."""
+    FEEDBACK_RECEIVED = "feedback.received"
+    """A user rated their answer, with a raw comment; only the redactor reads it, and deletes it
+    once it published the redacted rating on ``feedback.recorded``."""
     FEEDBACK_RECORDED = "feedback.recorded"
-    """A user rated an answer; the orchestrator weighs the cited documents by their ratings."""
+    """A user rated an answer (comment redacted); the orchestrator weighs the cited documents by
+    their ratings, the gateway keeps the rating with the conversation."""
     DOCUMENT_SUBMITTED = "document.submitted"
     """An admin uploaded a document; the indexer ingests it."""
     DOCUMENT_DELETED = "document.deleted"
@@ -61,10 +65,17 @@ class Topic(StrEnum):
 
 
 RAW_TOPICS: frozenset[str] = frozenset(
-    {Topic.MESSAGE_RECEIVED, Topic.ATTACHMENT_RECEIVED, Topic.ATTACHMENT_EXTRACTED}
+    {
+        Topic.MESSAGE_RECEIVED,
+        Topic.ATTACHMENT_RECEIVED,
+        Topic.ATTACHMENT_EXTRACTED,
+        Topic.FEEDBACK_RECEIVED,
+    }
 )
-"""Streams that carry raw, un-redacted user content. An entry is deleted once handled; one that
-fails for good is dead-lettered without its content (ids and why only), never with it."""
+"""Streams that carry raw, un-redacted user content. Their events travel sealed (the bus seals
+on publish and opens on delivery, ``contracts.sealing``), so no file Redis writes holds them in
+clear. An entry is deleted once handled; one that fails for good, or does not open, is
+dead-lettered without its content (ids and why only), never with it."""
 
 
 class Group(StrEnum):
@@ -96,6 +107,23 @@ def dead_letter_stream(topic: str) -> str:
     return f"{topic}{DLQ_SUFFIX}"
 
 
+SEALED_BY: dict[Topic, tuple[Group, ...]] = {
+    Topic.MESSAGE_RECEIVED: (Group.GATEWAY,),
+    Topic.ATTACHMENT_RECEIVED: (Group.GATEWAY,),
+    Topic.ATTACHMENT_EXTRACTED: (Group.OCR,),
+    Topic.FEEDBACK_RECEIVED: (Group.GATEWAY,),
+}
+"""Who publishes each raw topic, sealing it. With the groups that read raw topics, these are
+the services that need ``DESKPILOT_SEAL_KEYS`` (and refuse to start without it in production)."""
+
+
+def seal_key_holders() -> frozenset[str]:
+    """The services that seal or open raw content: every publisher and reader of a raw topic."""
+    readers = {group for topic in RAW_TOPICS for group in SUBSCRIPTIONS.get(Topic(topic), ())}
+    writers = {group for groups in SEALED_BY.values() for group in groups}
+    return frozenset(str(group) for group in readers | writers)
+
+
 SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.MESSAGE_RECEIVED: (Group.REDACTOR,),
     Topic.ATTACHMENT_RECEIVED: (Group.OCR,),
@@ -121,7 +149,8 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.TICKET_STATUS_REQUESTED: (Group.TICKETING,),
     Topic.TICKET_EVENTS: (Group.ORCHESTRATOR, Group.GATEWAY),
     Topic.INCIDENT_REPORTED: (Group.ORCHESTRATOR, Group.TICKETING),
-    Topic.FEEDBACK_RECORDED: (Group.ORCHESTRATOR, Group.INDEXER),
+    Topic.FEEDBACK_RECEIVED: (Group.REDACTOR,),
+    Topic.FEEDBACK_RECORDED: (Group.ORCHESTRATOR, Group.INDEXER, Group.GATEWAY),
     Topic.AUDIT: (Group.GATEWAY, Group.INDEXER),
     Topic.PROPOSALS: (Group.GATEWAY,),
 }

@@ -113,7 +113,8 @@ TOPICS: dict[Topic, TopicDoc] = {
         "kinds and, for decisions, the redacted question (never raw user text). The admin API "
         "reads it with XREVRANGE, without a consumer group.",
     ),
-    Topic.FEEDBACK_RECORDED: TopicDoc(events.FeedbackRecorded, (Group.GATEWAY,)),
+    Topic.FEEDBACK_RECEIVED: TopicDoc(events.FeedbackReceived, (Group.GATEWAY,)),
+    Topic.FEEDBACK_RECORDED: TopicDoc(events.FeedbackRecorded, (Group.REDACTOR,)),
     Topic.PROPOSALS: TopicDoc(
         events.ProposalDrafted,
         (Group.INDEXER,),
@@ -435,7 +436,10 @@ def _topic_description(topic: Topic, docstring: str, doc: TopicDoc, groups: list
     if topic in RAW_TOPICS:
         parts.append(
             "Raw, un-redacted user content: each entry is deleted once handled, and a dead letter "
-            "keeps the event's ids only."
+            "keeps the event's ids only. On the wire the event is sealed: the stream entry is a "
+            "`SealedEvent`, the envelope (ids, time, trace context) in clear and the whole event "
+            "as described here in `sealed`, AES-256-GCM under a key of `DESKPILOT_SEAL_KEYS` "
+            "with the event id as associated data (contracts/sealing.py)."
         )
     return _markdown("\n\n".join(parts))
 

@@ -75,11 +75,13 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.CONVERSATION_PURGED,
             Topic.DOCUMENT_SUBMITTED,
             Topic.DOCUMENT_DELETED,
-            Topic.FEEDBACK_RECORDED,
+            Topic.FEEDBACK_RECEIVED,
             Topic.INCIDENT_REPORTED,
         }
     ),
-    "redactor": frozenset({Topic.QUERY_RECEIVED, Topic.ATTACHMENT_REDACTED, Topic.AUDIT}),
+    "redactor": frozenset(
+        {Topic.QUERY_RECEIVED, Topic.ATTACHMENT_REDACTED, Topic.AUDIT, Topic.FEEDBACK_RECORDED}
+    ),
     "ocr": frozenset({Topic.ATTACHMENT_EXTRACTED}),
     "orchestrator": frozenset(
         {

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from contracts.bus import Bus, create_group
 from contracts.heartbeat import Heartbeat
 from contracts.topics import Group
-from gateway import analytics, handlers
+from gateway import analytics, feedback, handlers
 from gateway.api import api_router
 from gateway.api.config import ConfigService
 from gateway.attachments import AttachmentRecords, AttachmentService
@@ -103,6 +103,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.incidents = IncidentService(bus)
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
     app.state.feedback = FeedbackService(bus, store, recorder)
+    feedback.register(bus, app.state.feedback)
     app.state.analytics = analytics.AnalyticsReader(bus.redis, turns.reply_to)
     app.state.runtime_config = ConfigService(bus, settings)
     app.state.identity = identities

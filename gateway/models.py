@@ -55,20 +55,34 @@ class ChatRead(AnswerBody):
 
 
 class FeedbackCreate(BaseModel):
-    """A 1 to 5 rating of one answered turn."""
+    """A 1 to 5 rating of one answered turn of the caller's."""
 
     turn_id: str = Field(max_length=128)
     score: int = Field(ge=1, le=5, strict=True)
-    comment: str | None = Field(None, max_length=2000)
+    comment: str | None = Field(
+        None,
+        max_length=2000,
+        description="Kept only after redaction (personal and secret data removed); never sent "
+        "back.",
+    )
+    user_id: str | None = Field(
+        None,
+        max_length=4096,
+        description="The caller's anonymous token, when it is not sent as the bearer token; "
+        "ignored with a user token. Anything else here identifies nobody.",
+    )
 
 
 class FeedbackRead(BaseModel):
-    """A stored rating."""
+    """A recorded rating: never its comment, which is kept only once redacted."""
 
     turn_id: str
     score: int
-    comment: str | None
     recorded_at: str
+    comment_received: bool = Field(
+        description="A comment came with the rating; it is kept once the redactor has removed "
+        "personal and secret data from it."
+    )
 
 
 class AnonymousRead(BaseModel):

@@ -1,8 +1,10 @@
 """Raw content in, redacted content out; the raw stream entry is deleted once handled.
 
-Two kinds of raw content reach the redactor: chat messages (``message.received``) and the text
-the ocr service read from an attachment (``attachment.extracted``). Both are redacted with the
-conversation's placeholders, so a name in a screenshot and in the next message share one.
+Three kinds of raw content reach the redactor: chat messages (``message.received``), the text
+the ocr service read from an attachment (``attachment.extracted``) and the comments of ratings
+(``feedback.received``). All are redacted with the conversation's placeholders, so a name in a
+screenshot, in the next message and in a rating's comment share one. They arrive sealed; the bus
+opens them (:mod:`contracts.sealing`), so what is here is plain text that never touched a disk.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from contracts.events import (
     AttachmentRedacted,
     AttachmentSummary,
     ConversationPurged,
+    FeedbackReceived,
+    FeedbackRecorded,
     MessageReceived,
     QueryReceived,
     RedactionCount,
@@ -162,6 +166,29 @@ def register(
             },
         )
 
+    async def on_feedback(event: FeedbackReceived, delivery: Delivery) -> None:
+        comment = None
+        if event.comment is not None and event.comment.strip():
+            (redaction,) = await texts.redact(event.conversation_id, [event.comment])
+            comment = redaction.text
+        await bus.publish(
+            Topic.FEEDBACK_RECORDED,
+            FeedbackRecorded(
+                event_id=derived_event_id("feedback", event.event_id),
+                correlation_id=event.correlation_id,
+                conversation_id=event.conversation_id,
+                # When the rating was given: the newer of two ratings of a turn wins everywhere.
+                occurred_at=event.occurred_at,
+                rating_id=event.event_id,
+                comment=comment,
+                **event.model_dump(
+                    include={"turn_id", "user_id", "score", "cited_urls", "action", "category"}
+                ),
+            ),
+        )
+        await delivery.delete_entry()
+        log.info("rating redacted", extra={"with_comment": comment is not None})
+
     async def on_purge(event: ConversationPurged, _: Delivery) -> None:
         await bus.redis.delete(PLACEHOLDERS_PREFIX + event.conversation_id)
         await bus.publish(Topic.AUDIT, event.confirmation("redactor", placeholders=True))
@@ -180,5 +207,8 @@ def register(
         on_attachment,
         group=Group.REDACTOR,
         concurrency=concurrency,
+    )
+    bus.subscribe(
+        Topic.FEEDBACK_RECEIVED, FeedbackReceived, on_feedback, group=Group.REDACTOR, concurrency=2
     )
     bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.REDACTOR)

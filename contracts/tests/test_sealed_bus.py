@@ -1,0 +1,233 @@
+"""Raw topics on a real valkey: what reaches Redis is sealed, handlers see plain events, a key
+rotation loses nothing, and an entry that does not open is dead-lettered at once without its
+content (never retried, never a crash loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from pydantic import SecretStr
+
+from contracts.bus import Bus, Delivery, decode_entry
+from contracts.events import MessageReceived, SealedEvent, new_id
+from contracts.sealing import KeyRing, SealKeyMissing, UnknownSealKey, new_key_entry
+from contracts.settings import ServiceSettings
+from contracts.topics import Topic, dead_letter_stream
+
+DB = 6
+"""This module's own database (emptied per test): raw topics have fixed names."""
+SECRET = "my password is Gr3en-Marmot-77"
+OLD, NEW = new_key_entry("2026-05"), new_key_entry("2026-11")
+
+
+@pytest.fixture
+def db_url(redis_url: str) -> str:
+    return f"{redis_url.rsplit('/', 1)[0]}/{DB}"
+
+
+@pytest.fixture
+async def redis(db_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(db_url)
+    await client.flushdb()
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def buses(db_url: str) -> AsyncIterator[Callable[..., Bus]]:
+    made: list[Bus] = []
+
+    def make(service: str, keys: str | None = None, **overrides: Any) -> Bus:
+        settings = ServiceSettings(
+            redis_url=db_url,
+            reclaim_idle_ms=300,
+            max_deliveries=3,
+            graceful_timeout_s=5,
+            seal_keys=SecretStr(keys) if keys else None,
+            **overrides,
+        )
+        bus = Bus(settings, service)
+        made.append(bus)
+        return bus
+
+    yield make
+    for bus in made:
+        await bus.stop()
+
+
+def message(text: str = SECRET) -> MessageReceived:
+    return MessageReceived(
+        correlation_id=new_id(), conversation_id=new_id(), user_id="anon:b-1", text=text,
+        reply_to="reply.test",
+    )  # fmt: skip
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+def receiver(bus: Bus) -> list[MessageReceived]:
+    received: list[MessageReceived] = []
+
+    async def handle(event: MessageReceived, delivery: Delivery) -> None:
+        received.append(event)
+        await delivery.delete_entry()
+
+    bus.subscribe(Topic.MESSAGE_RECEIVED, MessageReceived, handle, group="redactor")
+    return received
+
+
+async def test_a_raw_event_is_sealed_in_redis_and_plain_for_its_handler(
+    buses: Callable[..., Bus], redis: aioredis.Redis
+) -> None:
+    publisher, consumer = buses("gateway", OLD), buses("redactor", OLD)
+    received = receiver(consumer)
+    await publisher.broker.connect()
+    event = message()
+
+    entry_id = await publisher.publish(Topic.MESSAGE_RECEIVED, event)
+
+    [(_, fields)] = await redis.xrange(Topic.MESSAGE_RECEIVED, min=entry_id, max=entry_id)
+    stored = b"".join(fields.values())
+    assert b"Marmot" not in stored
+    assert b"anon:b-1" not in stored
+    assert event.event_id.encode() in stored  # the envelope stays readable
+    assert decode_entry(fields, MessageReceived, KeyRing.parse(OLD)) == event.model_copy(
+        update={"traceparent": decode_entry(fields, SealedEvent).traceparent}
+    )
+
+    await consumer.start()
+    await eventually(lambda: asyncio.sleep(0, bool(received)))
+    assert received[0].text == SECRET
+    assert received[0].event_id == event.event_id
+
+
+async def test_after_a_rotation_what_the_old_key_sealed_still_opens(
+    buses: Callable[..., Bus],
+) -> None:
+    before_rotation = buses("gateway", OLD)
+    await before_rotation.broker.connect()
+    pending = message("sealed before the rotation")
+    await before_rotation.publish(Topic.MESSAGE_RECEIVED, pending)
+
+    after_rotation = buses("gateway", f"{NEW},{OLD}")
+    await after_rotation.broker.connect()
+    fresh = message("sealed after it")
+    await after_rotation.publish(Topic.MESSAGE_RECEIVED, fresh)
+    assert after_rotation.key_ring.sealing_key_id == "2026-11"
+
+    consumer = buses("redactor", f"{NEW},{OLD}")
+    received = receiver(consumer)
+    await consumer.start()
+    await eventually(lambda: asyncio.sleep(0, len(received) == 2))
+    assert {e.text for e in received} == {"sealed before the rotation", "sealed after it"}
+
+
+async def test_an_entry_sealed_with_an_unknown_key_is_dead_lettered_at_once_without_content(
+    buses: Callable[..., Bus], redis: aioredis.Redis
+) -> None:
+    stranger = buses("gateway", new_key_entry("elsewhere"))
+    publisher = buses("gateway", OLD)
+    for bus in (stranger, publisher):
+        await bus.broker.connect()
+    consumer = buses("redactor", OLD)
+    received = receiver(consumer)
+    await consumer.start()
+
+    unopenable = await stranger.publish(Topic.MESSAGE_RECEIVED, message())
+    await publisher.publish(Topic.MESSAGE_RECEIVED, message("the next one"))
+
+    dlq = dead_letter_stream(Topic.MESSAGE_RECEIVED)
+    await eventually(lambda: redis.xlen(dlq))
+    [(_, letter)] = await redis.xrange(dlq)
+    error = letter[b"error"].decode()
+    assert "cannot open the sealed MessageReceived" in error
+    assert "'elsewhere'" in error
+    assert letter[b"deliveries"] == b"1"  # dead-lettered on the first delivery, not retried
+    assert b"withheld" in letter
+    assert b"Marmot" not in b"".join(letter.values())
+    assert b"sealed" not in letter[b"withheld"]  # not even the ciphertext is kept
+    assert await redis.xrange(Topic.MESSAGE_RECEIVED, min=unopenable, max=unopenable) == []
+    # The consumer goes on with the next message.
+    await eventually(lambda: asyncio.sleep(0, bool(received)))
+    assert [e.text for e in received] == ["the next one"]
+
+
+async def test_an_altered_entry_is_dead_lettered_not_retried(
+    buses: Callable[..., Bus], redis: aioredis.Redis
+) -> None:
+    consumer = buses("redactor", OLD)
+    received = receiver(consumer)
+    await consumer.start()
+    publisher = buses("gateway", OLD)
+    await publisher.broker.connect()
+    first, second = message(), message("other")
+    sealed_first = KeyRing.parse(OLD).seal(first.model_dump_json().encode(), b"x")
+    # A sealed blob moved under another event's envelope (its id is the associated data).
+    moved = SealedEvent(
+        **second.model_dump(include={"event_id", "correlation_id", "conversation_id"}),
+        sealed=sealed_first,
+    )
+    await publisher.broker.publish(moved.model_dump_json().encode(), stream=Topic.MESSAGE_RECEIVED)
+
+    dlq = dead_letter_stream(Topic.MESSAGE_RECEIVED)
+    await eventually(lambda: redis.xlen(dlq))
+    [(_, letter)] = await redis.xrange(dlq)
+    assert "sealed for another event" in letter[b"error"].decode()
+    assert received == []
+
+
+async def test_an_unsealed_entry_on_a_raw_topic_is_refused(
+    buses: Callable[..., Bus], redis: aioredis.Redis
+) -> None:
+    consumer = buses("redactor", OLD)
+    received = receiver(consumer)
+    await consumer.start()
+    plain = message()
+    await consumer.broker.publish(plain.model_dump_json().encode(), stream=Topic.MESSAGE_RECEIVED)
+
+    dlq = dead_letter_stream(Topic.MESSAGE_RECEIVED)
+    await eventually(lambda: redis.xlen(dlq))
+    [(_, letter)] = await redis.xrange(dlq)
+    assert "invalid MessageReceived" in letter[b"error"].decode()
+    assert "sealed" in letter[b"error"].decode()
+    assert b"Marmot" not in b"".join(letter.values())
+    assert received == []
+
+
+async def test_production_refuses_to_start_a_raw_service_without_keys(
+    buses: Callable[..., Bus],
+) -> None:
+    production = {"environment": "production", "admin_token": "a-real-admin-token-0123456789"}
+    for service in ("gateway", "ocr", "redactor"):
+        with pytest.raises(SealKeyMissing, match="DESKPILOT_SEAL_KEYS must be set"):
+            await buses(service, None, **production).start()
+    # A service that never sees raw content needs no key.
+    orchestrator = buses("orchestrator", None, **production)
+    await orchestrator.start()
+    with pytest.raises(SealKeyMissing):
+        orchestrator.key_ring  # noqa: B018 - it would need one only to touch raw content
+    # The misconfigured key is named, the service does not start.
+    with pytest.raises(ValueError, match="DESKPILOT_SEAL_KEYS: key 'k1' is not base64"):
+        await buses("redactor", "k1:***", **production).start()
+
+
+async def test_decode_entry_refuses_what_its_keys_do_not_open(
+    buses: Callable[..., Bus], redis: aioredis.Redis
+) -> None:
+    publisher = buses("gateway", OLD)
+    await publisher.broker.connect()
+    entry_id = await publisher.publish(Topic.MESSAGE_RECEIVED, message())
+    [(_, fields)] = await redis.xrange(Topic.MESSAGE_RECEIVED, min=entry_id, max=entry_id)
+    with pytest.raises(UnknownSealKey):
+        decode_entry(fields, MessageReceived, KeyRing.parse(NEW))
