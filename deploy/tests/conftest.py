@@ -11,13 +11,9 @@ from deploy import cases_cli, ingest_cli, reindex_cli
 
 
 @pytest.fixture
-def fresh_redis(redis_url: str) -> str:
-    import redis
-
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    client.close()
-    return redis_url
+def fresh_redis(fresh_redis_url: str) -> str:
+    """An empty database of the test's own (the commands' keys have fixed names)."""
+    return fresh_redis_url
 
 
 @pytest.fixture

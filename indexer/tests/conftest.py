@@ -3,7 +3,7 @@
 The embedding model takes seconds to load, so one :class:`Embedder` serves the whole session, as
 one serves the whole process in the service. Every test gets its own data directory and a fresh
 collection name in a real persistent Chroma client, so tests never see each other's chunks.
-Tests of the document store get a real ``valkey-server``, flushed before each test.
+Tests of the document store get a database of their own on the session's ``valkey-server``.
 """
 
 from __future__ import annotations
@@ -54,10 +54,9 @@ def ingestor(embedder: Embedder, collection: Collection, settings: IndexerSettin
 
 
 @pytest.fixture
-def store(redis_url: str) -> Iterator[DocumentStore]:
-    """An empty document store: the session's Redis is flushed before each test."""
-    document_store = DocumentStore.from_url(redis_url)
-    document_store.client.flushdb()
+def store(fresh_redis_url: str) -> Iterator[DocumentStore]:
+    """An empty document store, in a database of the test's own (its keys have fixed names)."""
+    document_store = DocumentStore.from_url(fresh_redis_url)
     try:
         yield document_store
     finally:

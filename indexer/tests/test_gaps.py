@@ -26,8 +26,6 @@ from indexer.gaps import GapWindow, cluster
 from indexer.proposals import Drafter, GapDetector, is_crawled, title_of
 from indexer.service import Ingestor
 
-DB = 9
-
 VPN = [
     "vpn keeps disconnecting every few minutes",
     "my VPN connection drops all the time",
@@ -61,9 +59,9 @@ def rating(turn_id: str, score: int) -> FeedbackRecorded:
 
 
 @pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    redis_client = aioredis.from_url(f"{redis_url.rsplit('/', 1)[0]}/{DB}")
-    await redis_client.flushdb()
+async def client(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A database of the test's own: the gap window's keys have fixed names."""
+    redis_client = aioredis.from_url(fresh_redis_url)
     yield redis_client
     await redis_client.aclose()
 
@@ -166,7 +164,7 @@ async def test_a_round_drafts_one_proposal_per_recurring_gap_and_redrafts_when_i
     collection: Collection,
     cases: Collection,
     settings: IndexerSettings,
-    redis_url: str,
+    fresh_redis_url: str,
 ) -> None:
     page = extract_markdown(
         "# Stable VPN at home\n\nIf the VPN disconnects often, switch the VPN protocol to TCP "
@@ -175,9 +173,7 @@ async def test_a_round_drafts_one_proposal_per_recurring_gap_and_redrafts_when_i
         fallback_url="https://help.example.com/vpn-stable",
     )
     ingestor.ingest_documents([page])
-    settings = settings.model_copy(
-        update={"redis_url": f"{redis_url.rsplit('/', 1)[0]}/{DB}", "gaps_min_size": 3}
-    )
+    settings = settings.model_copy(update={"redis_url": fresh_redis_url, "gaps_min_size": 3})
     bus = Bus(settings, "indexer")
     await bus.broker.connect()
     try:

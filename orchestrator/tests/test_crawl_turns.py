@@ -92,9 +92,9 @@ def collection(tmp_path: Path, encoder: QueryEncoder) -> Any:
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(redis_url)
-    await client.flushdb()
+async def redis(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A database of the test's own: the crawl deadlines live under one fixed key."""
+    client = aioredis.from_url(fresh_redis_url)
     yield client
     await client.aclose()
 

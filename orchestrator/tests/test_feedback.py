@@ -33,15 +33,11 @@ from orchestrator.feedback import (
 from orchestrator.retrieval import Retriever
 from orchestrator.state import TurnState, TurnStore
 
-DB = 13
-"""This module's own database (emptied per test): the ledger's keys are fixed names."""
-
 
 @pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
-    connection = aioredis.from_url(url)
-    await connection.flushdb()
+async def client(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A database of the test's own: the ledger's keys have fixed names."""
+    connection = aioredis.from_url(fresh_redis_url)
     try:
         yield connection
     finally:
@@ -263,9 +259,9 @@ def test_a_boosted_document_moves_up(two_articles: Any) -> None:
 
 
 async def test_feedback_events_on_the_bus_move_the_ranking(
-    client: aioredis.Redis, redis_url: str
+    client: aioredis.Redis, fresh_redis_url: str
 ) -> None:
-    settings = ServiceSettings(redis_url=f"{redis_url.rsplit('/', 1)[0]}/{DB}")
+    settings = ServiceSettings(redis_url=fresh_redis_url)
     bus = Bus(settings, "orchestrator")
     boosts = FeedbackBoosts(FeedbackLedger(bus.redis, 3600), FeedbackSettings())
     turns = TurnStore(bus.redis, 3600)
