@@ -29,6 +29,7 @@ import httpx
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from contracts.sealing import new_key_entry
 from contracts.settings import ServiceSettings
 
 SERVICES = ("redactor", "ocr", "orchestrator", "indexer", "ticketing", "crawler", "gateway")
@@ -37,6 +38,8 @@ OPTIONAL = frozenset({"crawler"})
 """Started only where they can run (see :meth:`Stack.wanted`)."""
 
 RUNTIME_FILE = "runtime.json"
+SEAL_KEYS_FILE = "seal-keys"
+"""The stack's ``DESKPILOT_SEAL_KEYS`` when none is configured (see :func:`seal_keys_of`)."""
 
 
 class RunnerSettings(ServiceSettings):
@@ -73,6 +76,24 @@ def wait_for(check: Callable[[], bool], timeout: float, interval: float = 0.25) 
             pass
         time.sleep(interval)
     return False
+
+
+def seal_keys_of(data_dir: Path) -> str:
+    """The key that seals raw content on this stack's bus, made once and kept in the data
+    directory (owner-only), so every service shares it and a restarted stack opens what was
+    sealed before the restart (a new key per start would dead-letter every raw entry pending at
+    the stop). It sits beside Redis's files: sealing here keeps raw text out of the AOF and its
+    copies, not away from someone who holds the whole data directory; production keeps the key
+    in a Secret of its own (deploy/k8s/secret.yaml), apart from Redis's volume."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / SEAL_KEYS_FILE
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(descriptor, "w") as file:
+        file.write(new_key_entry() + "\n")
+    return path.read_text().strip()
 
 
 def read_runtime(data_dir: Path) -> dict[str, Any] | None:
@@ -272,6 +293,8 @@ class Stack:
             "PYTHONUNBUFFERED": "1",
         }
         env.update(self.extra_env)
+        if not env.get("DESKPILOT_SEAL_KEYS"):
+            env["DESKPILOT_SEAL_KEYS"] = seal_keys_of(self.data_dir)
         return env
 
     def _write_runtime(self) -> None:
