@@ -4,12 +4,13 @@
 socket refused, so building the site needs no network. The generated parts are held to their
 generators: the settings table to the settings classes (``deploy.envdoc``), the table of streams
 to the committed AsyncAPI document (``deskpilot asyncapi``). The diagrams of the services and
-streams are held to the same document, the README's figures to the figures page, and every
-``deskpilot`` command the pages show to the real command line.
+streams are held to the document the contracts generate, the README's figures to the figures
+page, and every ``deskpilot`` command the pages show to the real command line.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -209,9 +210,11 @@ def test_asyncapi_docs_option_replaces_only_the_table(tmp_path: Path) -> None:
 _EDGE = re.compile(r'^\s*(\w+)(?:[\[(][^\n]*?[\])])?\s*--\s*"([^"]+)"\s*-->\s*(\w+)', re.MULTILINE)
 
 
-def _bus() -> set[tuple[str, str, str]]:
-    """(writer, stream, reading group) for every stream of the committed AsyncAPI document."""
-    document = yaml.safe_load(ASYNCAPI.read_text())
+@functools.cache
+def _bus() -> frozenset[tuple[str, str, str]]:
+    """(writer, stream, reading group) for every stream, from the AsyncAPI document the contracts
+    generate now (the committed copy may lag behind them until it is regenerated)."""
+    document = asyncapi.build_document()
     writers: dict[str, set[str]] = {}
     readers: dict[str, set[str]] = {}
     for operation in document["operations"].values():
@@ -220,12 +223,12 @@ def _bus() -> set[tuple[str, str, str]]:
             writers.setdefault(channel, set()).add(operation["tags"][0]["name"])
         elif group := operation.get("bindings", {}).get("redis", {}).get("groupName"):
             readers.setdefault(channel, set()).add(group)  # not `deskpilot dlq`: it has no group
-    return {
+    return frozenset(
         (writer, channel, reader)
         for channel in writers
         for writer in writers[channel]
         for reader in readers.get(channel, ())
-    }
+    )
 
 
 def _diagram_edges(page: Path) -> Iterator[tuple[str, str, str]]:
