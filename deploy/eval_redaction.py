@@ -1,7 +1,13 @@
 """``deskpilot eval redaction --data FILE [--json]``: how much personal data the redactor finds.
 
-Input: the presidio-research JSON format, a list of records with ``full_text`` and ``spans``
-(``entity_type``, ``start_position``, ``end_position``).
+Input, either of:
+
+* the presidio-research JSON format, a list of records with ``full_text`` and ``spans``
+  (``entity_type``, ``start_position``, ``end_position``);
+* Deskpilot's marked-up text format (``redactor/tests/data/secrets_pii.*.txt``): records that
+  start with a line ``=== <kind>`` (chat, email, log, config, shell), the text on the lines
+  after it, and every value to redact marked inline as ``⟦TYPE|value⟧``. A record without a
+  mark is a near miss: anything reported in it is a false positive.
 
 * **Recall** per gold type: a labelled span counts as found when any span the redactor reports
   overlaps it (whatever type the redactor gives it: a redacted value is gone either way). The
@@ -14,12 +20,18 @@ Input: the presidio-research JSON format, a list of records with ``full_text`` a
 
 The dataset's type names map to the redactor's in one table (:data:`TYPE_MAP`); types with no
 counterpart are reported for recall but are not in scope.
+
+Two more recalls split the gold spans by what they are: **secrets recall** over passwords,
+PINs, keys, tokens and credentials (:data:`SECRET_TYPES`, target >= 0.98) and **PII recall** over
+personal data (:data:`PII_TYPES`, target >= 0.95); each is ``None`` for a file without such spans.
+Near misses (records with no gold span) that still got a report are counted, per source kind.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections import Counter
@@ -57,6 +69,106 @@ IN_SCOPE: tuple[str, ...] = (
 RECALL_TARGET = 0.92
 PRECISION_TARGET = 0.85
 
+# Gold types that are secrets (whatever the redactor calls them: recall is type-agnostic).
+SECRET_TYPES: frozenset[str] = frozenset(
+    {
+        "PASSWORD", "PIN", "API_KEY", "BASIC_AUTH", "BEARER_TOKEN", "JWT", "PRIVATE_KEY",
+        "CREDENTIAL_URL", "AWS_ACCESS_KEY", "AWS_SECRET_KEY", "GITHUB_TOKEN", "SLACK_TOKEN",
+        "GOOGLE_API_KEY", "AZURE_KEY",
+    }
+)  # fmt: skip
+# Gold types that are personal data about someone.
+PII_TYPES: frozenset[str] = frozenset({*IN_SCOPE, "DATE_OF_BIRTH", "PASSPORT", "EMPLOYEE_ID"})
+SECRETS_RECALL_TARGET = 0.98
+PII_RECALL_TARGET = 0.95
+
+_RECORD_HEADER = re.compile(r"^=== ?(?P<kind>[\w-]*)\s*$")
+_MARK = re.compile(r"⟦(?P<type>[A-Z][A-Z0-9_]*)\|(?P<value>[^⟧]*)⟧")
+
+
+class DataFormatError(ValueError):
+    """The file is neither presidio-research JSON nor the marked-up text format."""
+
+
+def parse_marked_up(text: str) -> list[dict[str, Any]]:
+    """Records of the marked-up text format, as presidio-research records plus their ``kind``.
+
+    Lines before the first ``===`` header are the file's comments. A record's text is its lines
+    without the marks, with trailing blank lines dropped; each ``⟦TYPE|value⟧`` becomes a span
+    over ``value``.
+    """
+    records: list[dict[str, Any]] = []
+    kind: str | None = None
+    body: list[str] = []
+
+    def close() -> None:
+        if kind is None:
+            return
+        marked = "\n".join(body).rstrip("\n")
+        if not marked.strip():
+            raise DataFormatError(f"record {len(records) + 1} ({kind}) has no text")
+        records.append({**_unmark(marked, len(records) + 1), "kind": kind})
+
+    for line in text.splitlines():
+        header = _RECORD_HEADER.match(line)
+        if header:
+            close()
+            kind, body = header.group("kind") or "text", []
+        elif kind is not None:
+            body.append(line)
+    close()
+    if not records:
+        raise DataFormatError("no record: a record starts with a line '=== <kind>'")
+    return records
+
+
+def _unmark(marked: str, number: int) -> dict[str, Any]:
+    pieces: list[str] = []
+    spans: list[dict[str, Any]] = []
+    cursor = length = 0
+    for mark in _MARK.finditer(marked):
+        before = marked[cursor : mark.start()]
+        pieces.append(before)
+        length += len(before)
+        value = mark.group("value")
+        if not value:
+            raise DataFormatError(f"record {number}: an empty mark {mark.group(0)!r}")
+        spans.append(
+            {
+                "entity_type": mark.group("type"),
+                "start_position": length,
+                "end_position": length + len(value),
+            }
+        )
+        pieces.append(value)
+        length += len(value)
+        cursor = mark.end()
+    pieces.append(marked[cursor:])
+    full_text = "".join(pieces)
+    if "⟦" in full_text or "⟧" in full_text:
+        raise DataFormatError(f"record {number}: a mark is not closed or has no TYPE|")
+    return {"full_text": full_text, "spans": spans}
+
+
+def load_records(path: Path) -> list[dict[str, Any]]:
+    """The labelled records of ``path`` in either format (see the module's docstring)."""
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):
+        try:
+            records = json.loads(text)
+        except ValueError as exc:
+            raise DataFormatError(f"not valid JSON: {exc}") from exc
+        if not isinstance(records, list) or not all(
+            isinstance(r, dict) and "full_text" in r for r in records
+        ):
+            raise DataFormatError("not a list of records with full_text and spans")
+        return records
+    if any(_RECORD_HEADER.match(line) for line in text.splitlines()):
+        return parse_marked_up(text)
+    raise DataFormatError(
+        "not a list of records with full_text and spans, nor records marked up as '=== <kind>'"
+    )
+
 
 def add_parser(evaluations: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = evaluations.add_parser(
@@ -65,8 +177,18 @@ def add_parser(evaluations: Any) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--data", type=Path, required=True, help="presidio-research JSON file")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="presidio-research JSON file, or a file in the marked-up text format",
+    )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--show-misses",
+        action="store_true",
+        help="also list the record numbers of missed spans and of reports on unlabelled text",
+    )
     return parser
 
 
@@ -76,6 +198,14 @@ class Tally:
     gold: Counter[str] = field(default_factory=Counter)
     right: Counter[str] = field(default_factory=Counter)
     reported: Counter[str] = field(default_factory=Counter)
+    near_misses: Counter[str] = field(default_factory=Counter)
+    """Records without gold spans, per source kind."""
+    near_misses_reported: Counter[str] = field(default_factory=Counter)
+    """Of those, the ones with a report, per source kind."""
+    missed: list[tuple[str, str]] = field(default_factory=list)
+    """(gold type, record number) of every gold span not found, for ``--show-misses``."""
+    false_positives: list[tuple[str, str]] = field(default_factory=list)
+    """(reported type, record number) of every report on unlabelled text."""
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -85,7 +215,7 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
 def score(records: list[dict[str, Any]], detect: Any) -> Tally:
     """Count found gold spans and right reports over ``records`` with ``detect(text)``."""
     tally = Tally()
-    for record in records:
+    for number, record in enumerate(records, start=1):
         text = str(record["full_text"])
         gold = [
             (str(s["entity_type"]), (int(s["start_position"]), int(s["end_position"])))
@@ -96,10 +226,19 @@ def score(records: list[dict[str, Any]], detect: Any) -> Tally:
             tally.gold[kind] += 1
             if any(_overlaps(span, other) for _, other in reported):
                 tally.found[kind] += 1
+            else:
+                tally.missed.append((kind, f"#{number}"))
         for kind, span in reported:
             tally.reported[kind] += 1
             if any(_overlaps(span, other) for _, other in gold):
                 tally.right[kind] += 1
+            else:
+                tally.false_positives.append((kind, f"#{number}"))
+        if not gold:
+            source = str(record.get("kind", "text"))
+            tally.near_misses[source] += 1
+            if reported:
+                tally.near_misses_reported[source] += 1
     return tally
 
 
@@ -113,10 +252,14 @@ def _f2(precision: float | None, recall: float | None) -> float | None:
     return round(5 * precision * recall / (4 * precision + recall), 4)
 
 
+def _recall_over(tally: Tally, kinds: frozenset[str] | tuple[str, ...]) -> float | None:
+    return _ratio(sum(tally.found[k] for k in kinds), sum(tally.gold[k] for k in kinds))
+
+
 def report(tally: Tally, seconds: float, records: int) -> dict[str, Any]:
-    found = sum(tally.found[kind] for kind in IN_SCOPE)
-    gold = sum(tally.gold[kind] for kind in IN_SCOPE)
-    recall = _ratio(found, gold)
+    recall = _recall_over(tally, IN_SCOPE)
+    secrets_recall = _recall_over(tally, SECRET_TYPES)
+    pii_recall = _recall_over(tally, PII_TYPES)
     precision = _ratio(sum(tally.right.values()), sum(tally.reported.values()))
     per_type: dict[str, dict[str, Any]] = {}
     for kind in sorted(set(tally.gold) | set(tally.reported)):
@@ -131,35 +274,42 @@ def report(tally: Tally, seconds: float, records: int) -> dict[str, Any]:
             "in_scope": kind in IN_SCOPE,
             "ours": list(TYPE_MAP.get(kind, ())),
         }
+    targets = {
+        "recall_at_least_0_92": recall is not None and recall >= RECALL_TARGET,
+        "precision_at_least_0_85": precision is not None and precision >= PRECISION_TARGET,
+    }
+    if secrets_recall is not None:
+        targets["secrets_recall_at_least_0_98"] = secrets_recall >= SECRETS_RECALL_TARGET
+    if pii_recall is not None:
+        targets["pii_recall_at_least_0_95"] = pii_recall >= PII_RECALL_TARGET
+    near_misses = {
+        kind: {"records": n, "reported": tally.near_misses_reported[kind]}
+        for kind, n in sorted(tally.near_misses.items())
+    }
     return {
         "records": records,
         "in_scope": list(IN_SCOPE),
         "recall": recall,
+        "secrets_recall": secrets_recall,
+        "pii_recall": pii_recall,
         "precision": precision,
         "f2": _f2(precision, recall),
         "per_type": per_type,
+        "near_misses": near_misses,
         "messages_per_s": round(records / seconds, 1) if seconds else None,
-        "targets": {
-            "recall_at_least_0_92": recall is not None and recall >= RECALL_TARGET,
-            "precision_at_least_0_85": precision is not None and precision >= PRECISION_TARGET,
-        },
+        "targets": targets,
     }
 
 
 def run_eval_redaction(args: argparse.Namespace) -> int:
     path: Path = args.data
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
+        records = load_records(path)
+    except DataFormatError as exc:
+        print(f"deskpilot eval redaction: {path}: {exc}", file=sys.stderr)
+        return 2
     except (OSError, ValueError) as exc:
         print(f"deskpilot eval redaction: cannot read {path}: {exc}", file=sys.stderr)
-        return 2
-    if not isinstance(records, list) or not all(
-        isinstance(r, dict) and "full_text" in r for r in records
-    ):
-        print(
-            f"deskpilot eval redaction: {path} is not a list of records with full_text and spans",
-            file=sys.stderr,
-        )
         return 2
     from redactor.config import RedactorSettings
     from redactor.service import Redactor
@@ -175,6 +325,9 @@ def run_eval_redaction(args: argparse.Namespace) -> int:
         f"{result['records']} records: recall {result['recall']} over {', '.join(IN_SCOPE)}; "
         f"precision {result['precision']}; F2 {result['f2']}; {result['messages_per_s']} texts/s"
     )
+    print(f"secrets recall {result['secrets_recall']}; PII recall {result['pii_recall']}")
+    for source, row in result["near_misses"].items():
+        print(f"  near misses ({source}): {row['reported']} of {row['records']} got a report")
     for kind, row in result["per_type"].items():
         scope = "in scope" if row["in_scope"] else "not in scope"
         print(
@@ -182,4 +335,9 @@ def run_eval_redaction(args: argparse.Namespace) -> int:
             f"reported {row['reported']:>4} precision {row['precision']}  F2 {row['f2']} ({scope})"
         )
     print(f"targets: {result['targets']}")
+    if getattr(args, "show_misses", False):
+        for kind, where in tally.missed:
+            print(f"  missed {kind} in record {where}")
+        for kind, where in tally.false_positives:
+            print(f"  reported {kind} on unlabelled text in record {where}")
     return 0

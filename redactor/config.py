@@ -152,6 +152,27 @@ DEFAULT_ALLOW_LIST: tuple[str, ...] = (
 )
 
 
+# Registered domains of well-known public services: a bare host name on one stays in the text
+# ("cannot reach outlook.office365.com"), and a link there is never taken for phishing.
+DEFAULT_PUBLIC_DOMAINS: tuple[str, ...] = (
+    "microsoft.com", "microsoftonline.com", "office.com", "office365.com", "office.net",
+    "outlook.com", "live.com", "windows.com", "windowsupdate.com", "azure.com", "sharepoint.com",
+    "onmicrosoft.com", "teams.microsoft.com", "skype.com", "bing.com", "msftconnecttest.com",
+    "google.com", "gmail.com", "googleapis.com", "gstatic.com", "youtube.com", "apple.com",
+    "icloud.com", "github.com", "githubusercontent.com", "gitlab.com", "atlassian.com",
+    "atlassian.net", "slack.com", "zoom.us", "webex.com", "cisco.com", "okta.com",
+    "duosecurity.com", "amazon.com", "amazonaws.com", "cloudflare.com", "dropbox.com",
+    "adobe.com", "salesforce.com", "servicenow.com", "workday.com", "docker.com", "ubuntu.com",
+    "mozilla.org", "wikipedia.org", "stackoverflow.com", "dell.com", "hp.com", "lenovo.com",
+    "zscaler.com", "zscaler.net", "paloaltonetworks.com", "fortinet.com", "citrix.com",
+    "vmware.com", "jamf.com", "crowdstrike.com", "sophos.com", "1password.com",
+    "bitwarden.com", "lastpass.com",
+)  # fmt: skip
+# detect-secrets plugins that run by default: those that measured better on the development
+# set (see the README's redaction figures); the others can be switched on by setting.
+DEFAULT_SECRET_PLUGINS: tuple[str, ...] = ()
+
+
 class RedactorSettings(ServiceSettings):
     """How the redactor detects personal data; shared bus settings come from the base class."""
 
@@ -218,6 +239,19 @@ class RedactorSettings(ServiceSettings):
         '"LOCATION": "flag"}. Secrets (passwords, keys, tokens) are always redacted: a policy '
         "for one is refused at start.",
     )
+    secret_plugins: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SECRET_PLUGINS),
+        description="detect-secrets plugins (JSON list of class names, e.g. "
+        '["KeywordDetector", "StripeDetector"]) that run beside Deskpilot\'s own secret rules, '
+        "on the text only: never with the library's settings, baseline files or verification "
+        "calls. [] turns them all off.",
+    )
+    public_domains: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PUBLIC_DOMAINS),
+        description="Registered domains (JSON list) of well-known public services: a bare host "
+        "name on one is not redacted, and a link there whose text asks for a password is not "
+        "taken for phishing. Setting it replaces the whole default list.",
+    )
     placeholder_key: SecretStr = Field(
         SecretStr("change-me"),
         description="Secret key of the keyed hashes that let a conversation give the same value "
@@ -241,14 +275,26 @@ class RedactorSettings(ServiceSettings):
                 raise ValueError(f"not a regular expression: {pattern!r} ({exc})") from exc
         return patterns
 
+    @field_validator("secret_plugins")
+    @classmethod
+    def _known_plugins(cls, plugins: list[str]) -> list[str]:
+        from redactor.secrets import DETECT_SECRETS_PLUGINS
+
+        unknown = sorted(set(plugins) - set(DETECT_SECRETS_PLUGINS))
+        if unknown:
+            raise ValueError(
+                f"unknown detect-secrets plugins {unknown}; known: {sorted(DETECT_SECRETS_PLUGINS)}"
+            )
+        return plugins
+
     @field_validator("policy")
     @classmethod
     def _secrets_are_always_redacted(
         cls, policy: dict[str, Literal["redact", "flag", "keep"]]
     ) -> dict[str, Literal["redact", "flag", "keep"]]:
-        from redactor.recognizers import SECRET_ENTITIES
+        from redactor.recognizers import ALWAYS_REDACTED
 
-        loosened = sorted(k for k, v in policy.items() if k in SECRET_ENTITIES and v != "redact")
+        loosened = sorted(k for k, v in policy.items() if k in ALWAYS_REDACTED and v != "redact")
         if loosened:
             raise ValueError(
                 f"secrets are always redacted; REDACTOR_POLICY may not flag or keep {loosened}"

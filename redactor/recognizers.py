@@ -3,7 +3,9 @@
 Presidio's default registry loads dozens of country-specific recognizers and an e-mail recognizer
 that, on first use, downloads the public-suffix list. The redactor instead builds an explicit,
 small registry: the generic PII recognizers it needs, an offline e-mail recognizer, spaCy NER for
-people and places, and Deskpilot's own secret detectors.
+people and places, dates of birth and passport numbers after the words that announce them, links
+that ask for a password and lead off the company's and well-known services' hosts (phishing),
+and the secret detectors of :mod:`redactor.secrets` (Deskpilot's own, and detect-secrets').
 
 To add a secret detector, append a recognizer to :func:`secret_recognizers`; its entity type is
 then redacted like any other and, because it is a secret, it is exempt from the allow-list.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 import tldextract
 from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer, RecognizerResult
@@ -32,12 +35,26 @@ from presidio_analyzer.predefined_recognizers import (
 from redactor.addresses import StreetAddressRecognizer
 from redactor.names import NameLists
 from redactor.people import PersonCueRecognizer
-from redactor.secrets import SECRET_KEY_ENTITIES, key_recognizers
+from redactor.secrets import (
+    NOT_SECRETS,
+    PASSWORD,
+    SECRET_KEY_ENTITIES,
+    CredentialRecognizer,
+    DetectSecretsRecognizer,
+    key_recognizers,
+)
 
-PASSWORD = "PASSWORD"  # noqa: S105 - the entity type's name, not a credential
+PHISHING_LINK = "PHISHING_LINK"
+DATE_OF_BIRTH = "DATE_OF_BIRTH"
+PASSPORT = "PASSPORT"
 
 # Entity types whose values are secrets: never allow-listed, never echoed back (ARCHITECTURE.md).
 SECRET_ENTITIES: frozenset[str] = frozenset({PASSWORD, *SECRET_KEY_ENTITIES})
+# Types no policy may keep or flag and no allow-list may spare: the secrets, and a link that
+# asks for a password on an outside host (a technician must not get it as a link to click).
+ALWAYS_REDACTED: frozenset[str] = frozenset({*SECRET_ENTITIES, PHISHING_LINK})
+
+__all__ = ["NOT_SECRETS", "PASSWORD"]
 
 # The entity types spaCy's NER contributes; everything else comes from patterns.
 NER_ENTITIES: tuple[str, ...] = ("PERSON", "LOCATION")
@@ -82,69 +99,6 @@ class OfflineEmailRecognizer(EmailRecognizer):
         return len(labels) >= 2 and labels[-1].isalpha() and len(labels[-1]) >= 2
 
 
-class ContextualSecretRecognizer(PatternRecognizer):
-    """A pattern recognizer for secrets that are only recognisable by the words in front of them.
-
-    The patterns match the secret value alone (the keyword sits in a look-behind), so the
-    redacted text keeps "my password is" and only the value becomes a placeholder. Matches that
-    are ordinary words describing the secret ("my password is expired") are discarded, because
-    in an IT-support chat those sentences are far more common than passwords.
-    """
-
-    # Words that follow "password is" when a user describes a problem rather than a secret.
-    NOT_SECRETS: frozenset[str] = frozenset(
-        {
-            "a", "an", "the", "my", "not", "no", "too", "very", "also", "still", "now",
-            "being", "been", "set", "reset", "changed", "expired", "expiring", "expires",
-            "wrong", "incorrect", "invalid", "correct", "right", "fine", "ok", "okay",
-            "locked", "blocked", "disabled", "working", "broken", "rejected", "accepted",
-            "required", "missing", "empty", "blank", "same", "different", "weak", "strong",
-            "short", "long", "old", "new", "saved", "stored", "unknown", "forgotten",
-        }
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        supported_entity: str,
-        patterns: list[Pattern],
-        supported_language: str = "en",
-    ) -> None:
-        super().__init__(
-            supported_entity=supported_entity,
-            patterns=patterns,
-            supported_language=supported_language,
-            name=f"Contextual{supported_entity.title().replace('_', '')}Recognizer",
-        )
-
-    def invalidate_result(self, pattern_text: str) -> bool:
-        """Discard a match that is an ordinary descriptive word instead of a secret."""
-        return pattern_text.strip("\"'`.,;:!?").casefold() in self.NOT_SECRETS
-
-
-# A secret value: a quoted string (spaces allowed) or one whitespace-delimited token. Trailing
-# punctuation is kept inside the token on purpose: a password may end in "." or "!", and
-# swallowing a sentence's full stop is a cheaper mistake than leaking a character of a secret.
-_VALUE_AFTER_KEYWORD = r"""(?:"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|[^\s"'`]{1,200})"""
-
-# Presidio compiles these with the `regex` module (variable-width look-behind) and IGNORECASE.
-PASSWORD_PATTERNS: list[Pattern] = [
-    # "password: X", "pw: X", "pass=X", "pwd = X"
-    Pattern(
-        "password_assignment",
-        r"(?<=\b(?:password|passwd|passphrase|passcode|pwd|pw|pass)\s*[:=]\s*)"
-        + _VALUE_AFTER_KEYWORD,
-        0.8,
-    ),
-    # "my password is hunter2", "the new passphrase is now X", "password was: X"
-    Pattern(
-        "password_is",
-        r"(?<=\b(?:password|passwd|passphrase|passcode|pwd)\s+(?:is|was)"
-        r"(?:\s+(?:now|still|currently|actually))?\s*:?\s+)" + _VALUE_AFTER_KEYWORD,
-        0.7,
-    ),
-]
-
-
 class CaseInsensitiveIbanRecognizer(IbanRecognizer):
     """Presidio's IBAN recogniser, also for account numbers typed in lower case."""
 
@@ -166,12 +120,207 @@ class CaseInsensitiveIbanRecognizer(IbanRecognizer):
         return results
 
 
-def secret_recognizers(language: str) -> list[EntityRecognizer]:
-    """Deskpilot's own detectors for secrets typed into chat; extend this list for new kinds."""
-    return [
-        ContextualSecretRecognizer(PASSWORD, PASSWORD_PATTERNS, supported_language=language),
+def secret_recognizers(
+    language: str, names: NameLists | None = None, secret_plugins: Sequence[str] = ()
+) -> list[EntityRecognizer]:
+    """The detectors for secrets: Deskpilot's own (values after words, vendor formats) and the
+    ``secret_plugins`` of detect-secrets; extend this list for new kinds."""
+    recognizers: list[EntityRecognizer] = [
+        CredentialRecognizer(
+            names.is_ordinary_word if names is not None else None,
+            names.stop_words if names is not None else frozenset(),
+            supported_language=language,
+        ),
         *key_recognizers(language),
     ]
+    if secret_plugins:
+        recognizers.append(DetectSecretsRecognizer(secret_plugins, supported_language=language))
+    return recognizers
+
+
+class _Domains:
+    """Registered domains looked up offline (tldextract's bundled suffix snapshot)."""
+
+    def __init__(self, domains: Sequence[str]) -> None:
+        self._extract = tldextract.TLDExtract(
+            cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True
+        )
+        self._domains = frozenset(d.strip().casefold().lstrip(".") for d in domains if d.strip())
+
+    def covers(self, host: str) -> bool:
+        """True when ``host`` is one of the domains or a host under one."""
+        host = host.casefold().rstrip(".")
+        registered = self._extract(host).top_domain_under_public_suffix if host else ""
+        return bool(registered) and (registered in self._domains or host in self._domains)
+
+
+class PublicHostUrlRecognizer(UrlRecognizer):
+    """Presidio's URL recogniser, less bare host names of well-known public services.
+
+    "cannot reach login.microsoftonline.com" names a service, not a person: a scheme and host
+    alone on one of ``public_domains`` is kept. A URL with a path, a query or a user part is
+    still replaced (it may carry an account name, a token or a document's title).
+    """
+
+    def __init__(self, public_domains: Sequence[str], supported_language: str = "en") -> None:
+        self._public = _Domains(public_domains)
+        super().__init__(supported_language=supported_language)
+
+    # File names whose extension is also a top-level domain ("backup.sh", "README.md").
+    FILE_EXTENSIONS: frozenset[str] = frozenset(
+        {"sh", "py", "pl", "md", "ps", "rs", "so", "cs", "ts", "js", "rb", "go", "in", "am", "mp"}
+    )
+
+    def analyze(
+        self,
+        text: str,
+        entities: list[str],
+        nlp_artifacts: NlpArtifacts | None = None,
+        regex_flags: int | None = None,
+    ) -> list[RecognizerResult]:
+        """Presidio's matches, less those without a scheme that stop inside a word that is no
+        host name ("auth.cl" of "auth.client", "cert.pe" of "cert.pem") or that are a file
+        name ("backup.sh")."""
+        results: list[RecognizerResult] = super().analyze(
+            text,
+            entities,
+            nlp_artifacts,
+            regex_flags,
+        )
+        kept = []
+        for result in results:
+            value = text[result.start : result.end]
+            if "://" not in value and not self._host_name(text, result.start, result.end):
+                continue
+            kept.append(result)
+        return kept
+
+    def _host_name(self, text: str, start: int, end: int) -> bool:
+        rest = re.match(r"[^\s\"'()<>\[\]{}|,;]*", text[end:])
+        remainder = rest.group(0) if rest else ""
+        if remainder and text[end].isalnum():
+            # The top-level domain was the start of a longer label: a host only when more
+            # labels follow ("pc-12.corp.no|rthwind.example"), not a word ("auth.cl|ient").
+            return bool(re.match(r"[a-z0-9-]*(?:\.[a-z0-9-]+)+(?:[:/]\S*)?$", remainder, re.I))
+        labels = text[start:end].split("/")[0].split(".")
+        return not (len(labels) == 2 and labels[-1].casefold() in self.FILE_EXTENSIONS)
+
+    def invalidate_result(self, pattern_text: str) -> bool:
+        value = pattern_text.strip("\"'")
+        parts = urlsplit(value if "://" in value else f"//{value}")
+        if parts.path.strip("/") or parts.query or parts.fragment or "@" in parts.netloc:
+            return False
+        return self._public.covers(parts.hostname or "")
+
+
+class PhishingLinkRecognizer(EntityRecognizer):
+    """A link whose text asks for a password or an account's details and that leads to a host
+    that is neither the company's (``hostnames``) nor a well-known service's (``trusted``).
+
+    Markdown ``[text](url)``, Jira ``[text|url]`` and HTML ``<a href="url">text</a>`` links are
+    read; the link's target becomes ``<PHISHING_LINK_n>`` and its text stays, so a technician
+    sees what was offered without a link to click. Whatever the policy says of URLs.
+    """
+
+    ENTITY = PHISHING_LINK
+    SCORE = 0.95
+    _LINKS = (
+        re.compile(r"\[(?P<text>[^\]\n]{1,200})\]\((?P<url>[^()\s]{4,2000})\)"),
+        re.compile(r"\[(?P<text>[^|\]\n]{1,200})\|(?P<url>[a-z][a-z0-9+.-]*://[^\]\s|]{1,2000})\]",
+                   re.IGNORECASE),
+        re.compile(
+            r"<a\s[^>]*?href\s*=\s*[\"'](?P<url>[^\"'\s]{4,2000})[\"'][^>]*>(?P<text>[^<]{1,200})</a>",
+            re.IGNORECASE,
+        ),
+    )  # fmt: skip
+    _ASKS_FOR_CREDENTIALS = re.compile(
+        r"pass\s?words?|passcode|\bpin\b|sign[\s-]?in|log[\s-]?in|log\s+on|verify|confirm|"
+        r"account|credential|mailbox|payment|billing|card|unlock|suspend|secur|mfa|2fa|"
+        r"authenticat|reset|update\s+your|validate|re-?activate",
+        re.IGNORECASE,
+    )
+
+    def __init__(
+        self,
+        trusted_domains: Sequence[str],
+        hostnames: Sequence[str] = (),
+        supported_language: str = "en",
+    ) -> None:
+        self._trusted = _Domains(trusted_domains)
+        self._internal = [re.compile(pattern, re.IGNORECASE) for pattern in hostnames]
+        super().__init__(
+            supported_entities=[self.ENTITY],
+            supported_language=supported_language,
+            name="PhishingLinkRecognizer",
+        )
+
+    def load(self) -> None:
+        """Nothing to load."""
+
+    def analyze(
+        self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None
+    ) -> list[RecognizerResult]:
+        if "](" not in text and "|" not in text and "href" not in text.casefold():
+            return []
+        results = []
+        for rule in self._LINKS:
+            for link in rule.finditer(text):
+                if not self._ASKS_FOR_CREDENTIALS.search(link.group("text")):
+                    continue
+                host = urlsplit(link.group("url")).hostname or ""
+                if not host or self._trusted.covers(host):
+                    continue
+                if any(pattern.fullmatch(host) for pattern in self._internal):
+                    continue
+                results.append(
+                    RecognizerResult(self.ENTITY, link.start("url"), link.end("url"), self.SCORE)
+                )
+        return results
+
+
+# A date of birth after the words that announce one (a date alone is an incident's, a
+# meeting's or a log line's, and stays).
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|januar|februar|märz|mai|"
+    r"juni|juli|oktober|dezember)\.?"
+)
+_DATE = (
+    r"(?:\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})|\d{4}[./-]\d{1,2}[./-]\d{1,2}|"
+    rf"\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?\s+{_MONTH},?\s+\d{{4}}|"
+    rf"{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}})"
+)
+_BIRTH_WORDS = (
+    r"date\s+of\s+birth|birth\s*date|birthdate|d\.?o\.?b\.?|born(?:\s+on)?|birthday|"
+    r"geburtsdatum|geb\.|geboren(?:\s+am)?|date\s+de\s+naissance|n[ée]e?\s+le|"
+    r"fecha\s+de\s+nacimiento|data\s+di\s+nascita|data\s+de\s+nascimento"
+)
+DATE_OF_BIRTH_PATTERNS = [
+    Pattern(
+        "date_after_birth_words",
+        rf"(?<=(?<![^\W_])(?:{_BIRTH_WORDS})(?:\s+(?:is|was))?\s*[:\-]?\s*\(?)(?-i:){_DATE}(?![\w/.-]\d)",
+        0.85,
+    )
+]
+_PASSPORT_WORDS = (
+    r"passport(?:\s+(?:number|no\.?|nr\.?|num(?:ber)?|#|id))?|reisepass(?:-?nr\.?|nummer)?|"
+    r"(?:num[ée]ro\s+de\s+)?passeport|pasaporte|passaporto|paszport"
+)
+PASSPORT_PATTERNS = [
+    Pattern(
+        "number_after_passport_words",
+        rf"(?<=(?<![^\W_])(?:{_PASSPORT_WORDS})(?:\s+(?:is|was))?\s*[:#]?\s*(?:\(\w{{2,3}}\)\s*)?)"
+        r"[A-Z0-9]{6,10}(?![\w-])",
+        0.85,
+    )
+]
+
+
+class _PassportNumberRecognizer(PatternRecognizer):
+    """Six to ten letters and digits after "passport (number)", three digits or more."""
+
+    def invalidate_result(self, pattern_text: str) -> bool:
+        return sum(char.isdigit() for char in pattern_text) < 3
 
 
 class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
@@ -198,8 +347,28 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
         results: list[RecognizerResult] = super().analyze(text, entities, nlp_artifacts)
         return [r for r in results if not self.jargon(r.entity_type, text[r.start : r.end])]
 
+    # What no name of a person or a place holds: a word of letters and digits ("db01"), "_",
+    # "=", "/", "@", a backslash ("HF_TOKEN", "Id=", "/volume1"); a line break inside a person;
+    # the password words that the model reads as names in other languages ("hasło", "mein
+    # Passwort"); a month's short form at the head of a log line ("Jun 02 09:14:51").
+    _NOT_A_NAME = re.compile(r"[_=/@\\{}<>\[\]#$%|]|[^\W\d_]\d|\d[^\W\d_]")
+    _PASSWORD_WORD = re.compile(
+        r"(?:(?:my|mon|ma|mein|mi|mijn|min|moje?|la|le|el|das)\s+)?"
+        r"(?:kennwort|passwort|mot\s+de\s+passe|contrase[ñn]a|contrasena|senha|wachtwoord|"
+        r"l[öo]senord|salasana|has[łl]o|heslo|jelsz[óo]|passord|password|passwd|pwd)",
+        re.IGNORECASE,
+    )
+    _MONTH_ABBREVIATION = re.compile(r"(?:jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)", re.I)
+
     def jargon(self, entity_type: str, value: str) -> bool:
-        """True for a lower-case span of English words or short tokens (see the class)."""
+        """True for a lower-case span of English words or short tokens (see the class), and for
+        a span no name could be (see ``_NOT_A_NAME``)."""
+        if self._NOT_A_NAME.search(value) or (entity_type == "PERSON" and "\n" in value.strip()):
+            return True
+        if self._PASSWORD_WORD.fullmatch(value.strip()) or self._MONTH_ABBREVIATION.fullmatch(
+            value.strip()
+        ):
+            return True
         words = re.findall(r"[^\W_]+", value)
         if not words:
             return False
@@ -225,15 +394,30 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
         return numbered
 
 
-def pii_recognizers(language: str, names: NameLists | None = None) -> list[EntityRecognizer]:
-    """Presidio's generic PII recognizers that matter in IT-support chats, all offline."""
+def pii_recognizers(
+    language: str, names: NameLists | None = None, public_domains: Sequence[str] = ()
+) -> list[EntityRecognizer]:
+    """Presidio's generic PII recognizers that matter in IT-support chats, all offline, with
+    dates of birth and passport numbers."""
     return [
         OfflineEmailRecognizer(supported_language=language),
         PhoneRecognizer(supported_language=language),
         CreditCardRecognizer(supported_language=language),
         CaseInsensitiveIbanRecognizer(supported_language=language),
         IpRecognizer(supported_language=language),
-        UrlRecognizer(supported_language=language),
+        PublicHostUrlRecognizer(public_domains, supported_language=language),
+        PatternRecognizer(
+            DATE_OF_BIRTH,
+            patterns=DATE_OF_BIRTH_PATTERNS,
+            supported_language=language,
+            name="DateOfBirthRecognizer",
+        ),
+        _PassportNumberRecognizer(
+            PASSPORT,
+            patterns=PASSPORT_PATTERNS,
+            supported_language=language,
+            name="PassportNumberRecognizer",
+        ),
         UsSsnRecognizer(supported_language=language),
         UsLicenseRecognizer(supported_language=language),
         # Reads the entities the spaCy pipeline already produced; ORG, DATE_TIME and NRP are
@@ -332,7 +516,8 @@ LOOSE_EMAIL_PATTERNS = [
     # someone's address. The full validating recognizer scores the well-formed ones higher.
     Pattern(
         "address_without_valid_domain",
-        r"(?<![\w.+-])[A-Za-z0-9][\w.+-]{0,63}@[A-Za-z0-9][A-Za-z0-9-]{1,62}(?:\.[A-Za-z0-9-]+)*\b",
+        r"(?<![\w.+-])[A-Za-z0-9][\w.+-]{0,63}@(?!(?:sha\d+|md5):)[A-Za-z0-9][A-Za-z0-9-]{1,62}"
+        r"(?:\.[A-Za-z0-9-]+)*\b",
         0.6,
     ),
 ]
@@ -396,13 +581,18 @@ def build_recognizers(
     hostnames: Sequence[str] = (),
     names: NameLists | None = None,
     allowed_words: Sequence[str] = (),
+    secret_plugins: Sequence[str] = (),
+    public_domains: Sequence[str] = (),
 ) -> list[EntityRecognizer]:
     """Every recognizer the redactor registers, in one list. Without ``names`` (the model's
     vocabulary and the name gazetteer, :func:`redactor.names.name_lists`) the person and address
-    recognizers are left out."""
+    recognizers are left out. ``secret_plugins`` are the detect-secrets plugins to run;
+    ``public_domains`` the well-known services whose bare host names stay and whose links are
+    never phishing."""
     return [
-        *pii_recognizers(language, names),
-        *secret_recognizers(language),
+        *pii_recognizers(language, names, public_domains),
+        *secret_recognizers(language, names, secret_plugins),
+        PhishingLinkRecognizer(public_domains, hostnames, supported_language=language),
         *identifier_recognizers(language, employee_ids, hostnames),
         *(context_recognizers(language, names, allowed_words) if names is not None else []),
     ]

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from redactor.config import RedactorSettings
 from redactor.names import NameLists, name_lists, ordinary_words
-from redactor.recognizers import NER_ENTITIES, SECRET_ENTITIES, build_recognizers
+from redactor.recognizers import ALWAYS_REDACTED, NER_ENTITIES, SECRET_ENTITIES, build_recognizers
 
 
 class RedactedEntity(BaseModel):
@@ -120,6 +120,8 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
             settings.hostname_patterns,
             names=names,
             allowed_words=allowed_words(settings.allow_list),
+            secret_plugins=settings.secret_plugins,
+            public_domains=settings.public_domains,
         ),
         supported_languages=[settings.language],
     )
@@ -295,7 +297,7 @@ class Redactor:
         kept = [
             result
             for result in results
-            if result.entity_type in SECRET_ENTITIES
+            if result.entity_type in ALWAYS_REDACTED
             or not self._allow_list.covers(
                 text[result.start : result.end],
                 self._is_english if result.entity_type in NER_ENTITIES else None,
@@ -306,8 +308,9 @@ class Redactor:
 
 # Pattern matches that may stop inside a word: "pc-12.corp.no" of "pc-12.corp.northwind.example".
 _TOKEN_ENTITIES: frozenset[str] = frozenset({"URL", "EMAIL_ADDRESS", "IP_ADDRESS", "IBAN_CODE"})
-_TOKEN_EDGE = " \t\r\n\"'()<>[]{}"  # noqa: S105 - characters, not a credential
+_TOKEN_EDGE = " \t\r\n\"'()<>[]{}|"  # noqa: S105 - characters, not a credential
 _TRAILING_PUNCTUATION = ".,;:!?"
+_CLOSING = {")": "(", "]": "[", "}": "{"}
 
 
 def _whole_token(text: str, result: RecognizerResult) -> RecognizerResult:
@@ -324,8 +327,16 @@ def _whole_token(text: str, result: RecognizerResult) -> RecognizerResult:
         start -= 1
     while end < len(text) and text[end] not in _TOKEN_EDGE:
         end += 1
-    while end > result.end and text[end - 1] in _TRAILING_PUNCTUATION:
-        end -= 1
+    while end > start:
+        last = text[end - 1]
+        if end > result.end and last in _TRAILING_PUNCTUATION:
+            end -= 1
+        elif last in _CLOSING and text[start:end].count(_CLOSING[last]) < text[start:end].count(
+            last
+        ):
+            end -= 1  # "(see https://x.example/a)": the bracket is the sentence's
+        else:
+            break
     return RecognizerResult(result.entity_type, start, end, result.score)
 
 
@@ -360,7 +371,7 @@ def _union(group: Sequence[RecognizerResult]) -> RecognizerResult:
     """The span covering every result in ``group``, typed and scored like its best member."""
     best = min(
         group,
-        key=lambda r: (r.entity_type not in SECRET_ENTITIES, -r.score, r.start - r.end),
+        key=lambda r: (r.entity_type not in ALWAYS_REDACTED, -r.score, r.start - r.end),
     )
     return RecognizerResult(
         entity_type=best.entity_type,

@@ -19,13 +19,13 @@ def test_redact_prints_each_line_redacted_with_offsets_and_never_the_values() ->
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [row["text"] for row in rows] == [
-        "my password is <PASSWORD_1> mail <EMAIL_ADDRESS_1>",  # a password keeps its comma
+        "my password is <PASSWORD_1>, mail <EMAIL_ADDRESS_1>",  # the sentence keeps its comma
         "the key <AWS_ACCESS_KEY_1> stopped working",
         "nothing to remove here",
     ]
     first = rows[0]["entities"]
     assert [(e["type"], LINES[0][e["start"] : e["end"]]) for e in first] == [
-        ("PASSWORD", "Hunter-77x,"),
+        ("PASSWORD", "Hunter-77x"),
         ("EMAIL_ADDRESS", "jo.leak@fastmail.com"),
     ]
     assert rows[2]["entities"] == []

@@ -82,7 +82,7 @@ SECRETS = [
     (
         "set api_key=sk_live_51HxQ2eK8yZ3vB7nP0qR in the app",
         "sk_live_51HxQ2eK8yZ3vB7nP0qR",
-        "API_KEY",
+        "STRIPE_KEY",
     ),
     ("client secret: Q8s~fT3kL9mN2pR7vX4zA6cE1hJ5", "Q8s~fT3kL9mN2pR7vX4zA6cE1hJ5", None),
 ]

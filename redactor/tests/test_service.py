@@ -84,7 +84,7 @@ def test_url_is_replaced(redactor: Redactor) -> None:
         ("pw: X7!kq9", "pw: <PASSWORD_1>"),
         ("pass=abc123 for the share", "pass=<PASSWORD_1> for the share"),
         ("password: correct-horse-battery", "password: <PASSWORD_1>"),
-        ("the password is: 'summer time 24'", "the password is: <PASSWORD_1>"),
+        ("the password is: 'summer time 24'", "the password is: '<PASSWORD_1>'"),
     ],
 )
 def test_password_in_context_is_replaced_without_its_context(
