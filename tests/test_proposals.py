@@ -4,7 +4,6 @@ queue, and the article is indexed like any uploaded document."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,6 +11,7 @@ import httpx
 import pytest
 
 from deploy.runner import Stack
+from tests.support import wait_until_sync
 from tests.support.stack import ask, running_stack
 
 pytestmark = pytest.mark.slow
@@ -44,12 +44,9 @@ def admin_get(stack: Stack, path: str) -> Any:
     return response.json()
 
 
-def until(check: Callable[[], Any], timeout_s: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (result := check()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.5)
-    return result
+def until(check: Callable[[], Any]) -> Any:
+    """What ``check`` returns once truthy; the indexer's gap rounds run every second here."""
+    return wait_until_sync(check, 90, interval_s=0.5)
 
 
 def test_recurring_unanswered_questions_become_a_proposal_an_admin_approves(stack: Stack) -> None:

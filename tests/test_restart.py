@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import redis
 
 from deploy.runner import free_port
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, wait_until_sync
 from tests.support.stack import FAST_ENV
 
 pytestmark = pytest.mark.slow
@@ -54,11 +53,12 @@ def deskpilot_up(data_dir: Path) -> Iterator[tuple[str, dict[str, object]]]:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 300
-        while "Deskpilot is ready" not in Path(log.name).read_text():
+
+        def ready() -> bool:
             assert process.poll() is None, Path(log.name).read_text()
-            assert time.monotonic() < deadline, Path(log.name).read_text()
-            time.sleep(0.5)
+            return "Deskpilot is ready" in Path(log.name).read_text()
+
+        wait_until_sync(ready, 300, interval_s=0.2, message=lambda: Path(log.name).read_text())
         runtime = json.loads((data_dir / "runtime.json").read_text())
         assert f"http://127.0.0.1:{port}" in Path(log.name).read_text()  # the chat URL is printed
         yield f"http://127.0.0.1:{port}", runtime
@@ -110,16 +110,19 @@ def test_a_crashed_service_is_restarted_by_the_runner(tmp_path: Path) -> None:
         assert isinstance(children, dict)
         old_pid = int(children["orchestrator"])
         os.kill(old_pid, signal.SIGKILL)
-        deadline = time.monotonic() + 120
-        while True:
-            now = json.loads((data_dir / "runtime.json").read_text())["children"]["orchestrator"]
-            if now != old_pid and alive(int(now)):
-                break
-            assert time.monotonic() < deadline, "orchestrator was not restarted"
-            time.sleep(0.3)
-        while httpx.get(f"{url}/health", timeout=10).status_code != 200:
-            assert time.monotonic() < deadline, "stack did not become healthy again"
-            time.sleep(0.5)
+
+        def restarted() -> bool:
+            current = json.loads((data_dir / "runtime.json").read_text())
+            now = current["children"]["orchestrator"]
+            return bool(now != old_pid and alive(int(now)))
+
+        wait_until_sync(restarted, 120, interval_s=0.2, message="orchestrator was not restarted")
+        wait_until_sync(
+            lambda: httpx.get(f"{url}/health", timeout=10).status_code == 200,
+            120,
+            interval_s=0.3,
+            message="stack did not become healthy again",
+        )
         body = httpx.post(
             f"{url}/api/chat", json={"text": "How do I unlock my account?"}, timeout=60
         )

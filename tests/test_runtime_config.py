@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from crawler.ratelimit import HostLimiter
 from deploy.runner import Stack
 from orchestrator.compose import CAP_TEXT
-from tests.support import unique_name
+from tests.support import unique_name, wait_until_sync
 from tests.support.stack import ask, running_stack
 
 ADMIN = f"admin-{uuid4().hex}"
@@ -99,14 +99,11 @@ def change(stack: Stack, **changes: Any) -> dict[str, Any]:
     return body
 
 
-def until(check: Callable[[], dict[str, Any] | None], timeout_s: float = 30.0) -> float:
+def until(check: Callable[[], bool], timeout_s: float = 30.0) -> float:
     """Seconds until ``check`` holds (asking new turns meanwhile); fails past the deadline."""
     started = time.monotonic()
-    while True:
-        if check():
-            return time.monotonic() - started
-        assert time.monotonic() - started < timeout_s, "the change never took effect"
-        time.sleep(0.2)
+    wait_until_sync(check, timeout_s, interval_s=0.2, message="the change never took effect")
+    return time.monotonic() - started
 
 
 def answer(stack: Stack, text: str) -> dict[str, Any]:

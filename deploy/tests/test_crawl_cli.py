@@ -7,11 +7,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from crawler.tests.siteserver import Reply, SiteServer
-from tests.support import deskpilot
+from tests.support import deskpilot, wait_until_sync
 from tests.support.chromium import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,9 +92,11 @@ def test_ctrl_c_stops_the_job_and_prints_what_was_read(redis_url: str) -> None:
             text=True,
         )
         try:
-            deadline = time.monotonic() + 60
-            while site.count("/p1") + site.count("/p0") == 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until_sync(
+                lambda: site.count("/p1") + site.count("/p0") > 0,
+                60,
+                message=lambda: "the crawl fetched nothing",
+            )
             process.send_signal(signal.SIGINT)
             stdout, stderr = process.communicate(timeout=60)
         finally:

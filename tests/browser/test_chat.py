@@ -10,11 +10,9 @@ from __future__ import annotations
 import io
 import json
 import re
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import jwt
@@ -40,13 +38,13 @@ from tests.browser.conftest import (
     Site,
     new_page,
 )
+from tests.support import wait_until_sync
 from tests.support.stack import restart_child
 
 pytestmark = pytest.mark.slow
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 ANSWERS = ".msg-bot[data-action]"
-T = TypeVar("T")
 
 
 def ask(page: Page | FrameLocator, text: str) -> Locator:
@@ -250,21 +248,8 @@ def test_a_rating_with_a_comment_reaches_the_analytics(chat: Page, stack: Stack)
         now = csat(stack)
         return now if now["ratings"] == before["ratings"] + 1 else None
 
-    after = poll(counted, 30)
+    after = wait_until_sync(counted, 30, interval_s=0.2)
     assert after["distribution"]["4"] == before["distribution"]["4"] + 1
-
-
-def poll(predicate: Callable[[], T | None], timeout_s: float) -> T:
-    """What ``predicate`` returns once it is truthy, asked twice a second up to a deadline.
-    (Playwright's sync API runs its own event loop, so tests.support.wait_until cannot.)"""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"still not the case after {timeout_s} s: {predicate.__name__}")
-        time.sleep(0.5)
 
 
 def csat(stack: Stack) -> dict[str, Any]:
@@ -508,7 +493,7 @@ def test_markup_in_a_document_is_shown_as_text(chat: Page, stack: Stack, shots: 
         state = httpx.get(f"{stack.url}/api/documents/{doc_id}", headers=ADMIN, timeout=10)
         return bool(state.json().get("status") == "indexed")
 
-    poll(indexed, 120)
+    wait_until_sync(indexed, 120, interval_s=0.2)
     answer = ask(chat, "How do I resync my Quillon VPN hardware token?")
     urls = [a.get_attribute("href") for a in answer.locator(".sources .citation").all()]
     titles = answer.locator(".sources").inner_text()
@@ -572,7 +557,7 @@ def test_streamed_text_cards_and_unsafe_links_from_scripted_frames(
         box = page.locator("#chat-input")
         box.fill("My VPN drops every few minutes")
         box.press("Enter")
-        message = poll(lambda: received[0] if received else None, 10)
+        message = wait_until_sync(lambda: received[0] if received else None, 10)
         assert message["text"] == "My VPN drops every few minutes"
         socket = sockets[-1]
         turn = {"turn_id": "t-1"}
