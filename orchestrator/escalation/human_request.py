@@ -1,43 +1,13 @@
-"""The escalation checkpoint: when a conversation goes to a technician, and why.
-
-Pure functions over the user's (redacted) words; the orchestrator's service wires them in.
-
-- :func:`detect_human_request`: the user asks for a person, a ticket or an escalation, in any of
-  the usual phrasings ("can I speak to someone", "get me a real agent", "open a ticket",
-  "connect me to the help desk", "I don't want to talk to a bot", "live agent please"). Read
-  clause by clause with negation, so "I don't need a ticket", "how do I create a ticket in Jira
-  for my team's project?" (a how-to question about a tool), "the ticket printer is broken",
-  "should I open a ticket?" (advice) and "am I talking to a human?" (a question about the
-  assistant) are not requests.
-- :func:`read_offer_reply`: a reply to "shall I create a ticket?": accept, decline or neither.
-- :func:`detect_status_question`: the user asks how their ticket is doing, with the ticket's key
-  when they name one ("any update on IT-123?").
-- :class:`EscalationCheckpoint`: the decision for one message, an explicit request or the anger
-  score (:mod:`orchestrator.sentiment`) over the threshold, with the reasons to log and to put in
-  the ticket.
-
-The rules are written as phrase patterns over normalised clauses (see
-:func:`orchestrator.sentiment.clauses`), with a small typo tolerance on the key nouns ("humna",
-"incedent", "tiket").
-"""
+"""Requests for a person: the user asks for a technician, a ticket or an escalation, in any
+of the usual phrasings, read clause by clause with negation (:func:`detect_human_request`)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 
-from contracts.events import EscalationReason
-from orchestrator.sentiment import (
-    EMPTY_TRAJECTORY,
-    AngerScore,
-    AngerScorer,
-    Trajectory,
-    clauses,
-    word_set,
-)
-
-DEFAULT_ANGER_THRESHOLD = 0.5
+from orchestrator.escalation.status import detect_status_question
+from orchestrator.sentiment import clauses, word_set
 
 # ---------------------------------------------------------------------------------------------
 # Vocabulary
@@ -406,7 +376,7 @@ def _corrected_clauses(text: str) -> list[str]:
     return corrected
 
 
-def _negated(clause: str, start: int) -> bool:
+def is_negated(clause: str, start: int) -> bool:
     """A negation stands before position ``start`` of the clause (and is not rhetorical)."""
     before = clause[:start]
     if _RHETORICAL.search(before):
@@ -485,13 +455,13 @@ def detect_human_request(text: str) -> HumanRequest | None:
                     or _ADJECTIVE_BEFORE.search(clause[: match.start()])
                 ):
                     continue
-                negated = _negated(clause, match.start())
+                negated = is_negated(clause, match.start())
                 if reason == "does not want to talk to a bot":
                     negated = False  # the negation is the request
                 if not negated:
                     return HumanRequest(kind, reason)
         bare = _bare_request(clause)
-        if bare and not _negated(clause, len(clause)):
+        if bare and not is_negated(clause, len(clause)):
             return bare
     # Telegraphic ticket requests: "ticket support incident open now can you do that for me".
     words = whole.split()
@@ -507,268 +477,9 @@ def detect_human_request(text: str) -> HumanRequest | None:
         and detect_status_question(text) is None
         and not re.search(r"\b(i|we|you) (opened|created|raised|filed|logged|submitted)\b", whole)
         and not re.search(r"\b(is|was|are|were|has been|still) (open|opened)\b", whole)
-        and not _negated(whole, len(whole))
+        and not is_negated(whole, len(whole))
         and not _ticket_clause_excluded(whole, whole)
         and not re.search(r"\b(status|update|closed|progress)\b", whole)
     ):
         return HumanRequest("ticket", "asked for a ticket")
     return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Replies to a ticket offer
-
-
-class OfferReply(StrEnum):
-    """How the user answered "shall I create a ticket?"."""
-
-    ACCEPT = "accept"
-    DECLINE = "decline"
-    NEITHER = "neither"
-    """Something else: a new question, or a reply that says neither yes nor no."""
-
-
-_RESOLVED = re.compile(
-    r"\b((it|that|this|everything) (works|is working|is fixed|is fine|is ok|is okay|is good|is "
-    r"sorted|worked|fixed it|did it|solved it)( now)?|(fixed|solved|sorted|resolved) (it|now|"
-    r"itself)|all (good|set|sorted|fine) now|problem solved|works now|working now|never mind|"
-    r"nevermind|nvm|forget (it|about it)|i (figured|worked) it out|i will (try|manage|do it|"
-    r"handle it|sort it|wait)|let me try|maybe later|not (now|yet|today|necessary|needed)|no "
-    r"need|do not bother|that is (ok|okay|fine|alright) (thanks|thank you)|i am (ok|okay|fine|"
-    r"good))\b"
-)
-_ACCEPT_ACTION = re.compile(
-    r"\b(create|open|file|raise|log|submit|make|send|escalate|do) (it|one|that|the ticket|so)\b"
-)
-_DECLINE_START = re.compile(
-    r"^(no|nope|nah|na|no thanks|no thank you|negative|not really|rather not|i would rather not|"
-    r"do not|dont|please do not|cancel|stop|i do not (want|need) (it|one|that|a ticket)|"
-    r"not at all|no way|absolutely not|definitely not|thanks but no)\b"
-)
-_ACCEPT_START = re.compile(
-    r"^(yes|yeah|yea|yep|yup|ya|yah|yess+|y|sure|ok|okay|k|kk|alright|all right|fine|please|"
-    r"please do|do it|go ahead|go for it|go on|absolutely|definitely|of course|certainly|"
-    r"sounds good|sounds great|that would be (great|good|nice|helpful|perfect)|perfect|great|"
-    r"good idea|why not|let us do (it|that|this)|i would like that|i would appreciate (it|that)|"
-    r"correct|right|affirmative|indeed|yes please|make it so|create it|open it|file it|"
-    r"raise it|log it|submit it|send it|escalate it|i guess|guess so|i suppose|ok then|"
-    r"that works|works for me|sure thing|by all means|please create|please open)\b"
-)
-
-
-def read_offer_reply(text: str) -> OfferReply:
-    """Read a reply to a ticket offer: "yes", "please do", "sure, create it" accept it.
-
-    Declines: "no", "no thanks", "not now", "never mind, it works now", "don't". Anything else,
-    a new question included, is neither; an explicit request for a person or a ticket in the
-    reply ("no, I want a person") accepts.
-    """
-    if detect_human_request(text):
-        return OfferReply.ACCEPT
-    parts = clauses(text)
-    if not parts:
-        return OfferReply.NEITHER
-    whole = " ".join(parts)
-    # "no, open it anyway": an instruction to go ahead, wherever it stands.
-    for clause in parts:
-        action = _ACCEPT_ACTION.search(clause)
-        if action and not _negated(clause, action.start()):
-            return OfferReply.ACCEPT
-    if _RESOLVED.search(whole):
-        return OfferReply.DECLINE
-    first = parts[0]
-    if _DECLINE_START.search(first):
-        return OfferReply.DECLINE
-    if _ACCEPT_START.search(first):
-        # "ok thanks, bye" after an offer is a polite close, not a yes.
-        if re.match(r"(ok|okay|k|alright|fine|thanks)\b", first) and re.search(
-            r"\b(bye|goodbye|see you|later|cheers)\b", whole
-        ):
-            return OfferReply.DECLINE
-        return OfferReply.ACCEPT
-    return OfferReply.NEITHER
-
-
-# ---------------------------------------------------------------------------------------------
-# Ticket status questions
-
-# A Jira key (IT-123, HELP-42); other tools' numbers after a ticket word ("ticket #4711",
-# "incident INC0012345").
-_JIRA_KEY = re.compile(r"\b([A-Za-z][A-Za-z0-9_]{0,9}-[0-9]{1,7})\b")
-_NUMBERED = re.compile(
-    r"\b(?:ticket|incident|case|request|issue|inc|req)\s*(?:number|no\.?|nr\.?|num|id)?\s*"
-    r"[:#]?\s*((?:inc|req|ritm|sr|tkt)?[0-9]{3,12})\b",
-    re.IGNORECASE,
-)
-_STANDALONE_NUMBERED = re.compile(r"\b((?:INC|REQ|RITM|SR|TKT)[0-9]{4,12})\b", re.IGNORECASE)
-# Things that look like keys but are not tickets.
-_NOT_A_KEY = re.compile(
-    r"^(utf|iso|sha|md|x|rfc|cve|win|covid|windows|office|ipv|tls|ssl|wpa|h|mp|ms|"
-    r"cat|usb|hdmi|e|f|a|b|c|v|gpt|pci|ddr|error|err|code|port|step|page|version)-",
-    re.IGNORECASE,
-)
-_MY_TICKET = (
-    r"(?:my|the|our|that|this|mine|me|an?|any)\s+(?:\w+\s+){0,2}?(?:ticket|tickets|incident|"
-    r"incidents|case|cases|request|requests|issue|report|escalation)"
-)
-_STATUS_PATTERNS = tuple(
-    re.compile(p)
-    for p in (
-        rf"\bstatus (?:of|on|for) {_MY_TICKET}\b",
-        r"\b(?:my|the) (?:\w+ )?(?:ticket|incident|case|request) status\b",
-        r"^(?:check )?(?:ticket|incident|case|request) status\b",
-        r"\b(?:ticket|incident|case|request)s? status(?:es)?\b(?! (?:page|field|column|workflow))",
-        rf"\b(?:update|updates|news|progress|word|eta|feedback|response|reply|answer)s? "
-        rf"(?:on|about|for|regarding|with|from) {_MY_TICKET}\b",
-        rf"\b(?:has|have|did) (?:anyone|anybody|someone|somebody|you|it|they|a technician|a "
-        rf"tech|the team|support) (?:\w+ )?(?:looked|look|seen|see|picked|pick|read|touched|"
-        rf"worked|work|responded|respond|replied|reply|gotten|got|get|received|receive|"
-        rf"assigned|answered|answer|handled|checked) (?:at |up |on |to |into )?{_MY_TICKET}\b",
-        rf"\b(?:is|was|are|has|have) {_MY_TICKET} (?:\w+ )?(?:been )?(?:closed|open|opened|"
-        rf"resolved|fixed|done|finished|in progress|being (?:worked on|handled|looked at)|"
-        rf"assigned|picked up|looked at|seen|handled|solved|still|received|progressing|moving)\b",
-        rf"\b(?:what|anything) (?:is |has )?(?:happening|happened|going on|new|the news) "
-        rf"(?:with|on|to|about) {_MY_TICKET}\b",
-        rf"\bhow is {_MY_TICKET} (?:\w+ ){{0,5}}?(?:going|doing|coming along|progressing|"
-        rf"getting on)\b",
-        r"\bhow is (?:it|that) (?:going|doing|coming along|progressing)\b.*\b(?:ticket|"
-        r"incident|case|request|issue)\b|\b(?:ticket|incident|case|request|issue)\b.*\bhow "
-        r"is (?:it|that) (?:going|doing|coming along|progressing)\b",
-        rf"\bwhen (?:will|is|does|can) {_MY_TICKET} (?:\w+ )?(?:be )?(?:resolved|fixed|closed|"
-        rf"done|handled|looked at|picked up|answered|finished|solved|processed)\b",
-        r"\b(?:any|have i|do i have|i have) (?:\w+ )?(?:open|pending|outstanding|active) "
-        r"(?:tickets?|incidents?|cases?|requests?)\b",
-        rf"\b(?:still waiting|waiting|heard nothing|no news|no word|no response|no reply|heard "
-        rf"back|hear back) (?:\w+ ){{0,2}}(?:on|about|for|from|regarding) {_MY_TICKET}\b",
-        r"\b(?:ticket|incident|case|request|issue) i (?:opened|raised|filed|logged|submitted|"
-        r"created|reported|sent|made)\b.*\b(?:status|update|news|progress|going|doing|closed|"
-        r"resolved|open|happened|happening|done)\b",
-        r"\bi (?:opened|raised|filed|logged|submitted|created|reported|made) (?:a|an) "
-        r"(?:\w+ )?(?:ticket|incident|case|request|issue)\b.*\b(?:status|update|news|progress|"
-        r"going|doing|closed|resolved|open|happened|happening|done|heard)\b",
-        r"\bis my (?:issue|problem|request|ticket|case) still (?:open|pending|being|unresolved|"
-        r"there)\b",
-    )
-)
-_STATUS_UPDATE_ONLY = re.compile(
-    r"\b(?:any|an|what is the|what are the|is there an?|got any) (?:news|updates?|progress)\b"
-)
-
-
-@dataclass(frozen=True)
-class StatusQuestion:
-    """The user asks how a ticket of theirs is doing."""
-
-    ticket_key: str | None = None
-    """The ticket named (``IT-123``, ``INC0012345``, ``4711``), upper case, or None."""
-
-
-def extract_ticket_key(text: str) -> str | None:
-    """A ticket key or number named in ``text``, or None."""
-    for match in _JIRA_KEY.finditer(text):
-        key = match.group(1)
-        project, _, _number = key.partition("-")
-        if _NOT_A_KEY.match(key) or not project[0].isalpha():
-            continue
-        # Lower-case keys count only where a ticket word or a question makes them one.
-        if project.islower() and not re.search(
-            r"\b(ticket|incident|case|request|issue|updates?|status)\b|\?", text, re.IGNORECASE
-        ):
-            continue
-        return key.upper()
-    numbered = _STANDALONE_NUMBERED.search(text) or _NUMBERED.search(text)
-    return numbered.group(1).upper() if numbered else None
-
-
-def detect_status_question(text: str) -> StatusQuestion | None:
-    """A question about the status of the user's ticket, with its key when named; or None.
-
-    "what's the status of my ticket", "any update on IT-123?", "has anyone looked at my
-    ticket", "is my incident closed yet". A request for a new ticket, or the status of
-    something else ("status of the VPN outage", "status code 500"), is not one.
-    """
-    parts = clauses(text)
-    whole = " ".join(parts)
-    key = extract_ticket_key(text)
-    if any(pattern.search(whole) for pattern in _STATUS_PATTERNS):
-        return StatusQuestion(key)
-    if _STATUS_UPDATE_ONLY.search(whole) and re.search(
-        r"\b(my|our) (\w+ )?(ticket|incident|case|request|issue|report)s?\b", whole
-    ):
-        return StatusQuestion(key)
-    if key and (
-        _STATUS_UPDATE_ONLY.search(whole)
-        or re.search(
-            r"\b(status|updates?|progress|news|closed|resolved|open|eta|pick(ed)? up|look(ed)? "
-            r"at|assigned|fixed|done|when|anyone|someone|happen\w*|going)\b",
-            whole,
-        )
-        or re.fullmatch(r"\s*(what about|and|how about)?\s*\S+\s*\?\s*", text.lower())
-    ):
-        return StatusQuestion(key)
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# The decision
-
-
-@dataclass(frozen=True)
-class EscalationPolicy:
-    """The checkpoint's settings (see the report for the proposed ``ORCHESTRATOR_*`` fields)."""
-
-    anger_threshold: float = DEFAULT_ANGER_THRESHOLD
-    """An anger score at or above this escalates. 0.6 needs two strong clues or three mild
-    ones; see ``deskpilot eval escalation`` for its false-escalation rate."""
-
-
-@dataclass(frozen=True)
-class EscalationDecision:
-    """Whether this message escalates, and the reasons to log and to put in the ticket."""
-
-    escalate: bool
-    reason: EscalationReason | None
-    """``user_request`` or ``anger`` when escalating (a request wins), else None."""
-    anger: AngerScore
-    request: HumanRequest | None = None
-    reasons: list[str] = field(default_factory=list)
-    """Short phrases: the request's, then the anger score's evidence."""
-
-    @property
-    def reason_detail(self) -> str:
-        """One line for ``EscalationRequested.reason_detail`` and the log."""
-        return "; ".join(self.reasons)
-
-
-class EscalationCheckpoint:
-    """Decides, message by message, whether the conversation goes to a technician."""
-
-    def __init__(
-        self, scorer: AngerScorer | None = None, policy: EscalationPolicy | None = None
-    ) -> None:
-        self.scorer = scorer or AngerScorer()
-        self.policy = policy or EscalationPolicy()
-
-    def check(self, text: str, trajectory: Trajectory = EMPTY_TRAJECTORY) -> EscalationDecision:
-        request = detect_human_request(text)
-        anger = self.scorer.score(text, trajectory)
-        angry = anger.score >= self.policy.anger_threshold
-        reasons: list[str] = []
-        if request:
-            reasons.append(request.reason)
-        if angry:
-            reasons.append(f"anger {anger.score:.2f} >= {self.policy.anger_threshold:.2f}")
-            reasons.extend(anger.reasons)
-        if request:
-            reason: EscalationReason | None = EscalationReason.USER_REQUEST
-        elif angry:
-            reason = EscalationReason.ANGER
-        else:
-            reason = None
-        return EscalationDecision(
-            escalate=reason is not None,
-            reason=reason,
-            anger=anger,
-            request=request,
-            reasons=reasons,
-        )
