@@ -10,9 +10,10 @@ its ``retry_after_s`` is when the emptiest bucket will hold a token again.
 Three kinds of request have their own allowances: chat messages (``POST /api/chat`` and each
 WebSocket message frame), uploads (``POST /api/attachments``, ``POST /api/documents``), and every
 other API call (WebSocket connections included). The user is a verified token's subject, the
-break-glass admin token, or an anonymous browser's ``anon:<id>`` on the WebSocket; anonymous HTTP
-callers count against their IP only. Redis being unreachable lets requests through (the limiter
-must not be what takes the chat down; the request itself then fails or succeeds on its own).
+break-glass admin token, or an anonymous user the gateway issued a token to; callers without
+credentials count against their IP only. Redis being unreachable lets requests through (the
+limiter must not be what takes the chat down; the request itself then fails or succeeds on its
+own).
 
 Keys hold a digest of the user or IP, never the value, and expire once their bucket is full again.
 All of them share one hash tag, so the script runs on Redis Cluster too.

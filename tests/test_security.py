@@ -8,6 +8,11 @@ small rate limits. Everything goes through the public API, as an attacker would.
   with another key gets 401; a real admin token is let in.
 * Rate limits: 429 with Retry-After over HTTP, and on the WebSocket an ``error`` frame with
   ``rate_limited`` and ``retry_after`` while the connection keeps working.
+* Every caller: another client (no credentials, an anonymous user, another employee, the admin
+  token) gets the 404 of an unknown id for an employee's turn, attachment and conversation, and
+  a conversation of its own on the WebSocket; replayed (expired) and forged tokens reach
+  nothing; the WebSocket opens only for the gateway's own pages; ``deskpilot up`` has no known
+  admin token.
 """
 
 from __future__ import annotations
@@ -15,8 +20,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -26,9 +37,10 @@ import pytest
 import redis
 import websockets
 
-from deploy.runner import Stack
+from deploy.runner import Stack, free_port
+from tests.support import REPO_ROOT
 from tests.support.fake_idp import FakeIdP, new_key
-from tests.support.stack import log_records, running_stack
+from tests.support.stack import FAST_ENV, log_records, running_stack
 
 pytestmark = pytest.mark.slow
 
@@ -284,3 +296,250 @@ async def test_websocket_frames_over_the_limit_get_error_frames_and_the_socket_l
         assert frame["error_code"] == "rate_limited"
         assert frame["client_id"] == f"m{CHAT_PER_USER}"
         assert 1 <= frame["retry_after"] <= 60
+
+
+# -- every caller: conversations, turns and attachments are their owner's ------------------------
+
+LOG = b"2026-11-25 10:00:01 ERROR vpnagent: connect failed 0x800704cf\n"
+
+
+def ws_url(stack: Stack, query: str = "") -> str:
+    return stack.url.replace("http://", "ws://") + "/ws/chat" + (f"?{query}" if query else "")
+
+
+async def converse(url: str, *texts: str, **connect: Any) -> tuple[dict[str, Any], list[Any]]:
+    """Open the chat, say each text and wait for its answer: the ready frame and the answers."""
+    answers = []
+    async with websockets.connect(url, **connect) as socket:
+        ready = json.loads(await socket.recv())
+        for text in texts:
+            await socket.send(json.dumps({"type": "message", "text": text}))
+            while (frame := json.loads(await asyncio.wait_for(socket.recv(), 90)))["type"] not in (
+                "answer",
+                "error",
+            ):
+                pass
+            answers.append(frame)
+    return ready, answers
+
+
+def conversation_members(stack: Stack, conversation_id: str) -> set[bytes]:
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        members: set[bytes] = set(
+            client.smembers(f"deskpilot:gateway:conversation:{conversation_id}")
+        )  # type: ignore[arg-type]
+        return members
+    finally:
+        client.close()
+
+
+def same_404(response: httpx.Response, unknown: httpx.Response, hidden: str, shown: str) -> None:
+    assert response.status_code == unknown.status_code == 404
+    assert response.text == unknown.text.replace(shown, hidden)
+
+
+async def test_another_client_reaches_nothing_of_an_employees_conversation(
+    stack: Stack, idp: FakeIdP
+) -> None:
+    victim = user(idp)
+    ready, [answer] = await converse(ws_url(stack, f"token={victim}"), QUESTION)
+    conversation, turn = ready["conversation_id"], answer["turn_id"]
+    attached = httpx.post(
+        f"{stack.url}/api/attachments",
+        files={"file": ("vpn.log", LOG)},
+        data={"conversation_id": conversation},
+        headers=bearer(victim),
+        timeout=90,
+    )
+    assert attached.status_code == 200, attached.text
+    attachment = attached.json()["id"]
+    members = conversation_members(stack, conversation)
+
+    # The victim reads their own turn and attachment.
+    mine = httpx.get(f"{stack.url}/api/turns/{turn}", headers=bearer(victim), timeout=30)
+    assert mine.json()["status"] == "done"
+    assert (
+        httpx.get(
+            f"{stack.url}/api/attachments/{attachment}", headers=bearer(victim), timeout=30
+        ).status_code
+        == 200
+    )
+
+    anonymous = httpx.post(f"{stack.url}/api/anonymous", timeout=30).json()["anonymous_token"]
+    strangers = {
+        "no credentials": {},
+        "an anonymous user": bearer(anonymous),
+        "another employee": bearer(user(idp)),
+        "the break-glass admin token": bearer(ADMIN_TOKEN),
+    }
+    unknown = uuid4().hex
+    for name, headers in strangers.items():
+        for path, hidden in (
+            (f"/api/turns/{turn}", turn),
+            (f"/api/attachments/{attachment}", attachment),
+        ):
+            response = httpx.get(stack.url + path, headers=headers, timeout=30)
+            known = httpx.get(
+                stack.url + path.replace(hidden, unknown), headers=headers, timeout=30
+            )
+            same_404(response, known, hidden, unknown)
+        hijack = httpx.post(
+            f"{stack.url}/api/chat",
+            json={"text": "yes please file the ticket", "conversation_id": conversation},
+            headers=headers,
+            timeout=30,
+        )
+        nobody = httpx.post(
+            f"{stack.url}/api/chat",
+            json={"text": "yes please file the ticket", "conversation_id": unknown},
+            headers=headers,
+            timeout=30,
+        )
+        same_404(hijack, nobody, conversation, unknown)
+        assert hijack.json()["error_code"] == "unknown_conversation", name
+
+    # Over the WebSocket the stranger lands in a conversation of their own.
+    for query in (
+        f"conversation_id={conversation}",
+        f"conversation_id={conversation}&user={anonymous}",
+    ):
+        hijacked, [reply] = await converse(ws_url(stack, query), "yes please file the ticket")
+        assert hijacked["conversation_id"] != conversation
+        assert reply["conversation_id"] != conversation
+    assert conversation_members(stack, conversation) == members
+
+
+async def test_a_replayed_or_forged_credential_reaches_nothing(stack: Stack, idp: FakeIdP) -> None:
+    victim = user(idp, expires_in=3)
+    _, [answer] = await converse(ws_url(stack, f"token={victim}"), QUESTION)
+    turn = answer["turn_id"]
+    anonymous_ready, [anonymous_answer] = await converse(ws_url(stack), QUESTION)
+    anonymous_token = anonymous_ready["anonymous_token"]
+    # The anonymous user comes back with its token, to the same conversation.
+    again, _ = await converse(
+        ws_url(
+            stack, f"conversation_id={anonymous_ready['conversation_id']}&user={anonymous_token}"
+        )
+    )
+    assert again["conversation_id"] == anonymous_ready["conversation_id"]
+
+    await asyncio.sleep(4)  # the victim's token has expired (no leeway on this stack)
+    replayed = httpx.get(f"{stack.url}/api/turns/{turn}", headers=bearer(victim), timeout=30)
+    assert (replayed.status_code, replayed.json()) == (401, REFUSED)
+    try:
+        async with websockets.connect(ws_url(stack, f"token={victim}")):
+            status = 101
+    except websockets.InvalidStatus as refused:
+        status = refused.response.status_code
+    assert status == 401
+
+    # Anonymous tokens: edited, signed by someone else, or a bare self-chosen id.
+    header, payload, _ = anonymous_token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    forgeries = {
+        "edited subject": tampered(anonymous_token, sub="anon:" + "A" * 22),
+        "another key": jwt.encode(
+            claims,
+            "another-gateways-key-0123456789abcdef",
+            "HS256",
+            headers={"kid": "deskpilot-anonymous"},
+        ),
+        "unsigned": f"{header}.{payload}.",
+        "self-chosen id": claims["sub"],
+    }
+    anonymous_turn = anonymous_answer["turn_id"]
+    for name, forged in forgeries.items():
+        read = httpx.get(
+            f"{stack.url}/api/turns/{anonymous_turn}", headers=bearer(forged), timeout=30
+        )
+        assert read.status_code in (401, 404), name
+        hijacked, _ = await converse(
+            ws_url(stack, f"conversation_id={anonymous_ready['conversation_id']}&user={forged}")
+        )
+        assert hijacked["conversation_id"] != anonymous_ready["conversation_id"], name
+    # Nor is an anonymous token any use on admin paths.
+    admin = httpx.get(f"{stack.url}/api/admin/tickets", headers=bearer(anonymous_token), timeout=30)
+    assert (admin.status_code, admin.json()) == (401, ADMIN_REFUSED)
+
+
+async def test_the_websocket_opens_only_for_the_gateways_own_pages(stack: Stack) -> None:
+    async def handshake(origin: str | None) -> int:
+        try:
+            async with websockets.connect(ws_url(stack), origin=origin) as socket:  # type: ignore[arg-type]
+                assert json.loads(await socket.recv())["type"] == "ready"
+                return 101
+        except websockets.InvalidStatus as refused:
+            return int(refused.response.status_code)
+
+    assert await handshake(stack.url) == 101  # the chat page itself
+    assert await handshake(None) == 101  # a program: no Origin (see gateway/origins.py)
+    for origin in ("https://evil.example", "http://127.0.0.1:1", "null"):
+        assert await handshake(origin) == 403, origin
+
+
+def test_deskpilot_up_makes_an_admin_token_per_run_and_shows_it_once(tmp_path: Path) -> None:
+    """No admin token configured: `deskpilot up` generates one, prints it once, and no known
+    default (`change-me`, empty) opens the admin API."""
+    port = free_port()
+    output = tmp_path / "up.log"
+    # Room for a loaded machine: the stack answers /health only once every service is up.
+    env = {**os.environ, **FAST_ENV, "DESKPILOT_RUNNER_READY_TIMEOUT_S": "600"}
+    env.pop("DESKPILOT_ADMIN_TOKEN", None)
+    with output.open("w") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "deploy.cli",
+                "up",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(tmp_path / "data"),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    try:
+        deadline = time.monotonic() + 660
+        while "Admin token for this run" not in output.read_text():
+            assert process.poll() is None, output.read_text()
+            assert time.monotonic() < deadline, output.read_text()
+            time.sleep(0.5)
+        text = output.read_text()
+        [token] = re.findall(r"Admin token for this run[^:]*: (\S+)", text)
+        assert len(token) >= 40
+        assert text.count(token) == 1
+        url = f"http://127.0.0.1:{port}/api/admin/tickets"
+        assert httpx.get(url, headers=bearer(token), timeout=30).status_code == 200
+        for known in ("change-me", "changeme", ""):
+            assert httpx.get(url, headers=bearer(known), timeout=30).status_code == 401
+        written = [
+            path
+            for path in (tmp_path / "data").rglob("*")
+            if path.is_file() and "redis" not in path.parts and token.encode() in path.read_bytes()
+        ]
+        assert written == []  # not in the logs, not in runtime.json
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(30)
+
+
+def test_a_generated_admin_token_is_fresh_each_run() -> None:
+    from contracts.settings import ServiceSettings
+    from deploy.runner import generated_admin_token
+
+    unset = ServiceSettings(admin_token="")
+    first, second = generated_admin_token(unset), generated_admin_token(unset)
+    assert first
+    assert second
+    assert first != second
+    assert generated_admin_token(ServiceSettings(admin_token="an-operators-own-token-0123")) is None

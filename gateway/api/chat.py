@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
 
 from contracts.events import new_id
 from gateway.attachments import AttachmentService
@@ -291,7 +292,7 @@ async def chat_socket(
         if identity is None and user:
             # An anonymous token that does not verify is not refused: the browser just becomes
             # a new anonymous user (a refused handshake would only make it retry forever).
-            identity = owner_identity_or_none(identities, user)
+            identity = _anonymous_user(identities, user)
         issued: AnonymousToken | None = None
         owner = identity
         if identity is None or identity.source == "anonymous":
@@ -305,6 +306,14 @@ async def chat_socket(
             decision = await limiter.hit(LimitKind.API, limited_user, ip)
             if not decision.allowed:
                 raise decision.error()
+        try:
+            conversation = await _conversation_of(conversations, conversation_id, owner.user_id)
+        except RedisError as exc:
+            raise ApiError(
+                ErrorCode.BUS_UNAVAILABLE,
+                "Deskpilot is briefly unavailable; try again.",
+                headers={"Retry-After": "1"},
+            ) from exc
     except ApiError as exc:
         await _refuse(websocket, exc)
         return
@@ -313,7 +322,7 @@ async def chat_socket(
         websocket,
         turns,
         attachments,
-        await _conversation_of(conversations, conversation_id, owner.user_id),
+        conversation,
         owner,
         frame_limit=_frame_limit(limiter, rate_limit_user(owner), ip),
     )
@@ -338,7 +347,7 @@ async def chat_socket(
         await connection.close()
 
 
-def owner_identity_or_none(identities: IdentityResolver, anonymous_token: str) -> Identity | None:
+def _anonymous_user(identities: IdentityResolver, anonymous_token: str) -> Identity | None:
     """The anonymous user an anonymous token names, None for anything else."""
     caller = identities.anonymous_caller(anonymous_token)
     return caller.identity if caller.refused is None else None
