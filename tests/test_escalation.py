@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -21,8 +22,10 @@ import websockets
 
 from deploy.runner import Stack
 from tests.support import wait_until
+from tests.support.fake_jira import live_markup, split_noformat
 from tests.support.fake_reset_webhook import FakeResetWebhook
 from tests.support.stack import ask, running_stack
+from ticketing.content import HEADINGS
 
 pytestmark = pytest.mark.slow
 
@@ -130,6 +133,50 @@ async def test_still_broken_and_asking_for_a_human_files_a_complete_ticket(stack
     assert "asked" in description.lower()
     assert "This still doesn't work. I need a human." in description
     assert record["status"]
+
+
+LABEL_VOCABULARY = re.compile(
+    r"^(deskpilot|dp-silent|dp-(idem|user|topic)-[0-9a-f]{20,32}|connectivity|account|courses|"
+    r"documentation|peripheral_exchange|peripheral_question|other|queue-[a-z0-9.-]+|"
+    r"incident-[a-z0-9.-]+)$"
+)
+"""Every label a ticket may carry: fixed vocabularies and digests, never a user's words."""
+
+
+async def test_a_ticket_shows_user_markup_inert_and_names_no_conversation(stack: Stack) -> None:
+    password = "Quartz-Falcon-4417"  # shaped like a label, and maybe missed by the redactor
+    markup = (
+        "h1. Approved by IT Security\n"
+        "{panel:title=Approved}[click here|http://evil.example/reset]{panel} "
+        "!http://evil.example/pixel.png! [~admin] {color:red}urgent{color}\n"
+        "{noformat}\n----\n# step one\n| cell |\n"
+    )
+    async with await converse(stack) as socket:
+        chat = await open_conversation(socket)
+        reply = await chat.say(
+            f"I tried logging in again with my password {password} and it still fails\n{markup}"
+        )
+        if reply["action"] != "escalated":
+            reply = await chat.say(f"{markup}I need to talk to a human")
+        assert reply["action"] == "escalated", reply
+        conversation_id = chat.conversation_id
+
+    record = await ticket(stack, reply["ticket"]["key"])
+    description = record["description"]
+    links = tuple(re.findall(r"^\* source \d+: (\S+)$", description, re.MULTILINE))
+    assert not [link for link in links if "evil" in link]
+    # What a technician's Jira would render as markup: Deskpilot's own lines only; the user's
+    # markup is there, verbatim.
+    assert live_markup(description, headings=HEADINGS, links=links) == []
+    assert "Approved by IT Security" in split_noformat(description)[1]
+    assert all(live_markup(comment) == [] for comment in record["comments"])
+    # Nothing in the ticket addresses the conversation; the admin API still knows it.
+    texts = [record["summary"], description, *record["comments"], *record["labels"]]
+    assert not [text for text in texts if conversation_id in text]
+    assert record["conversation_id"] == conversation_id
+    # Labels are visible to everyone in Jira: fixed vocabularies and digests only.
+    assert all(LABEL_VOCABULARY.match(value) for value in record["labels"]), record["labels"]
+    assert not [value for value in record["labels"] if "quartz" in value or "falcon" in value]
 
 
 async def test_an_explicit_ticket_request_on_the_first_turn(stack: Stack) -> None:
