@@ -46,9 +46,9 @@ def create_worker(settings: CrawlerSettings | None = None) -> Worker:
             encoder = await asyncio.to_thread(shared_encoder, settings.torch_threads)
         pool = BrowserPool(settings)
         await pool.start()
-        fetcher = Fetcher(settings.user_agent, settings.page_timeout_s)
-        reranker = build_reranker(settings)
         guard = AddressGuard(settings.allow_networks)
+        fetcher = Fetcher(settings.user_agent, settings.page_timeout_s, guard)
+        reranker = build_reranker(settings)
 
         async def fetch_robots(url: str) -> tuple[int, bytes]:
             for _ in range(ROBOTS_REDIRECTS + 1):

@@ -3,6 +3,8 @@
 * One browser per worker, launched from ``CHROMIUM_PATH`` (headless, a fresh temporary profile,
   everything that phones home switched off) or attached over CDP (``CRAWLER_CDP_URL``). Nothing
   here downloads a browser.
+* Chromium runs its sandbox unless it cannot: as root (Chromium refuses to sandbox itself there)
+  or with ``CRAWLER_CHROMIUM_SANDBOX=false``; the image runs as an unprivileged user.
 * ``CRAWLER_CONTEXTS`` browser contexts, each rendering one page at a time; a page borrows a
   context and gives it back with its cookies cleared.
 * After ``CRAWLER_RECYCLE_AFTER_PAGES`` pages the browser is closed and launched anew once the
@@ -11,12 +13,16 @@
   :class:`BrowserCrashed`; the next render relaunches the browser. Closing a crashed browser
   through Playwright reaps its process group, so no zombie stays behind; the caller retries.
 
-:meth:`BrowserPool.render` never lets the browser fetch the document itself: the crawler has
-already downloaded it (with its redirect, size and address checks), and the pool serves those bytes
-to the page's navigation through request routing. Every other request the page makes is routed
-too: images, media and fonts are aborted, and so is anything whose URL is outside the job's
-allowed domains or whose host the SSRF guard has not cleared; so a page never stalls on a host it
-cannot reach.
+Chromium never touches the network itself. :meth:`BrowserPool.render` serves the document the
+crawler already downloaded (with its redirect, size and address checks) to the page's navigation
+through request routing, and every other request the page or its workers make is routed too:
+images, media and fonts are aborted, and everything else is handed to the caller's
+:data:`SubresourceFetch`, which fetches it with the crawler's own HTTP client (scope and SSRF guard
+at every redirect hop, connections to the address the guard checked) and whose answer is
+fulfilled to the page. WebSockets are closed as they open. Underneath, the browser is launched
+with a host resolver that resolves nothing (``MAP * ~NOTFOUND``, IP literals included), so a
+request that escapes routing, a worker's WebSocket or a preconnect fails instead of reaching a
+host nobody checked. A browser attached over CDP must be started with that rule by its operator.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 
 from playwright.async_api import (
     Browser,
@@ -34,6 +41,7 @@ from playwright.async_api import (
     Page,
     Playwright,
     Route,
+    WebSocketRoute,
     async_playwright,
 )
 from playwright.async_api import Error as PlaywrightError
@@ -44,8 +52,7 @@ log = logging.getLogger("deskpilot.crawler.browser")
 
 BLOCKED_RESOURCES = frozenset({"image", "media", "font", "imageset", "texttrack", "object"})
 
-CHROMIUM_ARGS = (
-    "--no-sandbox",
+BASE_ARGS = (
     "--disable-gpu",
     "--disable-dev-shm-usage",
     "--disable-quic",
@@ -60,6 +67,40 @@ CHROMIUM_ARGS = (
     "--disable-client-side-phishing-detection",
     "--metrics-recording-only",
     "--mute-audio",
+)
+"""Flags of every launch of the system Chromium, whatever it is for."""
+
+RESOLVE_NOTHING = "--host-resolver-rules=MAP * ~NOTFOUND"
+"""Chromium resolves no name and no IP literal: the crawler's pages reach the network only
+through request routing."""
+
+
+def running_as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def sandbox_args(sandbox: bool = True) -> tuple[str, ...]:
+    """``--no-sandbox`` where Chromium cannot sandbox itself (as root it refuses to start with
+    its sandbox on) or where the operator turned the sandbox off; nothing otherwise."""
+    return () if sandbox and not running_as_root() else ("--no-sandbox",)
+
+
+CHROMIUM_ARGS = (*BASE_ARGS, *sandbox_args())
+"""Flags for launching the system Chromium from this process (tests and tools use them too):
+sandboxed unless running as root."""
+
+_DROPPED_REQUEST_HEADERS = frozenset(
+    {
+        "host", "connection", "keep-alive", "content-length", "transfer-encoding", "upgrade",
+        "te", "trailer", "proxy-authorization", "proxy-connection",
+        # The crawler's client negotiates its own compression and decodes it.
+        "accept-encoding",
+        # A fulfilled response is always complete: no revalidation against Chromium's cache.
+        "if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range",
+    }
+)  # fmt: skip
+_DROPPED_RESPONSE_HEADERS = frozenset(
+    {"connection", "keep-alive", "content-length", "content-encoding", "transfer-encoding"}
 )
 
 # Installed in every document before its scripts run: remembers when the DOM last changed.
@@ -98,15 +139,59 @@ class Rendered:
     url: str
     ms: int
     blocked: int
-    """Sub-requests the page made that were aborted (out of scope or blocked types)."""
+    """Sub-requests and WebSockets the page refused: out of scope, refused by the SSRF guard,
+    blocked types."""
+    refusals: tuple[str, ...] = ()
+    """Why each refused sub-request or WebSocket was refused (blocked types not listed)."""
 
 
-RequestFilter = Callable[[str, str], Awaitable[bool]]
-"""(url, resource type) → may the page load it."""
+class SubrequestRefused(Exception):
+    """A sub-request (or one of its redirect hops) goes where the job may not: out of scope or
+    refused by the SSRF guard. The page sees a blocked request."""
 
 
-async def _allow_nothing(_url: str, _kind: str) -> bool:
-    return False
+@dataclass(frozen=True)
+class SubRequest:
+    """A request a page (or one of its workers or frames) made, to be fetched by the crawler."""
+
+    url: str
+    method: str
+    headers: dict[str, str]
+    """What Chromium would send, without hop-by-hop, compression and revalidation headers."""
+    body: bytes | None
+    kind: str
+    """Playwright's resource type: ``script``, ``stylesheet``, ``fetch``, ``document``, ..."""
+
+
+@dataclass(frozen=True)
+class Fulfilment:
+    """What the page receives for a sub-request."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @classmethod
+    def of(cls, status: int, headers: Iterable[tuple[str, str]], body: bytes) -> Fulfilment:
+        """A response as the crawler's client read it (decoded, complete): length and encoding
+        headers go, repeated headers are joined (``Set-Cookie`` by lines, as Playwright wants)."""
+        joined: dict[str, str] = {}
+        for name, value in headers:
+            key = name.lower()
+            if key in _DROPPED_RESPONSE_HEADERS:
+                continue
+            separator = "\n" if key == "set-cookie" else ", "
+            joined[key] = f"{joined[key]}{separator}{value}" if key in joined else value
+        return cls(status, joined, body)
+
+
+SubresourceFetch = Callable[[SubRequest], Awaitable[Fulfilment]]
+"""Fetch a page's sub-request; raises :class:`SubrequestRefused` for a request the job may not
+make (any other exception fails the request)."""
+
+
+async def _fetch_nothing(request: SubRequest) -> Fulfilment:
+    raise SubrequestRefused(request.url)
 
 
 @dataclass
@@ -114,17 +199,18 @@ class _Slot:
     """One browser context with its one tab, reused page after page.
 
     The tab's request routing is installed once and reads what the current render set here: the
-    document to serve and the job's request filter.
+    document to serve and the job's fetch for everything else.
     """
 
     context: BrowserContext
     page: Page
     body: bytes = b""
     content_type: str = "text/html"
-    allow: RequestFilter = _allow_nothing
+    fetch: SubresourceFetch = _fetch_nothing
     served: bool = True
     blocked: int = 0
     crashed: bool = False
+    refusals: list[str] = field(default_factory=list)
 
     async def route(self, route: Route) -> None:
         request = route.request
@@ -139,15 +225,42 @@ class _Slot:
                     self.blocked += 1
                     await route.abort("blockedbyclient")
                 return
-            if request.resource_type in BLOCKED_RESOURCES or not await self.allow(
-                request.url, request.resource_type
-            ):
+            if request.resource_type in BLOCKED_RESOURCES:
                 self.blocked += 1
                 await route.abort("blockedbyclient")
                 return
-            await route.continue_()
+            headers = {
+                name: value
+                for name, value in request.headers.items()
+                if name.lower() not in _DROPPED_REQUEST_HEADERS
+            }
+            sub = SubRequest(
+                request.url, request.method, headers, request.post_data_buffer,
+                request.resource_type,
+            )  # fmt: skip
+            try:
+                fulfilment = await self.fetch(sub)
+            except SubrequestRefused as refused:
+                self.blocked += 1
+                self.refusals.append(str(refused))
+                await route.abort("blockedbyclient")
+                return
+            except Exception as exc:  # the network, a size limit: this request failed
+                log.debug("sub-request failed", extra={"url": sub.url, "error": repr(exc)[:200]})
+                await route.abort("failed")
+                return
+            await route.fulfill(
+                status=fulfilment.status, headers=fulfilment.headers, body=fulfilment.body
+            )
         except PlaywrightError:  # the tab moved on or closed meanwhile
             return
+
+    async def refuse_socket(self, socket: WebSocketRoute) -> None:
+        """WebSockets are not crawled: closed as they open, never connected."""
+        self.blocked += 1
+        self.refusals.append(f"WebSocket {socket.url}")
+        with contextlib.suppress(PlaywrightError):
+            await socket.close(code=1008, reason="not fetched by the crawler")
 
 
 class BrowserPool:
@@ -183,6 +296,20 @@ class BrowserPool:
     def healthy(self) -> bool:
         return self._browser is not None and self._browser.is_connected()
 
+    def launch_args(self) -> list[str]:
+        """Chromium's flags: the common ones, the sandbox unless it cannot run, no resolver."""
+        unsandboxed = sandbox_args(self.settings.chromium_sandbox)
+        if unsandboxed and self._launches == 0:
+            log.warning(
+                "Chromium runs without its sandbox",
+                extra={
+                    "why": "running as root"
+                    if running_as_root()
+                    else "CRAWLER_CHROMIUM_SANDBOX is false"
+                },
+            )
+        return [*BASE_ARGS, *unsandboxed, RESOLVE_NOTHING]
+
     # -- lifecycle (called with the condition held) -------------------------------------------
 
     async def _launch(self) -> None:
@@ -194,7 +321,7 @@ class BrowserPool:
             browser = await chromium.launch(
                 executable_path=str(self.settings.chromium_path),
                 headless=True,
-                args=list(CHROMIUM_ARGS),
+                args=self.launch_args(),
                 timeout=30_000,
             )
         self._browser = browser
@@ -215,6 +342,7 @@ class BrowserPool:
         slot = _Slot(context, page)
         page.on("crash", lambda _: setattr(slot, "crashed", True))
         await page.route("**/*", slot.route)
+        await page.route_web_socket(lambda _url: True, slot.refuse_socket)
         return slot
 
     async def _shutdown_browser(self) -> None:
@@ -261,7 +389,7 @@ class BrowserPool:
                 self._cond.notify_all()
 
     async def _give_back(self, browser: Browser, slot: _Slot) -> None:
-        slot.allow, slot.body, slot.served = _allow_nothing, b"", True
+        slot.fetch, slot.body, slot.served = _fetch_nothing, b"", True
         try:
             if slot.crashed or slot.page.is_closed():  # a tab crash: a new tab, same browser
                 with contextlib.suppress(PlaywrightError):
@@ -280,13 +408,14 @@ class BrowserPool:
         url: str,
         body: bytes,
         content_type: str,
-        allow: RequestFilter,
+        fetch: SubresourceFetch,
     ) -> Rendered:
-        """Load ``body`` as the document at ``url``, run its scripts, return the rendered DOM."""
+        """Load ``body`` as the document at ``url``, run its scripts (their requests fetched by
+        ``fetch``), return the rendered DOM."""
         started = time.monotonic()
         async with self._slot() as slot:
-            slot.body, slot.content_type, slot.allow = body, content_type, allow
-            slot.served, slot.blocked = False, 0
+            slot.body, slot.content_type, slot.fetch = body, content_type, fetch
+            slot.served, slot.blocked, slot.refusals = False, 0, []
             try:
                 await slot.page.goto(
                     url, wait_until="load", timeout=self.settings.page_timeout_s * 1000
@@ -306,7 +435,7 @@ class BrowserPool:
             if slot.crashed:
                 raise BrowserCrashed("the tab crashed")
             elapsed = int((time.monotonic() - started) * 1000)
-            return Rendered(str(html), slot.page.url, elapsed, slot.blocked)
+            return Rendered(str(html), slot.page.url, elapsed, slot.blocked, tuple(slot.refusals))
 
 
 def _looks_closed(exc: PlaywrightError) -> bool:

@@ -38,6 +38,12 @@ class CrawlerSettings(LLMEndpointSettings):
         description="Attach to a running Chromium over CDP (e.g. `http://browser:9222`) instead "
         "of launching `CHROMIUM_PATH`.",
     )
+    chromium_sandbox: bool = Field(
+        True,
+        description="Run Chromium with its sandbox. Only as root (where Chromium cannot sandbox "
+        "itself) or with this false does it run with `--no-sandbox`; turn it off only where the "
+        "container runtime forbids the user namespaces the sandbox needs.",
+    )
     contexts: int = Field(
         2,
         ge=1,

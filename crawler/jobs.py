@@ -23,6 +23,8 @@ and expire ``CRAWLER_JOB_TTL_S`` after the job starts; ``<ns>`` is ``CRAWLER_NAM
 ``...:offsite``                 set: links found outside the allowed domains (``skip:off_domain``
                                 counts each once)
 ``...:pages``                   list: summaries of the published pages, in order
+``...:refused``                 hash: URL → JSON of why the SSRF guard refused it (the first
+                                :data:`MAX_REFUSALS_KEPT`), so a caller can say which address
 ``...:leases``                  hash: URL → ``<holder>|<expiry ms>``, renewed while a handler
                                 call (the holder) fetches the URL
 ``...:stop``                    string: set when the job must stop early
@@ -242,6 +244,17 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 return added
 """
 
+# KEYS: meta refused; ARGV: url json cap
+_NOTE_REFUSED = """
+if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
+local added = redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return added
+"""
+
+MAX_REFUSALS_KEPT = 20
+
 # KEYS: hashes; ARGV: hash url
 _CLAIM_HASH = """
 local owner = redis.call('HGET', KEYS[1], ARGV[1])
@@ -346,6 +359,7 @@ class JobStore:
         self._renew = redis.register_script(_RENEW)
         self._claim_hash = redis.register_script(_CLAIM_HASH)
         self._note_offsite = redis.register_script(_NOTE_OFFSITE)
+        self._note_refused = redis.register_script(_NOTE_REFUSED)
         self._specs: dict[str, ContextInsufficient] = {}
 
     # -- keys ------------------------------------------------------------------------------
@@ -498,6 +512,22 @@ class JobStore:
             keys=[self.key(job_id, "meta"), self.key(job_id, "offsite")], args=urls
         )
         return int(added)
+
+    async def note_refused(self, job_id: str, url: str, detail: str, addresses: list[str]) -> None:
+        """Keep why the SSRF guard refused ``url`` (the addresses it refused), for the job's
+        requester; the first :data:`MAX_REFUSALS_KEPT` per job."""
+        record = json.dumps({"detail": detail, "addresses": addresses})
+        await self._note_refused(
+            keys=[self.key(job_id, "meta"), self.key(job_id, "refused")],
+            args=[url, record, MAX_REFUSALS_KEPT],
+        )
+
+    async def refused(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """URL → ``{"detail", "addresses"}`` for the URLs the SSRF guard refused in the job."""
+        raw: dict[Any, Any] = await self.redis.hgetall(self.key(job_id, "refused"))
+        return {
+            (k.decode() if isinstance(k, bytes) else str(k)): json.loads(v) for k, v in raw.items()
+        }
 
     async def unseen(self, job_id: str, urls: list[str]) -> list[bool]:
         if not urls:

@@ -11,9 +11,10 @@ job's counters record (``skipped`` in ``crawl.finished``):
    off (``Retry-After`` or doubling) and try again, up to ``CRAWLER_RETRY_ATTEMPTS``;
 4. the document: 4xx/5xx is ``error``, a type other than HTML or PDF is ``non_html``, a body over
    ``CRAWLER_MAX_PAGE_BYTES`` is ``too_large``;
-5. HTML is rendered in the browser pool (scripts run, sub-requests routed), PDF text is read;
-   a browser crash retries the page; the whole page must finish within
-   ``CRAWLER_PAGE_TIMEOUT_S`` (``error`` otherwise);
+5. HTML is rendered in the browser pool when its served text is not enough (scripts run; every
+   request they make is fetched here, each redirect hop in scope and through the SSRF guard, and
+   handed to the page; WebSockets are refused), PDF text is read; a browser crash retries the
+   page; the whole page must finish within ``CRAWLER_PAGE_TIMEOUT_S`` (``error`` otherwise);
 6. identical extracted text already published by the job is ``duplicate``;
 7. the page is published on ``pages.crawled``; its links are scored by the planner and queued;
 8. the outcome is recorded, the next best URLs are dispatched as tasks, progress goes to the
@@ -32,7 +33,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 from redis.exceptions import RedisError
@@ -52,7 +53,13 @@ from contracts.events import (
 from contracts.periodic import every
 from contracts.runtime_config import RuntimeConfigReader
 from contracts.topics import Topic
-from crawler.browser import BrowserCrashed, BrowserPool
+from crawler.browser import (
+    BrowserCrashed,
+    BrowserPool,
+    Fulfilment,
+    SubRequest,
+    SubrequestRefused,
+)
 from crawler.config import CrawlerSettings
 from crawler.extract import ExtractedPage, extract_html, extract_pdf
 from crawler.fetch import (
@@ -160,6 +167,8 @@ class _Result:
     page: CrawledPage | None = None
     links: list[Queued] = field(default_factory=list)
     detail: str = ""
+    refused: list[str] = field(default_factory=list)
+    """The addresses the SSRF guard refused (``blocked``)."""
 
 
 class CrawlService:
@@ -340,6 +349,8 @@ class CrawlService:
                     "entry": entry,
                 },
             )
+        if result.outcome is Outcome.BLOCKED:  # kept before completing: the end may follow
+            await self.jobs.note_refused(spec.job_id, task.url, result.detail, result.refused)
         completion = await self.jobs.complete(
             spec.job_id,
             task.url,
@@ -447,7 +458,8 @@ class CrawlService:
             except TooLarge as exc:
                 return _Result(Outcome.TOO_LARGE, detail=str(exc))
             except AddressRefused as exc:
-                return _Result(Outcome.BLOCKED, detail=str(exc))
+                refused = [str(address) for address, _ in exc.refused]
+                return _Result(Outcome.BLOCKED, detail=str(exc), refused=refused)
             except (OSError, ConnectionError) as exc:
                 if attempt == attempts:
                     return _Result(Outcome.ERROR, detail=type(exc).__name__)
@@ -523,18 +535,17 @@ class CrawlService:
             if served.words >= settings.render_min_words and not served.asks_for_javascript:
                 return served, False
 
-        async def allow(url: str, _kind: str) -> bool:
-            if not scope.allows(url):
-                return False
-            try:
-                await self.guard.check(url)
-            except AddressRefused:
-                return False
-            return True
+        async def fetch(request: SubRequest) -> Fulfilment:
+            return await self._subrequest(request, scope)
 
         rendered = await self.pool.render(
-            document.address, document.body, document.content_type, allow
+            document.address, document.body, document.content_type, fetch
         )
+        if rendered.refusals:
+            log.info(
+                "page requests refused",
+                extra={"url": document.url, "refused": list(rendered.refusals[:10])},
+            )
         extracted = await asyncio.to_thread(
             extract_html,
             rendered.html,
@@ -543,6 +554,42 @@ class CrawlService:
             max_chars=settings.max_markdown_chars,
         )
         return extracted, True
+
+    async def _subrequest(self, request: SubRequest, scope: Scope) -> Fulfilment:
+        """Fetch what a rendered page asked for, following redirects here, one hop at a time:
+        every hop must be in scope and pass the SSRF guard (the client connects to the address
+        the guard checked), so the page never sees a response from anywhere else."""
+        url, method, body = request.url, request.method, request.body
+        headers = dict(request.headers)
+        for _hop in range(self.settings.max_redirects + 1):
+            if not scope.allows(url):
+                raise SubrequestRefused(f"{url} is not under an allowed domain")
+            try:
+                response = await self.fetcher.request(
+                    method,
+                    url,
+                    headers=headers,
+                    content=body,
+                    max_bytes=self.settings.max_page_bytes,
+                    want_body=lambda status, _kind: status not in REDIRECT_STATUSES,
+                )
+            except AddressRefused as refused:
+                raise SubrequestRefused(f"{url}: {refused}") from refused
+            location = response.headers.get("location")
+            if response.status not in REDIRECT_STATUSES or not location:
+                return Fulfilment.of(response.status, response.headers.multi_items(), response.body)
+            target = urljoin(url, location.strip())
+            if urlsplit(target).scheme not in ("http", "https"):
+                raise SubrequestRefused(f"{url} redirects to {target}")
+            if response.status == 303 or (response.status in (301, 302) and method == "POST"):
+                method, body = "GET", None  # as browsers do
+                headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+            if host_key(target) != host_key(url):  # credentials stay with their origin
+                headers = {
+                    k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")
+                }
+            url = target
+        raise SubrequestRefused(f"{request.url}: more than {self.settings.max_redirects} redirects")
 
     async def politeness(self) -> CrawlerSettings:
         """The settings with the admins' runtime overrides of the per-host rate limits and the

@@ -14,20 +14,31 @@ command has no retrieval to judge when the answer is in hand, as the orchestrato
 runs the planner's order until ``--max-pages``, ``--deadline`` or an empty frontier. Ctrl-C stops
 it early (``crawl.stop``) and prints what was read; a second Ctrl-C gives up waiting.
 
+The SSRF guard of the workers refuses private, loopback, link-local and other non-public
+addresses. Before starting its own workers, the command checks the seeds the way the guard will:
+when it would refuse every seed, the command stops at once and says which address it refused and
+which ``--allow-network`` exempts it. URLs refused during the job are listed with their addresses
+after it (``refused`` in ``--json``).
+
 Exit codes: 0 the job finished (whatever it found), 1 it did not (workers died, no result), 2 it
-could not start (a bad URL or option, no Chromium, Redis unreachable).
+could not start (a bad URL or option, every seed refused by the SSRF guard, no Chromium, Redis
+unreachable).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deploy.crawlfleet import CrawlSetupError
 from deploy.stackaccess import add_data_dir_argument
+
+if TYPE_CHECKING:
+    from crawler.config import IPNetwork
 
 RESULT_GRACE_S = 30.0
 """How long after the job's deadline the command still waits for its ``crawl.finished``."""
@@ -128,6 +139,45 @@ def _check_options(args: argparse.Namespace) -> None:
             "--workers and --allow-network configure the command's own workers; with "
             "--use-running-fleet the running workers' settings apply"
         )
+    _networks(args.allow_network)
+
+
+def _networks(cidrs: list[str]) -> list[IPNetwork]:
+    networks: list[IPNetwork] = []
+    for cidr in cidrs:
+        try:
+            networks.append(ipaddress.ip_network(cidr.strip(), strict=False))
+        except ValueError:
+            raise CrawlSetupError(f"--allow-network {cidr!r} is not an IP network (CIDR)") from None
+    return networks
+
+
+def exemption(addresses: list[str]) -> str:
+    """The ``--allow-network`` options that would exempt ``addresses``."""
+    cidrs = [ipaddress.ip_network(address.split("%")[0]) for address in addresses]
+    return " ".join(f"--allow-network {cidr}" for cidr in dict.fromkeys(cidrs))
+
+
+async def _check_seeds(seeds: list[str], allow_networks: list[str]) -> None:
+    """Refuse to start when the workers' SSRF guard would refuse every seed; warn about some."""
+    from crawler.guard import AddressGuard, AddressRefused
+
+    guard = AddressGuard(_networks(allow_networks))
+    refused: list[str] = []
+    for seed in seeds:
+        try:
+            await guard.check(seed)
+        except AddressRefused as exc:
+            addresses = [str(address) for address, _ in exc.refused]
+            hint = f"; {exemption(addresses)} exempts it" if addresses else ""
+            refused.append(f"  {seed}: {exc}{hint}")
+    if refused and len(refused) == len(seeds):
+        raise CrawlSetupError(
+            "the SSRF guard refuses every seed (it crawls public addresses only):\n"
+            + "\n".join(refused)
+        )
+    for line in refused:
+        print(f"deskpilot crawl: the SSRF guard refuses a seed:\n{line}", file=sys.stderr)
 
 
 async def _crawl(args: argparse.Namespace, seeds: list[str]) -> int:
@@ -142,7 +192,7 @@ async def _crawl(args: argparse.Namespace, seeds: list[str]) -> int:
             result = await _on_running_fleet(args, seeds, target.url, target.private)
         else:
             result = await _on_own_fleet(args, seeds, target.url)
-    _print(result, args.json)
+    _print(result, args.json, args.use_running_fleet)
     return 0
 
 
@@ -159,6 +209,7 @@ async def _on_own_fleet(args: argparse.Namespace, seeds: list[str], redis_url: s
     )
     namespace = new_namespace("cli")
     concurrency = args.concurrency or workers * contexts
+    await _check_seeds(seeds, list(args.allow_network))
 
     async def body(interrupted: asyncio.Event) -> Any:
         with Fleet(redis_url, namespace, options) as fleet:
@@ -239,7 +290,8 @@ def _progress(detail: str) -> None:
 
 
 def result_json(outcome: Any) -> dict[str, Any]:
-    """The command's JSON: the job's ``crawl.finished`` summary, with its id and why it ended."""
+    """The command's JSON: the job's ``crawl.finished`` summary, with its id and why it ended,
+    and the URLs the SSRF guard refused with the addresses it refused."""
     finished = outcome.finished
     return {
         "job_id": finished.job_id,
@@ -248,13 +300,41 @@ def result_json(outcome: Any) -> dict[str, Any]:
         "pages_per_s": finished.pages_per_s,
         "duration_s": finished.duration_s,
         "skipped": finished.skipped,
+        "refused": [
+            {"url": url, "detail": why["detail"], "addresses": why["addresses"]}
+            for url, why in sorted(outcome.refused.items())
+        ],
     }
 
 
-def _print(outcome: Any, as_json: bool) -> None:
+def _refusal_lines(result: dict[str, Any], running_fleet: bool) -> list[str]:
+    """Which URLs the SSRF guard refused, which addresses, and what would exempt them."""
+    if not result["skipped"].get("blocked"):
+        return []
+    lines = ["refused by the SSRF guard (it crawls public addresses only):"]
+    addresses: list[str] = []
+    for item in result["refused"]:
+        lines.append(f"  {item['url']}: {item['detail']}")
+        addresses += item["addresses"]
+    if not result["refused"]:
+        lines.append("  (the workers kept no detail)")
+    if addresses and running_fleet:
+        lines.append(
+            "the running crawler workers' CRAWLER_ALLOW_NETWORKS exempts addresses; here: "
+            + ", ".join(dict.fromkeys(addresses))
+        )
+    elif addresses:
+        lines.append(f"to crawl them anyway pass {exemption(addresses)}")
+    return lines
+
+
+def _print(outcome: Any, as_json: bool, running_fleet: bool = False) -> None:
     result = result_json(outcome)
+    refusals = _refusal_lines(result, running_fleet)
     if as_json:
         print(json.dumps(result))
+        if refusals:
+            print("\n".join(refusals), file=sys.stderr)
         return
     pages = result["pages"]
     print(
@@ -272,8 +352,5 @@ def _print(outcome: Any, as_json: bool) -> None:
             )
     skipped = ", ".join(f"{cause} {count}" for cause, count in result["skipped"].items())
     print(f"skipped: {skipped}")
-    if result["skipped"].get("blocked"):
-        print(
-            "note: 'blocked' URLs resolve to private or loopback addresses, which the SSRF guard "
-            "refuses; for a site on this host pass --allow-network 127.0.0.0/8"
-        )
+    for line in refusals:
+        print(line)

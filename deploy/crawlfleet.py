@@ -322,6 +322,8 @@ async def last_entry_id(redis: aioredis.Redis, stream: str) -> str:
 class JobOutcome:
     finished: CrawlFinished
     stopped_by_user: bool = False
+    refused: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """URL → ``{"detail", "addresses"}``: what the SSRF guard refused (``skipped.blocked``)."""
 
 
 Progress = Callable[[str], None]
@@ -433,11 +435,19 @@ class JobClient:
                     if name == self.topics.finished:
                         finished = decode_entry(fields, CrawlFinished)
                         if finished.job_id == request.job_id:
-                            return JobOutcome(finished, stopped_by_user=stop_sent)
+                            refused = await self.refused(request.job_id)
+                            return JobOutcome(finished, stop_sent, refused)
                     elif progress is not None:
                         reply = decode_entry(fields, TurnReply)
                         if reply.correlation_id == request.correlation_id and reply.detail:
                             progress(reply.detail)
+
+    async def refused(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """Why the SSRF guard refused each ``blocked`` URL of the job (kept by the workers)."""
+        from crawler.jobs import JobStore
+
+        prefix = f"{self.namespace}:" if self.namespace else ""
+        return await JobStore(self.redis, prefix).refused(job_id)
 
     async def pages(self, job_id: str) -> list[CrawledPage]:
         """The pages the job published, with their text, from the namespace's ``pages.crawled``."""

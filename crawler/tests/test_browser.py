@@ -7,7 +7,7 @@ import signal
 
 import psutil
 
-from crawler.browser import BrowserPool
+from crawler.browser import BrowserPool, Fulfilment, SubRequest, SubrequestRefused
 from crawler.config import CrawlerSettings
 from crawler.tests.conftest import CrawlClient, RunCrawler, needs_chromium
 from crawler.tests.siteserver import Reply, SiteServer
@@ -46,8 +46,8 @@ def main_browser_process() -> psutil.Process:
     raise AssertionError("no browser process found")
 
 
-async def allow_all(_url: str, _kind: str) -> bool:
-    return True
+async def fetch_nothing(request: SubRequest) -> Fulfilment:
+    raise SubrequestRefused(request.url)
 
 
 async def test_the_browser_is_recycled_after_k_pages(crawler_settings: CrawlerSettings) -> None:
@@ -57,7 +57,8 @@ async def test_the_browser_is_recycled_after_k_pages(crawler_settings: CrawlerSe
     try:
         for n in range(5):
             body = f"<html><body><p>Page {n}</p></body></html>".encode()
-            rendered = await pool.render(f"http://127.0.0.1:9/{n}", body, "text/html", allow_all)
+            url = f"http://127.0.0.1:9/{n}"
+            rendered = await pool.render(url, body, "text/html", fetch_nothing)
             assert f"Page {n}" in rendered.html
         assert pool.launches == 3  # pages 1-2, 3-4, 5
         assert len([p for p in browser_processes() if "chrom" not in p.parent().name()]) == 1
