@@ -18,6 +18,13 @@ components: ``mag.html`` does not match ``a11y-mag.html``).
 
 The queries file has one JSON object per line: ``{"query": str, "relevant": [str, ...]}``; other
 keys are ignored, blank lines skipped.
+
+``--feedback SOURCE`` gates users' ratings (``orchestrator/feedback.py``): the queries run again
+with the rank adjustments that rating counts give under the current ``ORCHESTRATOR_FEEDBACK_*``
+settings, the figures with them are printed beside those without, and the exit code is 1 when
+they lower recall@1 or MRR. SOURCE is the orchestrator's Redis (``redis://...``, the live counts)
+or a JSONL file of ``{"url", "positive", "negative", "ratings"}``; a count's ``url`` names a
+document as ``relevant`` does (its URL or the end of its path).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -70,6 +77,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--misses", action="store_true", help="also list queries whose page is not ranked first"
     )
+    parser.add_argument(
+        "--feedback",
+        metavar="SOURCE",
+        help="rating counts to apply (redis://... or a JSONL of {url, positive, negative, "
+        "ratings}); exit 1 when they lower recall@1 or MRR",
+    )
     return parser
 
 
@@ -87,12 +100,29 @@ def run_eval_retrieval(args: argparse.Namespace) -> int:
     if not queries:
         print(f"deskpilot eval retrieval: no queries in {args.queries}", file=sys.stderr)
         return 2
-    result = evaluate(args.corpus, queries, mode=args.mode, misses=args.misses)
+    tallies = None
+    if args.feedback:
+        try:
+            tallies = _tallies(args.feedback)
+        except (OSError, ValueError) as exc:
+            print(f"deskpilot eval retrieval: --feedback {args.feedback}: {exc}", file=sys.stderr)
+            return 2
+    result = evaluate(args.corpus, queries, mode=args.mode, misses=args.misses, tallies=tallies)
     if args.json:
         print(json.dumps(result))
     else:
         _print_human(result)
-    return 0
+    return 1 if result.get("feedback", {}).get("lowered") else 0
+
+
+def _tallies(source: str) -> dict[str, Any]:
+    import asyncio
+
+    from orchestrator.feedback import live_tallies, read_tallies
+
+    if source.startswith(("redis://", "rediss://")):
+        return asyncio.run(live_tallies(source))
+    return read_tallies(Path(source).read_text(encoding="utf-8").splitlines())
 
 
 def read_queries(path: Path) -> list[Query]:
@@ -113,9 +143,16 @@ def read_queries(path: Path) -> list[Query]:
 
 
 def evaluate(
-    corpus: Path, queries: Sequence[Query], *, mode: str = "hybrid", misses: bool = False
+    corpus: Path,
+    queries: Sequence[Query],
+    *,
+    mode: str = "hybrid",
+    misses: bool = False,
+    tallies: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Index ``corpus`` into a throw-away collection, run ``queries``, return the figures."""
+    """Index ``corpus`` into a throw-away collection, run ``queries``, return the figures; with
+    rating ``tallies`` (URL or path name -> ``orchestrator.feedback.Tally``), run them again
+    with the adjustments those give and report both (``feedback``)."""
     from indexer.config import IndexerSettings
     from indexer.embedding import Embedder
     from indexer.service import Ingestor
@@ -148,8 +185,15 @@ def evaluate(
             hits = retriever.search(query.text, CHUNK_DEPTH)
             seconds.append(time.perf_counter() - started)
             rankings.append(rank_documents(hit.url for hit in hits))
+        with_feedback = None
+        if tallies is not None:
+            with_feedback = _with_feedback(
+                tallies, paths, queries, rankings, collection, settings, mode
+            )
 
     result = score(queries, rankings, paths)
+    if with_feedback is not None:
+        result["feedback"] = with_feedback
     result.update(
         {
             "mode": mode,
@@ -176,6 +220,48 @@ def evaluate(
     if not misses:
         result.pop("misses")
     return result
+
+
+def _with_feedback(
+    tallies: Mapping[str, Any],
+    paths: dict[str, str],
+    queries: Sequence[Query],
+    plain: Sequence[Sequence[str]],
+    collection: Any,
+    settings: Any,
+    mode: str,
+) -> dict[str, Any]:
+    """The queries again with the rank adjustments of ``tallies``, scored beside ``plain``."""
+    from orchestrator.embedding import QueryEncoder
+    from orchestrator.feedback import FeedbackSettings, FixedAdjustments, adjustments_of
+    from orchestrator.retrieval import HybridConfig, Retriever
+
+    by_name = adjustments_of(tallies, FeedbackSettings())
+    adjustments = {
+        url: value
+        for url in paths
+        for name, value in by_name.items()
+        if is_relevant(url, paths.get(url), [name])
+    }
+    retriever = Retriever(
+        QueryEncoder(settings.torch_threads),
+        collection,
+        HybridConfig(mode=mode),  # type: ignore[arg-type]
+        feedback=FixedAdjustments(adjustments),
+    )
+    retriever.refresh(force=True)
+    rankings = [
+        rank_documents(hit.url for hit in retriever.search(query.text, CHUNK_DEPTH))
+        for query in queries
+    ]
+    before, after = score(queries, plain, paths), score(queries, rankings, paths)
+    figures = ("recall_at_1", "recall_at_5", "recall_at_10", "mrr")
+    return {
+        "documents_adjusted": len(adjustments),
+        **{name: after[name] for name in figures},
+        "delta": {name: round(after[name] - before[name], 4) for name in figures},
+        "lowered": after["recall_at_1"] < before["recall_at_1"] or after["mrr"] < before["mrr"],
+    }
 
 
 def rank_documents(urls: Iterable[str]) -> list[str]:
@@ -249,5 +335,14 @@ def _print_human(result: dict[str, Any]) -> None:
         f"query p50 {result['query_ms_p50']} ms, p95 {result['query_ms_p95']} ms"
     )
     print(f"scoring: {result['ranking']}")
+    feedback = result.get("feedback")
+    if feedback is not None:
+        verdict = "LOWERED: do not ship" if feedback["lowered"] else "not lowered"
+        print(
+            f"with ratings ({feedback['documents_adjusted']} documents adjusted): "
+            f"recall@1={feedback['recall_at_1']:.3f} MRR={feedback['mrr']:.3f} "
+            f"(delta {feedback['delta']['recall_at_1']:+.3f} / {feedback['delta']['mrr']:+.3f}): "
+            f"{verdict}"
+        )
     for miss in result.get("misses", []):
         print(f"  rank {miss['rank']}: {miss['query']!r} -> {miss['first']}")

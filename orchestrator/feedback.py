@@ -1,10 +1,12 @@
 """Feedback-aware retrieval: documents users rate well rank a little higher, badly a little lower.
 
-Every rating (``feedback.recorded``) counts once for each document its answer cited: positive
-for 4-5, negative for 1-2, neither for 3 (but it counts as a rating). Once a document has
-``feedback_min_ratings`` ratings, the share of positive ones above ``feedback_boost_above``
-gives it ``+feedback_boost``, the share of negative ones above ``feedback_penalty_above`` gives
-it ``-feedback_penalty``; otherwise nothing. The retriever multiplies a chunk's rank-fusion score
+A document's ratings are counted by *user*, not by turn: each user who rated an answer citing it
+has one vote on it, their latest rating of any such answer: positive for 4-5, negative for 1-2,
+neither for 3 (but it counts as a rater). So one person who rates many turns citing an article
+counts once and cannot bury (or promote) it alone. Once a document has ``feedback_min_ratings``
+distinct raters, the share of positive votes above ``feedback_boost_above`` gives it
+``+feedback_boost``, the share of negative ones above ``feedback_penalty_above`` gives it
+``-feedback_penalty``; otherwise nothing. The retriever multiplies a chunk's rank-fusion score
 by ``1 + adjustment`` (as it does for the user's operating system), so a penalised article gives
 way to the next one that matches about as well, while a chunk's cosine similarity, which decides
 whether the knowledge base covers a question at all, keeps its meaning. Without ratings every
@@ -12,11 +14,19 @@ adjustment is 0 and retrieval is exactly what it was.
 
 Where the counts live (one Redis hash tag, so the update script works on a cluster too):
 
-* ``deskpilot:orchestrator:{feedback}:positive`` / ``:negative`` / ``:ratings``: hashes of
-  URL -> count.
+* ``deskpilot:orchestrator:{feedback}:votes``: a hash of ``<URL>\\n<user digest>`` -> that user's
+  vote on the document (bucket and when it was given); the user appears only as a SHA-256 digest.
+  A newer rating replaces the vote, an older one (a late redelivery) does not.
+* ``deskpilot:orchestrator:{feedback}:raters`` / ``:raters:positive`` / ``:raters:negative``:
+  hashes of URL -> how many distinct users voted, and voted positive or negative.
 * ``deskpilot:orchestrator:{feedback}:turn:<turn id>``: which rating of the turn is counted (its
-  bucket, URLs and time), so a redelivered event changes nothing and a user who re-rates a turn
-  replaces their earlier rating instead of adding a second one.
+  event and time), so a redelivered or late event changes nothing.
+
+How a change to these rules is gated: ``deskpilot eval retrieval --feedback <source>`` runs the
+offline retrieval evaluation with and without the adjustments that the counts (the live ones,
+``redis://...``, or a JSONL of ``{url, positive, negative, ratings}``) give under the current
+``ORCHESTRATOR_FEEDBACK_*`` settings, and exits 1 when they lower recall@1 or MRR: a change to
+the rules or the settings that lowers ``eval retrieval`` is not shipped.
 
 Every process keeps the adjustments in memory (:class:`FeedbackBoosts`), re-read every
 ``feedback_refresh_s`` and right after it records a rating: one read of three hashes whose size
@@ -25,9 +35,10 @@ is the number of rated documents, never a Redis call per retrieval.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,9 +54,10 @@ log = logging.getLogger("deskpilot.orchestrator.feedback")
 Bucket = Literal["positive", "negative", "neutral"]
 
 PREFIX = "deskpilot:orchestrator:{feedback}:"
-POSITIVE_KEY = PREFIX + "positive"
-NEGATIVE_KEY = PREFIX + "negative"
-RATINGS_KEY = PREFIX + "ratings"
+POSITIVE_KEY = PREFIX + "raters:positive"
+NEGATIVE_KEY = PREFIX + "raters:negative"
+RATERS_KEY = PREFIX + "raters"
+VOTES_KEY = PREFIX + "votes"
 TURN_PREFIX = PREFIX + "turn:"
 
 
@@ -61,7 +73,10 @@ class FeedbackSettings(ServiceSettings):
         True, description="Let users' ratings of answers move the documents they cited."
     )
     feedback_min_ratings: int = Field(
-        3, ge=1, description="Ratings a document needs before they move it in the ranking."
+        3,
+        ge=1,
+        description="Distinct users who rated a document before their ratings move it in the "
+        "ranking (one user's ratings of many turns count once).",
     )
     feedback_boost: float = Field(
         0.15,
@@ -74,7 +89,8 @@ class FeedbackSettings(ServiceSettings):
         0.6,
         ge=0,
         lt=1,
-        description="Share of positive ratings a document must exceed to be boosted.",
+        description="Share of its raters whose latest rating is positive a document must exceed "
+        "to be boosted.",
     )
     feedback_penalty: float = Field(
         0.20,
@@ -87,7 +103,8 @@ class FeedbackSettings(ServiceSettings):
         0.5,
         ge=0,
         lt=1,
-        description="Share of negative ratings a document must exceed to be penalised.",
+        description="Share of its raters whose latest rating is negative a document must exceed "
+        "to be penalised.",
     )
     feedback_refresh_s: float = Field(
         2.0,
@@ -115,7 +132,7 @@ class FeedbackSettings(ServiceSettings):
 
 @dataclass(frozen=True, slots=True)
 class Tally:
-    """One document's ratings."""
+    """One document's raters: how many distinct users voted positive, negative, at all."""
 
     positive: int = 0
     negative: int = 0
@@ -131,6 +148,55 @@ def bucket_of(score: int) -> Bucket:
     return "neutral"
 
 
+def adjustments_of(tallies: Mapping[str, Tally], settings: FeedbackSettings) -> dict[str, float]:
+    """Every document's non-zero adjustment under ``settings``."""
+    return {
+        url: value
+        for url, tally in tallies.items()
+        if (value := adjustment(tally, settings)) != 0.0
+    }
+
+
+def read_tallies(lines: Iterable[str]) -> dict[str, Tally]:
+    """Counts from JSONL lines ``{"url", "positive", "negative", "ratings"}`` (blank lines
+    skipped); ``ValueError`` naming the first bad line."""
+    tallies: dict[str, Tally] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            tallies[str(record["url"])] = Tally(
+                int(record.get("positive", 0)),
+                int(record.get("negative", 0)),
+                int(record["ratings"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f"line {number}: not a {{url, positive, negative, ratings}} object"
+            ) from exc
+    return tallies
+
+
+async def live_tallies(redis_url: str) -> dict[str, Tally]:
+    """The orchestrator's counts as they are in Redis."""
+    client = aioredis.from_url(redis_url)
+    try:
+        return await FeedbackLedger(client, 3600).tallies()
+    finally:
+        await client.aclose()
+
+
+class FixedAdjustments:
+    """Adjustments that do not change (an evaluation's), for the retriever."""
+
+    def __init__(self, adjustments: Mapping[str, float]) -> None:
+        self.adjustments = dict(adjustments)
+
+    def adjustment(self, url: str) -> float:
+        return self.adjustments.get(url, 0.0)
+
+
 def adjustment(tally: Tally, settings: FeedbackSettings) -> float:
     """The document's rank adjustment: ``+boost``, ``-penalty`` or 0 (too few ratings, mixed)."""
     if not settings.feedback_enabled or tally.ratings < settings.feedback_min_ratings:
@@ -142,39 +208,54 @@ def adjustment(tally: Tally, settings: FeedbackSettings) -> float:
     return 0.0
 
 
-# Counts one turn's rating, replacing the rating of the turn counted before (a re-rating), and
-# ignoring an event counted already or older than the one counted (a late redelivery).
-# KEYS: positive, negative, ratings, turn. ARGV: event id, bucket, at (ms), ttl (s), urls JSON.
+# Counts one turn's rating as its user's vote on each document the answer cited: a user has one
+# vote per document, their latest rating of any answer citing it. Ignores an event counted already
+# or older than the turn's counted rating; a vote newer than the event is kept.
+# KEYS: positive, negative, raters, turn, votes.
+# ARGV: event id, bucket, at (ms), ttl (s), urls JSON, voter digest. Returns 1 when a count moved.
 _RECORD = """
-local previous = redis.call('GET', KEYS[4])
 local at = tonumber(ARGV[3])
+local previous = redis.call('GET', KEYS[4])
 if previous then
   local old = cjson.decode(previous)
   if old.event_id == ARGV[1] or tonumber(old.at) > at then
     return 0
   end
-  for _, url in ipairs(old.urls) do
-    redis.call('HINCRBY', KEYS[3], url, -1)
-    if old.bucket == 'positive' then
-      redis.call('HINCRBY', KEYS[1], url, -1)
-    elseif old.bucket == 'negative' then
-      redis.call('HINCRBY', KEYS[2], url, -1)
+end
+local bucket_key = {positive = KEYS[1], negative = KEYS[2]}
+local changed = 0
+for _, url in ipairs(cjson.decode(ARGV[5])) do
+  local field = url .. '\\n' .. ARGV[6]
+  local vote = redis.call('HGET', KEYS[5], field)
+  local old_bucket, old_at = nil, nil
+  if vote then
+    local space = string.find(vote, ' ', 1, true)
+    old_bucket = string.sub(vote, 1, space - 1)
+    old_at = tonumber(string.sub(vote, space + 1))
+  end
+  if not vote or old_at <= at then
+    if old_bucket ~= ARGV[2] then
+      if old_bucket == nil then
+        redis.call('HINCRBY', KEYS[3], url, 1)
+      elseif bucket_key[old_bucket] then
+        redis.call('HINCRBY', bucket_key[old_bucket], url, -1)
+      end
+      if bucket_key[ARGV[2]] then
+        redis.call('HINCRBY', bucket_key[ARGV[2]], url, 1)
+      end
+      changed = 1
     end
+    redis.call('HSET', KEYS[5], field, ARGV[2] .. ' ' .. ARGV[3])
   end
 end
-local urls = cjson.decode(ARGV[5])
-for _, url in ipairs(urls) do
-  redis.call('HINCRBY', KEYS[3], url, 1)
-  if ARGV[2] == 'positive' then
-    redis.call('HINCRBY', KEYS[1], url, 1)
-  elseif ARGV[2] == 'negative' then
-    redis.call('HINCRBY', KEYS[2], url, 1)
-  end
-end
-redis.call('SET', KEYS[4], cjson.encode({event_id=ARGV[1], bucket=ARGV[2], at=at, urls=urls}),
-           'EX', tonumber(ARGV[4]))
-return 1
+redis.call('SET', KEYS[4], cjson.encode({event_id=ARGV[1], at=at}), 'EX', tonumber(ARGV[4]))
+return changed
 """
+
+
+def voter(user_id: str) -> str:
+    """How a user appears in the votes: a digest, never their id."""
+    return hashlib.sha256(user_id.encode()).hexdigest()[:32]
 
 
 class FeedbackLedger:
@@ -186,20 +267,21 @@ class FeedbackLedger:
         self._record = client.register_script(_RECORD)
 
     async def record(self, event: FeedbackRecorded, urls: list[str] | None = None) -> bool:
-        """Count ``event`` for the documents its answer cited (``urls`` overrides them); False
-        when it changed nothing (counted already, older than the rating counted, no documents).
-        """
+        """Count ``event`` as its user's vote on the documents its answer cited (``urls``
+        overrides them); False when no count moved (counted already, older than what is counted,
+        the same vote as the user's earlier one, no documents)."""
         cited = list(dict.fromkeys(urls if urls is not None else event.cited_urls))
         if not cited:
             return False
         counted = await self._record(
-            keys=[POSITIVE_KEY, NEGATIVE_KEY, RATINGS_KEY, TURN_PREFIX + event.turn_id],
+            keys=[POSITIVE_KEY, NEGATIVE_KEY, RATERS_KEY, TURN_PREFIX + event.turn_id, VOTES_KEY],
             args=[
                 event.event_id,
                 bucket_of(event.score),
                 int(event.occurred_at.timestamp() * 1000),
                 self.turn_ttl_s,
                 json.dumps(cited),
+                voter(event.user_id),
             ],
         )
         return bool(counted)
@@ -209,7 +291,7 @@ class FeedbackLedger:
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(POSITIVE_KEY)
             pipe.hgetall(NEGATIVE_KEY)
-            pipe.hgetall(RATINGS_KEY)
+            pipe.hgetall(RATERS_KEY)
             positive, negative, ratings = await pipe.execute()
         pos, neg = _counts(positive), _counts(negative)
         return {
@@ -244,12 +326,7 @@ class FeedbackBoosts:
 
     async def refresh(self) -> None:
         """Re-read the counts (called every ``feedback_refresh_s`` and after each rating)."""
-        tallies = await self.ledger.tallies()
-        adjustments = {
-            url: value
-            for url, tally in tallies.items()
-            if (value := adjustment(tally, self.settings)) != 0.0
-        }
+        adjustments = adjustments_of(await self.ledger.tallies(), self.settings)
         if adjustments != self._adjustments:
             log.info(
                 "feedback adjustments changed",

@@ -149,6 +149,24 @@ def anonymous_user(stack: Stack) -> str:
     return token
 
 
+async def attachment_read(
+    client: httpx.AsyncClient, stack: Stack, user: str, response: httpx.Response
+) -> dict[str, Any]:
+    """The upload's answer; when reading the file outlasts the request (OCR on a loaded
+    machine), the attachment as fetched once it is read, as the chat page does."""
+    if response.status_code == 504 and response.json().get("attachment_id"):
+        url = f"{stack.url}/api/attachments/{response.json()['attachment_id']}"
+        async with asyncio.timeout(300):
+            while True:
+                fetched = await client.get(url, headers={"Authorization": f"Bearer {user}"})
+                assert fetched.status_code == 200, fetched.text
+                if fetched.json()["status"] == "ready":
+                    return dict(fetched.json())
+                await asyncio.sleep(1)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
 async def chat_with_attachments(stack: Stack, user: str) -> list[dict[str, Any]]:
     """Upload the log and the screenshot into a conversation, then use them in a message, and
     escalate that conversation to a ticket. Returns every upload answer and frame."""
@@ -169,12 +187,12 @@ async def chat_with_attachments(stack: Stack, user: str) -> list[dict[str, Any]]
                     data={"conversation_id": ready["conversation_id"]},
                     headers={"Authorization": f"Bearer {user}"},
                 )
-                assert response.status_code == 200, response.text
-                frames.append({"type": "upload", **response.json()})
-                ids.append(response.json()["id"])
+                read = await attachment_read(client, stack, user, response)
+                frames.append({"type": "upload", **read})
+                ids.append(read["id"])
         for text, extra in ((ATTACHED_MESSAGE, {"attachments": ids}), (ESCALATED_MESSAGE, {})):
             await ws.send(json.dumps({"type": "message", "text": text, **extra}))
-            async with asyncio.timeout(120):
+            async with asyncio.timeout(240):
                 while True:
                     frame = json.loads(await ws.recv())
                     frames.append(frame)
@@ -197,7 +215,7 @@ async def chat(stack: Stack, texts: list[str], user: str) -> list[dict[str, Any]
         async with websockets.connect(url) as ws:
             frames.append(json.loads(await ws.recv()))
             await ws.send(json.dumps({"type": "message", "text": text}))
-            async with asyncio.timeout(120):
+            async with asyncio.timeout(240):
                 while True:
                     frame = json.loads(await ws.recv())
                     frames.append(frame)

@@ -3,7 +3,6 @@ the ``feedback.recorded`` subscription on a real bus."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -32,6 +31,7 @@ from orchestrator.feedback import (
 )
 from orchestrator.retrieval import Retriever
 from orchestrator.state import TurnState, TurnStore
+from tests.support import wait_until
 
 
 @pytest.fixture
@@ -44,12 +44,15 @@ async def client(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
         await connection.aclose()
 
 
-def rating(turn_id: str, score: int, urls: list[str], **fields: Any) -> FeedbackRecorded:
+def rating(
+    turn_id: str, score: int, urls: list[str], user: str | None = None, **fields: Any
+) -> FeedbackRecorded:
+    """A rating of ``turn_id``, by ``user`` (by default a user of its own)."""
     return FeedbackRecorded(
         correlation_id=turn_id,
         conversation_id="c-1",
         turn_id=turn_id,
-        user_id="anonymous",
+        user_id=user or f"anon:{turn_id}",
         score=score,
         cited_urls=urls,
         **fields,
@@ -142,6 +145,44 @@ async def test_a_re_rating_replaces_the_turns_earlier_rating(client: aioredis.Re
     assert not await ledger.record(first)
     assert await ledger.tallies() == {url: Tally(1, 0, 1)}
     assert 0 < await client.ttl("deskpilot:orchestrator:{feedback}:turn:t1") <= 3600
+
+
+async def test_one_user_rating_many_turns_counts_once(client: aioredis.Redis) -> None:
+    ledger = FeedbackLedger(client, turn_ttl_s=3600)
+    boosts = FeedbackBoosts(ledger, FeedbackSettings())
+    article = "https://kb.example/vpn"
+
+    # One person rates five answers citing the article 1 of 5: one rater, no penalty.
+    for n in range(5):
+        await boosts.on_feedback(rating(f"mine-{n}", 1, [article], user="emp-7"))
+    assert await ledger.tallies() == {article: Tally(0, 1, 1)}
+    assert boosts.adjustment(article) == 0.0
+
+    # Three people who each rate it badly do move it.
+    for user in ("emp-8", "emp-9"):
+        await boosts.on_feedback(rating(f"{user}-1", 2, [article], user=user))
+    assert await ledger.tallies() == {article: Tally(0, 3, 3)}
+    assert boosts.adjustment(article) == pytest.approx(-0.20)
+    # The users appear in the counts only as digests.
+    votes = await client.hgetall("deskpilot:orchestrator:{feedback}:votes")
+    assert votes
+    assert not any(b"emp-" in field for field in votes)
+
+
+async def test_a_users_latest_rating_of_a_document_is_their_vote(client: aioredis.Redis) -> None:
+    ledger = FeedbackLedger(client, turn_ttl_s=3600)
+    url = "https://kb.example/a"
+    first = rating("t1", 1, [url], user="emp-1")
+    later = rating("t2", 5, [url], user="emp-1", occurred_at=first.occurred_at + timedelta(1))
+    earlier = rating("t3", 1, [url], user="emp-1", occurred_at=first.occurred_at - timedelta(1))
+
+    assert await ledger.record(first)
+    assert await ledger.record(later)  # another answer citing it, rated later: vote changes
+    assert await ledger.tallies() == {url: Tally(1, 0, 1)}
+    assert not await ledger.record(earlier)  # delivered late: older than the vote, ignored
+    again = rating("t4", 4, [url], user="emp-1", occurred_at=later.occurred_at + timedelta(1))
+    assert not await ledger.record(again)  # newer, but the same vote: no count moves
+    assert await ledger.tallies() == {url: Tally(1, 0, 1)}
 
 
 async def test_boosts_follow_the_counts(client: aioredis.Redis) -> None:
@@ -300,9 +341,7 @@ async def test_feedback_events_on_the_bus_move_the_ranking(
             ),
         )
         await publisher.stop()
-        async with asyncio.timeout(10):
-            while boosts.adjustment(url) == 0.0:
-                await asyncio.sleep(0.05)
+        await wait_until(lambda: boosts.adjustment(url) != 0.0, 10)
     finally:
         await bus.stop()
 
