@@ -313,7 +313,7 @@ class BrowserPool:
     # -- lifecycle (called with the condition held) -------------------------------------------
 
     async def _launch(self) -> None:
-        assert self._playwright is not None
+        assert self._playwright is not None  # nosec B101 # type narrowing: start() set it
         chromium = self._playwright.chromium
         if self.settings.cdp_url:
             browser = await chromium.connect_over_cdp(self.settings.cdp_url, timeout=30_000)

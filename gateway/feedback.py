@@ -89,7 +89,7 @@ class FeedbackService:
         record = await self.turns.record(feedback.turn_id) if turn else None
         if turn is None or record is None:
             raise ApiError(ErrorCode.UNKNOWN_TURN, UNKNOWN_TURN.format(turn_id=feedback.turn_id))
-        assert owner is not None
+        assert owner is not None  # nosec B101 # type narrowing: the dependency always gives one
         answer = turn.answer
         comment = (feedback.comment or "").strip() or None
         received = FeedbackReceived(

@@ -44,22 +44,22 @@ from typing import Any
 from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
-PASSWORD = "PASSWORD"  # noqa: S105 - entity type names, not credentials
+PASSWORD = "PASSWORD"  # noqa: S105 - entity type names, not credentials  # nosec B105
 PIN = "PIN"
 BASIC_AUTH = "BASIC_AUTH"
 AWS_ACCESS_KEY = "AWS_ACCESS_KEY"
-AWS_SECRET_KEY = "AWS_SECRET_KEY"  # noqa: S105
-GITHUB_TOKEN = "GITHUB_TOKEN"  # noqa: S105
-GITLAB_TOKEN = "GITLAB_TOKEN"  # noqa: S105
-SLACK_TOKEN = "SLACK_TOKEN"  # noqa: S105
+AWS_SECRET_KEY = "AWS_SECRET_KEY"  # noqa: S105  # nosec B105 # an entity name
+GITHUB_TOKEN = "GITHUB_TOKEN"  # noqa: S105  # nosec B105 # an entity name
+GITLAB_TOKEN = "GITLAB_TOKEN"  # noqa: S105  # nosec B105 # an entity name
+SLACK_TOKEN = "SLACK_TOKEN"  # noqa: S105  # nosec B105 # an entity name
 GOOGLE_API_KEY = "GOOGLE_API_KEY"
 AZURE_KEY = "AZURE_KEY"
 STRIPE_KEY = "STRIPE_KEY"
-NPM_TOKEN = "NPM_TOKEN"  # noqa: S105
+NPM_TOKEN = "NPM_TOKEN"  # noqa: S105  # nosec B105 # an entity name
 TWILIO_KEY = "TWILIO_KEY"
 OPENAI_KEY = "OPENAI_KEY"
 JWT = "JWT"
-BEARER_TOKEN = "BEARER_TOKEN"  # noqa: S105
+BEARER_TOKEN = "BEARER_TOKEN"  # noqa: S105  # nosec B105 # an entity name
 PRIVATE_KEY = "PRIVATE_KEY"
 CREDENTIAL_URL = "CREDENTIAL_URL"
 API_KEY = "API_KEY"

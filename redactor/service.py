@@ -308,7 +308,7 @@ class Redactor:
 
 # Pattern matches that may stop inside a word: "pc-12.corp.no" of "pc-12.corp.northwind.example".
 _TOKEN_ENTITIES: frozenset[str] = frozenset({"URL", "EMAIL_ADDRESS", "IP_ADDRESS", "IBAN_CODE"})
-_TOKEN_EDGE = " \t\r\n\"'()<>[]{}|"  # noqa: S105 - characters, not a credential
+_TOKEN_EDGE = " \t\r\n\"'()<>[]{}|"  # noqa: S105 - characters, not a credential  # nosec B105
 _TRAILING_PUNCTUATION = ".,;:!?"
 _CLOSING = {")": "(", "]": "[", "}": "{"}
 

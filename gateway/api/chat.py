@@ -300,7 +300,7 @@ async def chat_socket(
             owner = identity or Identity(
                 user_id=issued.user_id, authenticated=False, roles=frozenset(), source="anonymous"
             )
-        assert owner is not None
+        assert owner is not None  # nosec B101 # type narrowing: set on both branches above
         if limiter is not None:
             limited_user = rate_limit_user(identity)
             decision = await limiter.hit(LimitKind.API, limited_user, ip)
