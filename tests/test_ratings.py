@@ -1,5 +1,6 @@
-"""Ratings on the running stack: a rating changes the admin analytics, and an article rated badly
-three times gives way to the next one in the ranking (feedback-aware retrieval).
+"""Ratings on the running stack: a rating changes the admin analytics, an article rated badly by
+three users gives way to the next one in the ranking (feedback-aware retrieval), and a rating's
+comment is kept and published only redacted, by its turn's own user only, until a purge.
 
 Also drives the admin page in the system Chromium: sign in, see the rating counted, and a
 screenshot of the analytics tab under the test's output folder.
@@ -7,6 +8,7 @@ screenshot of the analytics tab under the test's output folder.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Iterator
@@ -15,8 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
-from deploy.runner import Stack
+from contracts.bus import decode_entry
+from contracts.events import FeedbackRecorded
+from deploy.runner import Stack, wait_for
 from tests.support.stack import ask, running_stack
 
 pytestmark = pytest.mark.slow
@@ -49,11 +54,26 @@ def analytics(stack: Stack) -> dict[str, Any]:
     return body
 
 
-def rate(stack: Stack, turn_id: str, score: int) -> None:
-    response = httpx.post(
-        f"{stack.url}/api/feedback", json={"turn_id": turn_id, "score": score}, timeout=30
-    )
+def anonymous_user(stack: Stack) -> str:
+    """A new anonymous user's token: turns asked with it are theirs to rate."""
+    response = httpx.post(f"{stack.url}/api/anonymous", timeout=30)
     assert response.status_code == 201, response.text
+    token: str = response.json()["anonymous_token"]
+    return token
+
+
+def rate(
+    stack: Stack, user: str, turn_id: str, score: int, comment: str | None = None
+) -> httpx.Response:
+    body: dict[str, Any] = {"turn_id": turn_id, "score": score}
+    if comment is not None:
+        body["comment"] = comment
+    return httpx.post(
+        f"{stack.url}/api/feedback",
+        json=body,
+        headers={"Authorization": f"Bearer {user}"},
+        timeout=30,
+    )
 
 
 def first_url(body: dict[str, Any]) -> str:
@@ -64,9 +84,10 @@ def first_url(body: dict[str, Any]) -> str:
 
 def test_a_rating_changes_the_analytics(stack: Stack, tmp_path: Path) -> None:
     before = analytics(stack)
-    body = ask(stack, "How do I find the IT policy documents?").json()
+    user = anonymous_user(stack)
+    body = ask(stack, "How do I find the IT policy documents?", user_id=user).json()
 
-    rate(stack, body["turn_id"], 2)
+    assert rate(stack, user, body["turn_id"], 2).status_code == 201
 
     after = analytics(stack)
     assert after["turns"] == before["turns"] + 1
@@ -113,10 +134,11 @@ def page_shows_the_rating(stack: Stack, ratings: int, screenshot: Path) -> None:
             browser.close()
 
 
-def test_an_article_rated_badly_three_times_gives_way(stack: Stack) -> None:
+def test_an_article_rated_badly_by_three_users_gives_way(stack: Stack) -> None:
     question, first = None, None
+    users = [anonymous_user(stack) for _ in range(3)]
     for candidate in QUESTIONS:
-        body = ask(stack, candidate).json()
+        body = ask(stack, candidate, user_id=users[0]).json()
         if body["action"] in {"answer", "checklist"}:
             question, first = candidate, body
             break
@@ -124,11 +146,15 @@ def test_an_article_rated_badly_three_times_gives_way(stack: Stack) -> None:
     assert first is not None
     penalised = first_url(first)
 
-    rate(stack, first["turn_id"], 1)
-    for _ in range(2):
-        again = ask(stack, question).json()
-        assert first_url(again) == penalised  # two bad ratings move nothing yet
-        rate(stack, again["turn_id"], 1)
+    assert rate(stack, users[0], first["turn_id"], 1).status_code == 201
+    # The same user's bad ratings of more answers count once: nothing moves.
+    mine = ask(stack, question, user_id=users[0]).json()
+    assert first_url(mine) == penalised
+    assert rate(stack, users[0], mine["turn_id"], 1).status_code == 201
+    for user in users[1:]:
+        again = ask(stack, question, user_id=user).json()
+        assert first_url(again) == penalised  # fewer than three users: nothing moves yet
+        assert rate(stack, user, again["turn_id"], 1).status_code == 201
 
     # The orchestrator counts the third rating and re-ranks within its refresh interval.
     deadline = time.monotonic() + 30
@@ -139,5 +165,55 @@ def test_an_article_rated_badly_three_times_gives_way(stack: Stack) -> None:
         time.sleep(1)
     assert first_url(latest) != penalised, (question, first["citations"], latest["citations"])
     documents = {d["url"]: d for d in analytics(stack)["documents"]}
-    assert documents[penalised]["ratings"] >= 3
+    assert documents[penalised]["ratings"] >= 4  # the analytics count ratings, not raters
     assert documents[penalised]["average"] == pytest.approx(1.0)
+
+
+def test_a_comment_is_kept_and_published_only_redacted_and_only_by_its_user(
+    stack: Stack,
+) -> None:
+    owner, stranger = anonymous_user(stack), anonymous_user(stack)
+    body = ask(stack, "How do I connect to the office Wi-Fi?", user_id=owner).json()
+    turn_id = body["turn_id"]
+    comment = "Not helpful. I'm Zebulon Quackenbush and my password is Quokka!Tr0mb0ne#88"
+
+    refused = rate(stack, stranger, turn_id, 1, "hijacked")
+    assert refused.status_code == 404
+    assert refused.json()["error_code"] == "unknown_turn"
+
+    response = rate(stack, owner, turn_id, 2, comment)
+
+    assert response.status_code == 201, response.text
+    assert response.json()["comment_received"] is True
+    assert "Tr0mb0ne" not in response.text
+    assert "Quackenbush" not in response.text
+    client = redis.Redis.from_url(stack.redis_url)
+    key = f"deskpilot:gateway:feedback:{turn_id}"
+    try:
+        assert wait_for(lambda: not json.loads(client.get(key) or b"{}")["comment_pending"], 60)
+        kept = json.loads(client.get(key) or b"{}")["comment"]
+        assert kept.startswith("Not helpful. I'm <PERSON_")
+        assert "Tr0mb0ne" not in kept
+        assert "Quackenbush" not in kept
+        assert 0 < client.ttl(key) <= client.ttl(f"deskpilot:gateway:turn:{turn_id}") + 1
+        recorded = [
+            decode_entry(fields, FeedbackRecorded)
+            for _, fields in client.xrange("feedback.recorded")
+        ]
+        [published] = [event for event in recorded if event.turn_id == turn_id]
+        assert published.comment == kept
+        assert all(
+            b"Tr0mb0ne" not in value
+            for stream in ("feedback.received", "feedback.recorded")
+            for _, fields in client.xrange(stream)
+            for value in fields.values()
+        )
+        purged = httpx.delete(
+            f"{stack.url}/api/admin/conversations/{body['conversation_id']}",
+            headers={"Authorization": f"Bearer {ADMIN}"},
+            timeout=30,
+        )
+        assert purged.status_code == 202
+        assert wait_for(lambda: not client.exists(key), 30)
+    finally:
+        client.close()

@@ -20,8 +20,8 @@ import pytest
 import redis.asyncio as aioredis
 from PIL import Image, ImageDraw, ImageFont
 
-from contracts.bus import RAW_FIELD, Bus
-from contracts.events import AttachmentReceived, new_id
+from contracts.bus import RAW_FIELD, Bus, decode_entry
+from contracts.events import AttachmentExtracted, AttachmentReceived, new_id
 from contracts.topics import Topic
 from ocr.app import create_worker
 from ocr.config import OcrSettings
@@ -101,8 +101,12 @@ def attachment(kind: str, data: bytes, reply_to: str) -> AttachmentReceived:
 
 
 async def extracted_for(redis: aioredis.Redis, event: AttachmentReceived) -> list[dict[str, Any]]:
+    # A raw topic: its entries are sealed (contracts/sealing.py); decode_entry opens them.
     entries = await redis.xrange(Topic.ATTACHMENT_EXTRACTED)
-    return [p for p in payloads(entries) if p["correlation_id"] == event.correlation_id]
+    extracted = [decode_entry(fields, AttachmentExtracted) for _, fields in entries]
+    return [
+        e.model_dump(mode="json") for e in extracted if e.correlation_id == event.correlation_id
+    ]
 
 
 async def entry_gone(redis: aioredis.Redis, entry_id: str) -> bool:
