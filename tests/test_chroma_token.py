@@ -73,12 +73,15 @@ def nginx_binary() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def token_check(chroma: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+def token_check(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[int]:
     """nginx with the deployed template (the token filled in as nginx's image does, the ports
     moved to free ones); yields the port clients connect to."""
     binary = nginx_binary()
     if binary is None:
         pytest.skip("nginx is not installed (the deployments run it from its image)")
+    chroma: int = request.getfixturevalue("chroma")
     folder = tmp_path_factory.mktemp("nginx")
     port = free_port()
     # What the image's entrypoint does: substitute the environment's variables, only those.
