@@ -245,7 +245,7 @@ async def test_a_vpn_question_during_a_vpn_incident(stack: Stack) -> None:
     )
 
     async def told() -> dict[str, Any] | None:
-        reply = ask(stack, "My VPN keeps disconnecting", conversation_id=f"c-{uuid4().hex}")
+        reply = ask(stack, "My VPN keeps disconnecting")  # a new conversation each time
         body: dict[str, Any] = reply.json()
         return body if body.get("incident") else None
 
@@ -270,7 +270,6 @@ async def test_an_incident_reported_after_three_tickets_updates_all_three(stack:
         response = ask(
             stack,
             "I need a person: Outlook keeps showing error 0x800CCC0E when sending mail",
-            conversation_id=f"c-{uuid4().hex}",
             user_id=f"{user}-{uuid4().hex[:6]}",
         )
         body = response.json()
