@@ -30,6 +30,8 @@ from orchestrator.retrieval import HybridConfig, Retriever
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState, TurnStatus, TurnStore
 from orchestrator.tests.test_retrieval import ARTICLES, add
+from orchestrator.turn import TurnDeps
+from tests.support import wait_until
 
 SEED = "http://help.example/index.html"
 PAGE = "http://help.example/badges/zephyr.html"
@@ -113,15 +115,15 @@ def make_orchestrator(
     **settings: Any,
 ) -> Orchestrator:
     config = OrchestratorSettings(crawl_seed_urls=[SEED], cases_max=0, **settings)
-    return Orchestrator(
-        Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
-        intents,
-        TurnStore(redis, 600),
-        ConversationStore(redis, 600),
-        config,
+    deps = TurnDeps(
+        retriever=Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
+        intents=intents,
+        turns=TurnStore(redis, 600),
+        conversations=ConversationStore(redis, 600),
         fleet=fleet,
         waits=CrawlWaits(redis, lock_wait_s=5),
     )
+    return Orchestrator(deps, config)
 
 
 def query(text: str = QUESTION) -> QueryReceived:
@@ -174,7 +176,7 @@ async def test_a_question_the_kb_lacks_waits_on_a_crawl_and_is_answered_from_the
     assert request.job_id == request.correlation_id == event.correlation_id
     assert request.reply_to == "reply.test"
     assert "Zephyr" in request.question
-    turn = await orchestrator.store.get(event.correlation_id)
+    turn = await orchestrator.deps.turns.get(event.correlation_id)
     assert turn is not None
     assert turn.status is TurnStatus.CRAWLING
     assert await redis.zscore(DEADLINES_KEY, event.correlation_id) is not None
@@ -190,7 +192,7 @@ async def test_a_question_the_kb_lacks_waits_on_a_crawl_and_is_answered_from_the
     assert ("indexed", "1 page read and indexed") in replies.progress_seen
     assert fleet.stops == [event.correlation_id]  # enough: the crawl ends early
     assert await redis.zscore(DEADLINES_KEY, event.correlation_id) is None
-    turn = await orchestrator.store.get(event.correlation_id)
+    turn = await orchestrator.deps.turns.get(event.correlation_id)
     assert turn is not None
     assert turn.status is TurnStatus.ANSWERED
 
@@ -235,20 +237,25 @@ async def test_a_turn_past_its_deadline_is_answered_once_by_the_sweep(
     await replicas[0].handle_query(event, replies)
     assert replies.answers == []
 
+    rounds = [0 for _ in replicas]
     async with contextlib.AsyncExitStack() as stack:
-        for replica in replicas:
+        for index, replica in enumerate(replicas):
 
-            async def sweep(r: Orchestrator = replica) -> None:
+            async def sweep(r: Orchestrator = replica, i: int = index) -> None:
                 await sweep_due(
-                    r.waits,  # type: ignore[arg-type]
+                    r.deps.waits,  # type: ignore[arg-type]
                     lambda cid: r.resume(cid, replies, deadline=True),
                 )
+                rounds[i] += 1
 
             await stack.enter_async_context(every(0.05, sweep, name="sweep"))
-        async with asyncio.timeout(20):
-            while not replies.answers:
-                await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)  # both sweeps ran again meanwhile
+        await wait_until(lambda: replies.answers, 20)
+        answered_at = list(rounds)
+        # Each replica then sweeps twice more (a whole round begun after the answer), and no
+        # second answer comes of it.
+        await wait_until(
+            lambda: all(n >= a + 2 for n, a in zip(rounds, answered_at, strict=True)), 20
+        )
 
     (answer,) = replies.answers
     assert answer.action is Action.NO_ANSWER
