@@ -254,7 +254,7 @@ class AttachmentService:
         """The attachment as ``owner`` may see it: 404 for anyone but its uploader."""
         record = await self.records.get_owned(attachment_id, owner) if owner else None
         if record is None:
-            detail = f"No attachment {attachment_id!r} is known."
+            detail = "No such attachment is known."
             raise ApiError(ErrorCode.UNKNOWN_ATTACHMENT, detail)
         if record["status"] == "failed":
             error = record["error"]
@@ -281,11 +281,11 @@ class AttachmentService:
             if record is None or record.get("conversation_id") != conversation_id:
                 raise ApiError(
                     ErrorCode.UNKNOWN_ATTACHMENT,
-                    f"No attachment {attachment_id!r} is known in this conversation; "
+                    "An attachment this message names is not known in this conversation; "
                     "upload it again.",
                 )
             if record.get("status") != "ready":
                 raise ApiError(
                     ErrorCode.UNKNOWN_ATTACHMENT,
-                    f"The attachment {attachment_id!r} could not be read, so it cannot be used.",
+                    "An attachment this message names could not be read, so it cannot be used.",
                 )

@@ -166,15 +166,19 @@ class PurgeService:
         self.bus = bus
         self.index = index
 
-    async def request(self, conversation_id: str, requested_by: str) -> None:
+    async def request(self, conversation_id: str, requested_by: str) -> str:
+        """Queue the purge; returns its id, the correlation id of every service's confirmation
+        on the audit stream."""
+        purge_id = new_id()
         await self.bus.publish(
             Topic.CONVERSATION_PURGED,
             ConversationPurged(
-                correlation_id=new_id(),
+                correlation_id=purge_id,
                 conversation_id=conversation_id,
                 requested_by=requested_by,
             ),
         )
+        return purge_id
 
     async def on_purge(self, event: ConversationPurged) -> None:
         deleted = await self.index.purge(event.conversation_id)

@@ -172,7 +172,7 @@ class DocumentService:
     async def get(self, document_id: str) -> DocumentRead:
         record = await self.records.get(document_id) if valid_document_id(document_id) else None
         if record is None:
-            raise ApiError(ErrorCode.UNKNOWN_DOCUMENT, f"No document {document_id!r} is known.")
+            raise ApiError(ErrorCode.UNKNOWN_DOCUMENT, "No such document is known.")
         return record
 
     async def delete(self, document_id: str) -> DocumentAccepted:
@@ -182,7 +182,7 @@ class DocumentService:
         in each chunk's metadata) and ids already deleted: deleting is idempotent.
         """
         if not valid_document_id(document_id):
-            raise ApiError(ErrorCode.UNKNOWN_DOCUMENT, f"No document {document_id!r} is known.")
+            raise ApiError(ErrorCode.UNKNOWN_DOCUMENT, "No such document is known.")
         with tracer.start_as_current_span(
             "document.delete", attributes={"deskpilot.document_id": document_id}
         ):

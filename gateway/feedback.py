@@ -34,7 +34,7 @@ from gateway.service import TurnStore
 
 log = logging.getLogger("deskpilot.gateway.feedback")
 
-UNKNOWN_TURN = "No turn of yours has the id {turn_id!r} (or it expired)."
+UNKNOWN_TURN = "No turn of yours has that id (or it expired)."
 """The one answer to a turn the caller may not rate, whether it exists or not."""
 
 
@@ -88,7 +88,7 @@ class FeedbackService:
         turn = await self.turns.get_owned(feedback.turn_id, owner) if owner else None
         record = await self.turns.record(feedback.turn_id) if turn else None
         if turn is None or record is None:
-            raise ApiError(ErrorCode.UNKNOWN_TURN, UNKNOWN_TURN.format(turn_id=feedback.turn_id))
+            raise ApiError(ErrorCode.UNKNOWN_TURN, UNKNOWN_TURN)
         assert owner is not None  # nosec B101 # type narrowing: the dependency always gives one
         answer = turn.answer
         comment = (feedback.comment or "").strip() or None

@@ -141,9 +141,14 @@ class AttachmentRead(AttachmentSummary):
 
 
 class PurgeAccepted(BaseModel):
-    """A purge was queued; every service deletes what it keeps of the conversation."""
+    """A purge was queued; every service deletes what it keeps of the conversation.
 
-    conversation_id: str
+    The conversation id is not repeated: an answer never echoes what the caller sent."""
+
+    purge_id: str = Field(
+        description="Correlation id of the purge: each service's confirmation on the audit "
+        "stream carries it."
+    )
     status: Literal["queued"] = "queued"
 
 

@@ -169,7 +169,7 @@ class ProposalService:
     async def get(self, proposal_id: str) -> ProposalRead:
         proposal = await self.store.get(proposal_id)
         if proposal is None:
-            raise ApiError(ErrorCode.UNKNOWN_PROPOSAL, f"No proposal {proposal_id!r} is known.")
+            raise ApiError(ErrorCode.UNKNOWN_PROPOSAL, "No such proposal is known.")
         return proposal
 
     async def approve(self, proposal_id: str, actor: str) -> ProposalRead:
@@ -206,7 +206,7 @@ class ProposalService:
     ) -> None:
         found = await self.store.decide(proposal_id, required, status, decision)
         if found is None:
-            raise ApiError(ErrorCode.UNKNOWN_PROPOSAL, f"No proposal {proposal_id!r} is known.")
+            raise ApiError(ErrorCode.UNKNOWN_PROPOSAL, "No such proposal is known.")
         if found != required:
             raise ApiError(
                 ErrorCode.VERSION_CONFLICT,

@@ -25,5 +25,4 @@ async def purge_conversation(
 ) -> PurgeAccepted:
     """Delete every trace of a conversation: turns, answers, ratings, attachments, memory and
     placeholder numbers, in every service. Tickets stay (technicians own them)."""
-    await purge.request(conversation_id, "admin")
-    return PurgeAccepted(conversation_id=conversation_id)
+    return PurgeAccepted(purge_id=await purge.request(conversation_id, "admin"))

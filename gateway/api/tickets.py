@@ -42,5 +42,5 @@ async def get_ticket(key: str, tickets: TicketsDep) -> TicketRead:
     """One ticket by its key (e.g. IT-1042)."""
     ticket = await tickets.get(key)
     if ticket is None:
-        raise ApiError(ErrorCode.UNKNOWN_TICKET, f"No ticket {key[:128]!r} is known.")
+        raise ApiError(ErrorCode.UNKNOWN_TICKET, "No such ticket is known.")
     return ticket

@@ -21,5 +21,5 @@ async def get_turn(turn_id: str, turns: TurnsDep, owner: OwnerDep) -> TurnRead:
     user token or anonymous token as the message); anyone else gets the 404 of an unknown id."""
     turn = await turns.store.get_owned(turn_id, owner.user_id) if owner else None
     if turn is None:
-        raise ApiError(ErrorCode.UNKNOWN_TURN, f"No turn {turn_id!r} is known (or it expired).")
+        raise ApiError(ErrorCode.UNKNOWN_TURN, "No such turn is known (or it expired).")
     return turn

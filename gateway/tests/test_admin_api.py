@@ -202,7 +202,7 @@ def test_ticket_endpoints_are_for_admins_and_say_when_a_ticket_is_unknown(
     assert missing.status_code == 404
     assert missing.json() == {
         "error_code": "unknown_ticket",
-        "detail": "No ticket 'IT-404' is known.",
+        "detail": "No such ticket is known.",
     }
     too_many = client.get("/api/admin/tickets", params={"limit": 0}, headers=admin())
     assert too_many.status_code == 422
