@@ -226,8 +226,10 @@ async def system_resolver(host: str, port: int) -> list[IPAddress]:
 class AddressGuard:
     """Resolves hosts, checks every address, and remembers both for :data:`CACHE_S`."""
 
-    def __init__(self, allow: Sequence[IPNetwork], resolver: Resolver = system_resolver) -> None:
-        self.allow = tuple(allow)
+    def __init__(
+        self, allow: Sequence[IPNetwork | str], resolver: Resolver = system_resolver
+    ) -> None:
+        self.allow = tuple(ipaddress.ip_network(network, strict=False) for network in allow)
         self.resolver = resolver
         self._verdicts: dict[str, _Verdict] = {}
 

@@ -27,6 +27,8 @@ class Hit:
     in_flight: int
     dest: str = ""
     """``Sec-Fetch-Dest`` (``document``, ``script``, ... from the browser; empty from httpx)."""
+    host: str = ""
+    """The ``Host`` header: the name the client asked for, whatever address it connected to."""
 
 
 @dataclass
@@ -45,7 +47,14 @@ Script = Callable[[int], Reply]
 
 
 class SiteServer:
-    def __init__(self, root: Path | None = None, *, host: str = "127.0.0.1", delay_s: float = 0.0):
+    def __init__(
+        self,
+        root: Path | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        delay_s: float = 0.0,
+    ):
         self.root = root
         self.delay_s = delay_s
         self.hits: list[Hit] = []
@@ -67,7 +76,9 @@ class SiteServer:
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
                     count = 1 + sum(1 for h in server.hits if h.path == self.path)
                     dest = self.headers.get("Sec-Fetch-Dest", "")
-                    server.hits.append(Hit(self.path, time.monotonic(), server._in_flight, dest))
+                    host = self.headers.get("Host", "")
+                    hit = Hit(self.path, time.monotonic(), server._in_flight, dest, host)
+                    server.hits.append(hit)
                 try:
                     reply = server._reply(self.path, count)
                     if reply.delay_s or server.delay_s:
@@ -102,7 +113,7 @@ class SiteServer:
             def handle_error(self, request: object, client_address: object) -> None:
                 return  # a crawler that hangs up (a killed worker, a size limit) is expected
 
-        self._httpd = Server((host, 0), Handler)
+        self._httpd = Server((host, port), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 

@@ -1,12 +1,23 @@
-"""The browser pool: recycling after K pages, recovery from a browser crash, no process left."""
+"""The browser pool: recycling after K pages, recovery from a browser crash, no process left,
+Chromium's sandbox wherever it can run."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
+import pytest
 
+import crawler.browser
 from crawler.browser import BrowserPool, Fulfilment, SubRequest, SubrequestRefused
 from crawler.config import CrawlerSettings
 from crawler.tests.conftest import CrawlClient, RunCrawler, needs_chromium
@@ -100,3 +111,99 @@ async def test_a_browser_crash_is_recovered_and_the_page_retried(
     assert site.count("/") == 2  # the page was fetched again after the crash
     assert browser_processes() == []
     assert zombies() == []
+
+
+UNPRIVILEGED = 65534  # nobody
+"""Who Chromium runs as in the sandbox test when the tests run as root (the image's user is
+10001; any user without privileges shows the same)."""
+
+
+@contextlib.contextmanager
+def chromium_as_unprivileged_user(
+    chromium: Path, args: list[str]
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The system Chromium with ``args``, as this user, or as ``nobody`` when this is root
+    (Chromium refuses to run sandboxed as root, which is why the pool adds ``--no-sandbox``
+    there: the tests run as root on CI machines, the image does not)."""
+    profile = tempfile.mkdtemp(prefix="sandbox-test-")
+    as_root = os.geteuid() == 0
+    if as_root:
+        os.chown(profile, UNPRIVILEGED, UNPRIVILEGED)
+    command = [str(chromium), "--headless", f"--user-data-dir={profile}", *args]
+    process = subprocess.Popen(
+        [*command, "data:text/html,<p>sandboxed</p>"],
+        env={"HOME": profile, "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        user=UNPRIVILEGED if as_root else None,
+        group=UNPRIVILEGED if as_root else None,
+        extra_groups=[] if as_root else None,
+    )
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def renderer_seccomp(process: subprocess.Popen[bytes], timeout_s: float = 60) -> list[str]:
+    """The ``Seccomp`` mode of each renderer of ``process`` (2: filtered, the sandbox's
+    seccomp-bpf; 0: none), once one has started."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"Chromium exited with {process.returncode}"
+        modes = []
+        for child in psutil.Process(process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error, OSError):
+                if "--type=renderer" in child.cmdline():
+                    status = Path(f"/proc/{child.pid}/status").read_text()
+                    modes.append(status.split("Seccomp:", 1)[1].split()[0])
+        if modes:
+            return modes
+        time.sleep(0.2)
+    raise AssertionError("no renderer started")
+
+
+def test_chromium_runs_sandboxed_when_the_worker_is_not_root(
+    crawler_settings: CrawlerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flags the pool launches Chromium with as an unprivileged user (the image's) start a
+    sandboxed browser: its renderers run under seccomp-bpf."""
+    monkeypatch.setattr(crawler.browser, "running_as_root", lambda: False)
+    args = BrowserPool(crawler_settings).launch_args()
+    assert "--no-sandbox" not in args
+    assert crawler.browser.RESOLVE_NOTHING in args
+    with chromium_as_unprivileged_user(crawler_settings.chromium_path, args) as chromium:
+        assert set(renderer_seccomp(chromium)) == {"2"}
+
+
+def test_without_the_sandbox_renderers_run_unconfined(
+    crawler_settings: CrawlerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the check above tells apart: with ``--no-sandbox`` (root, or the sandbox switched
+    off for a runtime without user namespaces) the renderers have no seccomp filter."""
+    monkeypatch.setattr(crawler.browser, "running_as_root", lambda: False)
+    settings = crawler_settings.model_copy(update={"chromium_sandbox": False})
+    args = BrowserPool(settings).launch_args()
+    assert "--no-sandbox" in args
+    with chromium_as_unprivileged_user(crawler_settings.chromium_path, args) as chromium:
+        assert set(renderer_seccomp(chromium)) == {"0"}
+
+
+def test_as_root_chromium_runs_without_its_sandbox_and_says_so(
+    crawler_settings: CrawlerSettings,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(crawler.browser, "running_as_root", lambda: True)
+    with caplog.at_level(logging.WARNING, logger="deskpilot.crawler.browser"):
+        args = BrowserPool(crawler_settings).launch_args()
+    assert "--no-sandbox" in args
+    assert any(
+        r.getMessage() == "Chromium runs without its sandbox"
+        and r.__dict__["why"] == "running as root"
+        for r in caplog.records
+    )

@@ -106,6 +106,55 @@ def test_ctrl_c_stops_the_job_and_prints_what_was_read(redis_url: str) -> None:
     assert site.count("/p29") == 0
 
 
+@needs_chromium
+def test_a_seed_the_ssrf_guard_refuses_is_named_with_what_exempts_it(redis_url: str) -> None:
+    """Issue 14: this answered zero pages, ``"blocked": 1`` and exit 0, with no word of why."""
+    with SiteServer() as site:
+        site.page("/", html("Home", "<p>A site on this host.</p>"))
+        result = deskpilot(
+            "crawl", site.url("/"), "--allow", "127.0.0.1", "--redis-url", redis_url, "--json"
+        )
+    assert result.returncode == 2, result.stdout
+    assert result.stdout == ""
+    assert f"{site.url('/')}: 127.0.0.1 (loopback) is not a public address" in result.stderr
+    assert "--allow-network 127.0.0.1/32 exempts it" in result.stderr
+    assert site.hits == []  # stopped before any worker started
+
+
+@needs_chromium
+def test_urls_refused_during_the_job_are_listed_with_their_addresses(redis_url: str) -> None:
+    with SiteServer(host="127.0.0.2") as internal, SiteServer() as site:
+        internal.page("/", html("Internal", "<p>Behind the firewall.</p>"))
+        site.page("/", html("Home", "<p>A help page.</p>" + links(internal.url("/"))))
+        result = deskpilot(
+            "crawl",
+            site.url("/"),
+            "--allow",
+            "127.0.0.1",
+            "127.0.0.2",
+            "--allow-network",
+            "127.0.0.1/32",
+            "--workers",
+            "1",
+            "--redis-url",
+            redis_url,
+            "--json",
+        )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [page["title"] for page in report["pages"]] == ["Home"]
+    assert report["skipped"]["blocked"] == 1
+    assert report["refused"] == [
+        {
+            "url": internal.url("/"),
+            "detail": "127.0.0.2 (loopback) is not a public address",
+            "addresses": ["127.0.0.2"],
+        }
+    ]
+    assert "to crawl them anyway pass --allow-network 127.0.0.2/32" in result.stderr
+    assert internal.hits == []
+
+
 def test_an_invalid_url_is_refused_with_exit_code_2() -> None:
     result = deskpilot("crawl", "not-a-url", "--json")
     assert result.returncode == 2
