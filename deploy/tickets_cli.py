@@ -163,13 +163,11 @@ def symptoms_of(record: TicketRecord) -> str:
 
 
 def _section(description: str, title: str) -> str:
-    """The text under ``h3. <title>`` up to the next heading ('' when there is none)."""
-    headings = list(_SECTION.finditer(description))
-    for n, heading in enumerate(headings):
-        if heading.group(1).strip() == title:
-            end = headings[n + 1].start() if n + 1 < len(headings) else len(description)
-            return description[heading.end() : end].strip()
-    return ""
+    """The plain text under ``h3. <title>`` ('' when there is none), as the ticketing service
+    wrote it (user text in ``{noformat}`` blocks, which are dropped here)."""
+    from ticketing.content import section_text
+
+    return section_text(description, title)
 
 
 def to_case(record: TicketRecord) -> ResolvedCase | None:
