@@ -6,7 +6,7 @@ PORT ?= 8000
 # pytest-xdist workers (auto: one per core, at most 4; each may run a whole stack of services).
 TEST_WORKERS ?= auto
 
-.PHONY: up test lint bench install install-dev system-packages clean
+.PHONY: up test lint bench install install-dev system-packages test-system-packages clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,20 @@ system-packages:
 		exit 1; \
 	fi
 
+# The tests also run Chroma's token check as deployed (nginx in front of Chroma).
+TEST_SYSTEM_PACKAGES := nginx-light
+
+test-system-packages: system-packages
+	@if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "Installing $(TEST_SYSTEM_PACKAGES) with apt"; \
+		apt-get update -q && apt-get install -y --no-install-recommends $(TEST_SYSTEM_PACKAGES) || exit 1; \
+	else \
+		echo "nginx is missing; install it with:" >&2; \
+		echo "    sudo apt-get install -y --no-install-recommends $(TEST_SYSTEM_PACKAGES)" >&2; \
+		exit 1; \
+	fi
+
 up: system-packages install
 	$(BIN)/deskpilot up --port $(PORT)
 
@@ -55,7 +69,7 @@ lint: install-dev
 	$(BIN)/mypy
 	$(BIN)/bandit -q -c pyproject.toml -r $(PACKAGES)
 
-test: system-packages install-dev lint
+test: test-system-packages install-dev lint
 	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
 
 bench: install
