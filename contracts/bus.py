@@ -238,7 +238,7 @@ class Bus:
             error = type(exc).__name__ if topic in RAW_TOPICS else _describe(exc)
             if deliveries >= max_deliveries:
                 log.exception("handler failed for good", extra={"topic": topic, "error": error})
-                await self.dead_letter(topic, group, msg, error, deliveries)
+                await self.dead_letter(topic, group, msg, error, deliveries, opened=event)
                 return
             log.warning(
                 "handler failed, will retry",
@@ -271,16 +271,24 @@ class Bus:
             yield
 
     async def dead_letter(
-        self, topic: str, group: str, msg: StreamMessage, error: str, deliveries: int
+        self,
+        topic: str,
+        group: str,
+        msg: StreamMessage,
+        error: str,
+        deliveries: int,
+        opened: Event | None = None,
     ) -> None:
         """Keep the original entry and why it failed in ``<topic>.dlq``; the caller then acks.
 
         On a raw topic (:data:`RAW_TOPICS`) the content is not kept: the dead letter holds the
-        event's ids only (``withheld``), and the raw entry itself is deleted from the topic.
+        event's ids only (``withheld``; with the user and reply stream when the sealed event was
+        ``opened``), and the raw entry itself is deleted from the topic.
         """
         raw: dict[bytes, bytes] = msg.raw_message["data"]
+        envelope = opened.model_dump_json().encode() if opened is not None else msg.body
         content: tuple[bytes, bytes] = (
-            (WITHHELD_FIELD, _envelope_only(msg.body))
+            (WITHHELD_FIELD, _envelope_only(envelope))
             if topic in RAW_TOPICS
             else (RAW_FIELD, raw.get(RAW_FIELD, msg.body))
         )
