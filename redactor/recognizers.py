@@ -348,9 +348,9 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
         return [r for r in results if not self.jargon(r.entity_type, text[r.start : r.end])]
 
     # What no name of a person or a place holds: a word of letters and digits ("db01"), "_",
-    # "=", "/", "@", a backslash ("HF_TOKEN", "Id=", "/volume1"); a line break inside a person;
-    # the password words that the model reads as names in other languages ("hasło", "mein
-    # Passwort"); a month's short form at the head of a log line ("Jun 02 09:14:51").
+    # "=", "/", "@", a backslash ("HF_TOKEN", "Id=", "/volume1"); the password words that the
+    # model reads as names in other languages ("hasło", "mein Passwort"); a month's short form
+    # at the head of a log line ("Jun 02 09:14:51").
     _NOT_A_NAME = re.compile(r"[_=/@\\{}<>\[\]#$%|]|[^\W\d_]\d|\d[^\W\d_]")
     _PASSWORD_WORD = re.compile(
         r"(?:(?:my|mon|ma|mein|mi|mijn|min|moje?|la|le|el|das)\s+)?"
@@ -363,7 +363,7 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
     def jargon(self, entity_type: str, value: str) -> bool:
         """True for a lower-case span of English words or short tokens (see the class), and for
         a span no name could be (see ``_NOT_A_NAME``)."""
-        if self._NOT_A_NAME.search(value) or (entity_type == "PERSON" and "\n" in value.strip()):
+        if self._NOT_A_NAME.search(value):
             return True
         if self._PASSWORD_WORD.fullmatch(value.strip()) or self._MONTH_ABBREVIATION.fullmatch(
             value.strip()

@@ -280,7 +280,7 @@ _PASSWORD_CUE = re.compile(
 # A key or token after its word with no verb, when it is long and random ("the auth token
 # 4e7d1a9c..."), and an environment entry written as a name and a value on two lines.
 _KEY_CUE = re.compile(
-    rf"{_START}(?:api[_\s-]?key|api[_\s-]?token|auth[_\s-]?token|access[_\s-]?token|"
+    r"(?<![\w$])(?:api[_\s-]?key|api[_\s-]?token|auth[_\s-]?token|access[_\s-]?token|"
     r"access[_\s-]?key|secret[_\s-]?key|client[_\s-]?secret|token|secret)(?!\w)"
     r"(?:\s+(?:is|was))?[ \t]+(?P<value>[^\s\"'`]{16,200})",
     re.IGNORECASE,
@@ -544,7 +544,7 @@ def looks_random(value: str) -> bool:
     with mixed case; not a number, a version or a word."""
     if len(value) < 8 or value.isdigit():
         return False
-    if re.fullmatch(r"v?\d+(?:\.\d+)+[\w.-]*", value):
+    if re.fullmatch(r"v?\d+(?:\.\d+)+[\w.-]*", value) or _HOST_LIKE.match(value):
         return False
     letters = any(c.isalpha() for c in value)
     digits = any(c.isdigit() for c in value)

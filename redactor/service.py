@@ -323,6 +323,11 @@ def _whole_token(text: str, result: RecognizerResult) -> RecognizerResult:
     if result.entity_type not in _TOKEN_ENTITIES:
         return result
     start, end = result.start, result.end
+    while end - start > 1 and text[start] in "\"'":
+        start += 1  # Presidio's quoted-URL pattern takes the quotes: the value is inside them
+    while end - start > 1 and text[end - 1] in "\"'":
+        end -= 1
+    result = RecognizerResult(result.entity_type, start, end, result.score)
     while start > 0 and text[start - 1] not in _TOKEN_EDGE:
         start -= 1
     while end < len(text) and text[end] not in _TOKEN_EDGE:

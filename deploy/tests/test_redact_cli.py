@@ -75,3 +75,63 @@ def test_eval_redaction_refuses_a_file_of_another_format(tmp_path: Path) -> None
     result = deskpilot("eval", "redaction", "--data", str(data))
     assert result.returncode == 2
     assert "full_text" in result.stderr
+
+
+MARKED_UP = """# a comment line before the first record
+=== chat
+my password is ⟦PASSWORD|Hunter2x⟧, please reset it
+=== email
+Hi,
+DOB ⟦DATE_OF_BIRTH|07/22/1990⟧
+Thanks, ⟦PERSON|Lena Hoffmann⟧
+=== log
+Windows Update fails with 0x80070005 on KB5034441
+"""
+
+
+def test_marked_up_records_become_texts_and_spans() -> None:
+    from deploy.eval_redaction import parse_marked_up
+
+    records = parse_marked_up(MARKED_UP)
+
+    assert [r["kind"] for r in records] == ["chat", "email", "log"]
+    assert records[0]["full_text"] == "my password is Hunter2x, please reset it"
+    values = [
+        (s["entity_type"], r["full_text"][s["start_position"] : s["end_position"]])
+        for r in records
+        for s in r["spans"]
+    ]
+    assert values == [
+        ("PASSWORD", "Hunter2x"),
+        ("DATE_OF_BIRTH", "07/22/1990"),
+        ("PERSON", "Lena Hoffmann"),
+    ]
+    assert records[1]["full_text"] == "Hi,\nDOB 07/22/1990\nThanks, Lena Hoffmann"
+    assert records[2]["spans"] == []
+
+
+def test_a_broken_mark_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "broken.txt"
+    data.write_text("=== chat\nmy password is ⟦Hunter2x⟧\n", encoding="utf-8")
+
+    result = deskpilot("eval", "redaction", "--data", str(data))
+
+    assert result.returncode == 2
+    assert "mark" in result.stderr
+
+
+def test_eval_redaction_reports_secrets_and_pii_recall_and_near_misses(tmp_path: Path) -> None:
+    data = tmp_path / "secrets.txt"
+    data.write_text(MARKED_UP, encoding="utf-8")
+
+    result = deskpilot("eval", "redaction", "--data", str(data), "--json")
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["records"] == 3
+    assert report["secrets_recall"] == 1.0
+    assert report["pii_recall"] == 1.0
+    assert report["near_misses"] == {"log": {"records": 1, "reported": 0}}
+    assert report["targets"]["secrets_recall_at_least_0_98"] is True
+    assert report["targets"]["pii_recall_at_least_0_95"] is True
+    assert "Hunter2x" not in result.stdout

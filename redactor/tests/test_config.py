@@ -33,3 +33,24 @@ def test_reads_prefixed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_rejects_threshold_outside_zero_to_one() -> None:
     with pytest.raises(ValueError, match="less than or equal to 1"):
         RedactorSettings(score_threshold=1.5)
+
+
+def test_detect_secrets_plugins_are_checked_and_wired() -> None:
+    from redactor.recognizers import secret_recognizers
+    from redactor.secrets import DetectSecretsRecognizer
+
+    with pytest.raises(ValueError, match="unknown detect-secrets plugins"):
+        RedactorSettings(secret_plugins=["NoSuchDetector"])
+    without = secret_recognizers("en", secret_plugins=[])
+    assert not [r for r in without if isinstance(r, DetectSecretsRecognizer)]
+    with_plugins = [
+        r
+        for r in secret_recognizers("en", secret_plugins=["StripeDetector"])
+        if isinstance(r, DetectSecretsRecognizer)
+    ]
+    assert [r.plugin_names for r in with_plugins] == [["StripeDetector"]]
+
+
+def test_no_policy_keeps_a_phishing_link() -> None:
+    with pytest.raises(ValueError, match="PHISHING_LINK"):
+        RedactorSettings(policy={"PHISHING_LINK": "keep"})

@@ -106,3 +106,52 @@ def test_construct_and_redact_without_network(
     assert redaction.text == (
         "Mail <EMAIL_ADDRESS_1> or <EMAIL_ADDRESS_2>, the wiki is at <URL_1> and <URL_2>"
     )
+
+
+def test_detect_secrets_runs_on_the_text_only(
+    network_attempts: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every detect-secrets plugin the redactor can run finds its values without the library's
+    settings (which read baseline and config files), without verification (which calls the
+    vendors' APIs), without opening any file and without the network."""
+    import builtins
+    import io
+
+    from detect_secrets import settings as detect_secrets_settings
+    from detect_secrets.plugins import base as detect_secrets_base
+
+    from redactor.secrets import DETECT_SECRETS_PLUGINS, DetectSecretsRecognizer
+
+    recognizer = DetectSecretsRecognizer(list(DETECT_SECRETS_PLUGINS))
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("detect-secrets' settings or verification were used")
+
+    for module in (detect_secrets_settings, detect_secrets_base):
+        monkeypatch.setattr(module, "get_settings", forbidden)
+    monkeypatch.setattr(detect_secrets_settings, "default_settings", forbidden)
+    monkeypatch.setattr(detect_secrets_base.BasePlugin, "verify", forbidden)
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def recording_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", recording_open)
+    monkeypatch.setattr(io, "open", recording_open)
+    text = (
+        'api_key = "Zk3mP9qR2sT5vW8yB1nC6dF"\n'
+        "mailchimp 0123456789abcdef0123456789abcdef-us12\n"
+        "stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc\n"
+    )
+
+    found = {text[r.start : r.end] for r in recognizer.analyze(text, entities=[])}
+
+    assert {
+        "Zk3mP9qR2sT5vW8yB1nC6dF",
+        "0123456789abcdef0123456789abcdef-us12",
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+    } <= found
+    assert network_attempts == []
+    assert opened == []

@@ -1,0 +1,213 @@
+"""Passwords, PINs, keys and personal data in the forms people really write them (issue 13).
+
+Every form below came back unredacted before: an assignment with a prefix joined by ``_``
+(``DB_PASSWORD=``), a sentence without "is" right after the word ("my password for the vpn is"),
+no verb at all ("with my password Hunter2x! and"), abbreviations, other languages, a passphrase
+of several words, a password spaced out or described, PINs and passcodes, shell flags,
+Authorization headers, vendor tokens, dates of birth and passport numbers. Each case names the
+value that must disappear; the near misses must come back with no secret in them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from presidio_analyzer import AnalyzerEngine
+
+from redactor.config import RedactorSettings
+from redactor.recognizers import ALWAYS_REDACTED, SECRET_ENTITIES
+from redactor.secrets import looks_like_password
+from redactor.service import Redactor
+
+# (text, the values that must be gone)
+FORMS: list[tuple[str, list[str]]] = [
+    ("DB_PASSWORD=Tr0ub4dor&3", ["Tr0ub4dor&3"]),
+    ("db_password: s3cretValue99", ["s3cretValue99"]),
+    ("GITHUB_TOKEN=ghp_R4nd0mTokenValue1234567890abcdefGHIJ", ["ghp_R4nd0mTokenValue1234567890"]),
+    ("OPENAI_API_KEY=sk-proj-Qm7vX2pL9kR4tW8yB1nC6dF3gH5jK0sA2eZ", ["Qm7vX2pL9kR4tW8yB1nC6dF3"]),
+    ("MYAPP_SECRET=mangoTree!7", ["mangoTree!7"]),
+    ("pw is Fl0wer#22", ["Fl0wer#22"]),
+    ("pass is Zebra-1234 if that helps", ["Zebra-1234"]),
+    ("I tried logging in again with my password Hunter2x! and it still fails", ["Hunter2x"]),
+    ("my password for the vpn is Cobalt-77 and it says invalid credentials", ["Cobalt-77"]),
+    ("the password I use is Orchid!2020, same as on my phone", ["Orchid!2020"]),
+    ("my password's Lantern55 btw", ["Lantern55"]),
+    ("p/w: Maple#4411", ["Maple#4411"]),
+    ("my password is correct horse battery staple and it fails", ["horse battery staple"]),
+    ("Authorization: Basic YWRtaW46c3VwZXJzZWNyZXQ=", ["YWRtaW46c3VwZXJzZWNyZXQ="]),
+    ('curl -H "X-Api-Key: 3f9a1c7e5b2d4f608a1b3c5d7e9f0a2b" https://x.example', ["3f9a1c7e5b2d4f"]),
+    ("curl -u admin:Winter2024! http://10.20.0.15:8080/status", ["Winter2024!"]),
+    ("mysql -u root -pR00tPass! crm_prod", ["R00tPass!"]),
+    ("STRIPE_KEY=sk_live_51NzQ8cLkT4yW2vX9pR7mB3dF6gH1jK5", ["51NzQ8cLkT4yW2vX9pR7mB3dF6gH1jK5"]),
+    ("use the test key sk_test_4eC39HqLyjWDarjtT1zdp7dc for now", ["4eC39HqLyjWDarjtT1zdp7dc"]),
+    ("the token npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8 is revoked", ["a1B2c3D4e5F6g7H8i9J0"]),
+    ("sid AC8f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c", ["8f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c"]),
+    ("TWILIO_AUTH_TOKEN=4e7d1a9c2b8f3e6d5a0c7b1f9e2d8a3c", ["4e7d1a9c2b8f3e6d5a0c7b1f9e2d8a3c"]),
+    ("the runner token glrt-2CR8_eVxiioB1QmzPZwa does not work", ["2CR8_eVxiioB1QmzPZwa"]),
+    ("Kennwort: Sonne123!", ["Sonne123!"]),
+    ("mot de passe : Chat-Noir-12", ["Chat-Noir-12"]),
+    ("mi contraseña es Perro-Azul9 pero no funciona", ["Perro-Azul9"]),
+    ("wachtwoord is Tulp2024!", ["Tulp2024!"]),
+    ("senha: Praia2024@", ["Praia2024@"]),
+    ("пароль: Zima2024!", ["Zima2024!"]),
+    ("my pin is 4821 for the badge printer", ["4821"]),
+    ("pls reset, the passcode I set was 739201 but it says wrong passcode", ["739201"]),
+    ("the code for the key safe is 1984", ["1984"]),
+    ("MFA code 603918 doesn't get accepted", ["603918"]),
+    ("password: h u n t e r 2 0 2 4 (spaced so the bot does not eat it)", ["h u n t e r"]),
+    ("my password is S-u-m-m-e-r-2-0-2-4", ["S-u-m-m-e-r"]),
+    ("pwd Kx!8844mm", ["Kx!8844mm"]),
+    ("passwd pl4ntpot on the jump host", ["pl4ntpot"]),
+    ("pwrd is Gr33nTea!", ["Gr33nTea!"]),
+    ("the password is the word tulip then 1987", ["tulip", "1987"]),
+    ("I use Mango&Kiwi55 as password everywhere", ["Mango&Kiwi55"]),
+    ("export PGPASSWORD='pgAdm1n!'", ["pgAdm1n!"]),
+    ('{"username": "anna", "password": "Ab3rg#2024"}', ["Ab3rg#2024"]),
+    ("Server=sql01;User Id=app;Password=Cr#mApp2023;Encrypt=True", ["Cr#mApp2023"]),
+    ("sshpass -p 'Backup@22' ssh backup@nas01", ["Backup@22"]),
+    ("wget --user=svc --password=Bu1ld3r! https://a.example/x.zip", ["Bu1ld3r!"]),
+    ("smbclient //fs01/finance -U jdoe%Fin4nce!23", ["Fin4nce!23"]),
+    ("redis-cli -h cache01 -a r3d1sS3cret info", ["r3d1sS3cret"]),
+    ("login: jsmith / Welcome123", ["Welcome123"]),
+]
+
+
+@pytest.mark.parametrize(("text", "values"), FORMS, ids=[f[0][:40] for f in FORMS])
+def test_every_form_is_redacted(redactor: Redactor, text: str, values: list[str]) -> None:
+    redaction = redactor.redact(text)
+
+    for value in values:
+        assert value not in redaction.text, redaction.text
+    assert {e.entity_type for e in redaction.entities} & SECRET_ENTITIES, redaction.text
+
+
+PERSONAL: list[tuple[str, str, str]] = [
+    ("DOB: 07/22/1990, employee since 2015", "07/22/1990", "DATE_OF_BIRTH"),
+    ("I was born on 3 March 1985 if the question needs it", "3 March 1985", "DATE_OF_BIRTH"),
+    ("for the form they need my date of birth (14/03/1985)", "14/03/1985", "DATE_OF_BIRTH"),
+    ("Geburtsdatum: 01.02.1980", "01.02.1980", "DATE_OF_BIRTH"),
+    ("passport no. 533380006, expiring next year", "533380006", "PASSPORT"),
+    ("Passport #: C4H7JK2L9", "C4H7JK2L9", "PASSPORT"),
+    ("Numéro de passeport : 18AB12345", "18AB12345", "PASSPORT"),
+]
+
+
+@pytest.mark.parametrize(("text", "value", "kind"), PERSONAL, ids=[p[2] for p in PERSONAL])
+def test_dates_of_birth_and_passport_numbers(
+    redactor: Redactor, text: str, value: str, kind: str
+) -> None:
+    redaction = redactor.redact(text)
+
+    assert value not in redaction.text
+    assert kind in redaction.summary(), redaction.text
+
+
+NEAR_MISSES = [
+    "git log says the fix is in 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f",
+    "request_id=5b0c2a4e-7f1d-4c9a-8e2b-61d3f9a07c44 upstream timeout",
+    "we are on 4.18.2-rc1, build 20240512.3",
+    "Windows Update fails with 0x80070005 when installing KB5034441",
+    "see IT-1234 and INC0012345 for the earlier attempts",
+    "the sha256 is e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "cannot reach login.microsoftonline.com from the guest wifi",
+    "cannot open outlook.office365.com or teams.microsoft.com from the hotel",
+    "my password expired this morning and the reset page says my password is too short",
+    "The password is not accepted by the portal, can you check?",
+    "password policy says at least 14 characters, is that right?",
+    "pass 2 of 3 of the disk check failed again",
+    "password: ********",
+    "DB_PASSWORD=${DB_PASSWORD}",
+    'smtp_password: "<set in vault>"',
+    "password_min_length: 14",
+    "token_ttl_seconds: 3600",
+    "password_file: /run/secrets/db_password",
+    'echo "$REGISTRY_TOKEN" | docker login --username ci-bot --password-stdin',
+    "mysql -u root -p crm_prod",
+    "it's my dog's name followed by 99, nothing fancy",
+    "the BitLocker recovery key ID is 8F2A31C4, the screen asks for the 48-digit key",
+    "the card reader says pin 3 is bent, can I get a new one?",
+    "error code 0x8004210B when sending from Outlook",
+    "password: see the attached screenshot",
+    "passwords are synced every 30 minutes from AD to Entra ID",
+    "INFO user login ok user=jdoe method=password mfa=push",
+    "the backup failed on 12/03/2024 at 02:00, log attached",
+    "my birthday is next week so I'm off on Friday",
+    "the passport photo upload on the travel portal gives error 500",
+    'docker login -u ci -p $CI_TOKEN "$CI_REGISTRY"',
+    "Passcode requirements on the new iPhone are 6 digits, right?",
+    "token: abcdefabcdefabcdef",
+]
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES, ids=[t[:40] for t in NEAR_MISSES])
+def test_near_misses_keep_their_text(redactor: Redactor, text: str) -> None:
+    redaction = redactor.redact(text)
+
+    found = [e.entity_type for e in redaction.entities if e.entity_type in ALWAYS_REDACTED]
+    assert found == [], redaction.text
+    assert not {"DATE_OF_BIRTH", "PASSPORT", "URL"} & set(redaction.summary()), redaction.text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "My password is Hunter2x, please reset it",
+            "My password is <PASSWORD_1>, please reset it",
+        ),
+        ("pw: Tr0ub4dor; the other one expired", "pw: <PASSWORD_1>; the other one expired"),
+        ("my password (Castle#909) is rejected", "my password (<PASSWORD_1>) is rejected"),
+        ('password = "Qx7!mPa2 spring"', 'password = "<PASSWORD_1>"'),
+        ("the PIN is 0417.", "the PIN is <PIN_1>."),
+    ],
+)
+def test_the_text_around_a_value_survives(redactor: Redactor, text: str, expected: str) -> None:
+    assert redactor.redact(text).text == expected
+
+
+def test_a_phishing_link_loses_its_target_but_keeps_its_text(redactor: Redactor) -> None:
+    markdown = "is this legit? [Reset your password](https://login-m1crosoft.example.net/reset)"
+    jira = "[reset your password|https://secure-verify.example.org/login] within 24 hours"
+    html = '<a href="https://o365-mail-login.example.com/auth">Verify your account</a> now'
+
+    assert redactor.redact(markdown).text == (
+        "is this legit? [Reset your password](<PHISHING_LINK_1>)"
+    )
+    assert redactor.redact(jira).text == "[reset your password|<PHISHING_LINK_1>] within 24 hours"
+    assert redactor.redact(html).text == '<a href="<PHISHING_LINK_1>">Verify your account</a> now'
+
+
+def test_a_phishing_link_is_redacted_even_when_urls_are_kept(
+    settings: RedactorSettings, analyzer: AnalyzerEngine
+) -> None:
+    keeps_urls = Redactor(
+        settings.model_copy(update={"policy": {"URL": "keep"}}), analyzer=analyzer
+    )
+    link = "[Reset your password](https://login-m1crosoft.example.net/reset)"
+    ordinary = "the article https://learn.northwind.example/vpn helps"
+
+    assert keeps_urls.redact(link).text == "[Reset your password](<PHISHING_LINK_1>)"
+    assert keeps_urls.redact(ordinary).text == ordinary
+
+
+def test_a_link_to_a_known_service_is_no_phishing(redactor: Redactor) -> None:
+    text = "[Reset your password](https://passwordreset.microsoftonline.com/)"
+
+    assert "PHISHING_LINK" not in redactor.redact(text).summary()
+
+
+@pytest.mark.parametrize(
+    ("value", "password"),
+    [
+        ("Hunter2x!", True),
+        ("pl4ntpot", True),
+        ("HELLOworld", True),
+        ("expired", False),
+        ("4.18.2", False),
+        ("IT-1234", False),
+        ("0x80070005", False),
+        ("KB5034441", False),
+        ("registry.northwind.example", False),
+    ],
+)
+def test_what_looks_like_a_password_without_a_verb(value: str, password: bool) -> None:
+    assert looks_like_password(value) is password
