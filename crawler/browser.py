@@ -316,6 +316,12 @@ class BrowserPool:
         assert self._playwright is not None  # nosec B101 # type narrowing: start() set it
         chromium = self._playwright.chromium
         if self.settings.cdp_url:
+            if self._launches == 0:
+                log.warning(
+                    "attached to a browser over CDP: its flags are its operator's; start it with "
+                    f"{RESOLVE_NOTHING!r} so that nothing outside request routing reaches the "
+                    "network"
+                )
             browser = await chromium.connect_over_cdp(self.settings.cdp_url, timeout=30_000)
         else:
             browser = await chromium.launch(
