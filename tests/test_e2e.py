@@ -16,7 +16,7 @@ import redis
 import websockets
 
 from deploy.runner import Stack
-from tests.support import REPO_ROOT, wait_until
+from tests.support import REPO_ROOT, wait_until, wait_until_sync
 from tests.support.stack import ask, log_records, running_stack
 
 pytestmark = pytest.mark.slow
@@ -239,25 +239,42 @@ def test_unknown_turn_is_404(stack: Stack) -> None:
 
 
 def test_feedback_is_stored_durably_and_validated(stack: Stack, tmp_path: Path) -> None:
-    turn = ask(stack, "How do I find the IT policy documents?").json()
+    token = httpx.post(f"{stack.url}/api/anonymous", timeout=30).json()["anonymous_token"]
+    user = {"Authorization": f"Bearer {token}"}
+    turn = httpx.post(
+        f"{stack.url}/api/chat",
+        json={"text": "How do I find the IT policy documents?"},
+        headers=user,
+        timeout=90,
+    ).json()
     url = f"{stack.url}/api/feedback"
-    created = httpx.post(url, json={"turn_id": turn["turn_id"], "score": 4, "comment": "ok"})
+    created = httpx.post(
+        url, json={"turn_id": turn["turn_id"], "score": 4, "comment": "ok"}, headers=user
+    )
     assert created.status_code == 201
     assert created.json()["score"] == 4
     client = redis.Redis.from_url(stack.redis_url)
-    stored = json.loads(client.get(f"deskpilot:gateway:feedback:{turn['turn_id']}") or b"{}")
+    key = f"deskpilot:gateway:feedback:{turn['turn_id']}"
+    stored = json.loads(client.get(key) or b"{}")
     assert stored["score"] == 4
-    assert stored["comment"] == "ok"
-    assert client.ttl(f"deskpilot:gateway:feedback:{turn['turn_id']}") == -1  # never expires
+    assert client.ttl(key) > 0  # expires with its turn
+    # The comment comes back from the redactor, redacted, on feedback.recorded.
+    wait_until_sync(
+        lambda: json.loads(client.get(key) or b"{}").get("comment") == "ok",
+        120,
+        message="the redacted comment was not kept",
+    )
     events = client.xrevrange("feedback.recorded", count=20)
     assert any(turn["turn_id"].encode() in fields[b"__data__"] for _, fields in events)
 
     for bad in ({"score": "five"}, {"score": 0}, {"score": 6}, {"score": 4.5}, {}):
-        response = httpx.post(url, json={"turn_id": turn["turn_id"], **bad})
+        response = httpx.post(url, json={"turn_id": turn["turn_id"], **bad}, headers=user)
         assert response.status_code == 422, bad
         assert response.json()["error_code"] == "invalid_request"
-    unknown = httpx.post(url, json={"turn_id": "nope", "score": 3})
+    unknown = httpx.post(url, json={"turn_id": "nope", "score": 3}, headers=user)
     assert unknown.status_code == 404
+    stranger = httpx.post(url, json={"turn_id": turn["turn_id"], "score": 1})
+    assert stranger.status_code == 404  # only the turn's own user rates it
 
 
 def test_one_trace_and_one_correlation_id_span_the_turn(stack: Stack) -> None:

@@ -78,18 +78,31 @@ def deskpilot_up(data_dir: Path) -> Iterator[tuple[str, dict[str, object]]]:
 def test_up_answers_stops_cleanly_and_keeps_its_data(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with deskpilot_up(data_dir) as (url, _):
+        token = httpx.post(f"{url}/api/anonymous", timeout=30).json()["anonymous_token"]
+        user = {"Authorization": f"Bearer {token}"}  # turns are their asker's
         first = httpx.post(
-            f"{url}/api/chat", json={"text": "How do I reset my VPN password?"}, timeout=60
+            f"{url}/api/chat",
+            json={"text": "How do I reset my VPN password?"},
+            headers=user,
+            timeout=60,
         )
         first_body = first.json()
         assert first_body["action"] == "answer"
+        first_body["anonymous_token"] = token  # the same user after the restart
         rated = httpx.post(
-            f"{url}/api/feedback", json={"turn_id": first_body["turn_id"], "score": 5}, timeout=30
+            f"{url}/api/feedback",
+            json={"turn_id": first_body["turn_id"], "score": 5},
+            headers=user,
+            timeout=30,
         )
         assert rated.status_code == 201
 
     with deskpilot_up(data_dir) as (url, runtime):
-        turn = httpx.get(f"{url}/api/turns/{first_body['turn_id']}", timeout=30).json()
+        turn = httpx.get(
+            f"{url}/api/turns/{first_body['turn_id']}",
+            headers={"Authorization": f"Bearer {first_body['anonymous_token']}"},
+            timeout=30,
+        ).json()
         assert turn["status"] == "done"
         assert turn["answer"]["answer"] == first_body["answer"]
         client = redis.Redis.from_url(str(runtime["redis_url"]))
