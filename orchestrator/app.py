@@ -26,6 +26,7 @@ from orchestrator.memory import ConversationStore
 from orchestrator.retrieval import Retriever, open_collection
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnStore
+from orchestrator.turn import TurnDeps
 
 SERVICE = "orchestrator"
 
@@ -64,24 +65,24 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             resolved_keep_s=settings.incident_resolved_keep_s,
             stale_after_s=settings.incident_stale_after_s,
         )
-        orchestrator = Orchestrator(
-            retriever,
-            intents,
-            TurnStore(bus.redis, settings.turn_ttl_s),
-            ConversationStore(bus.redis, settings.conversation_ttl_s),
-            settings,
-            llm,
-            CaseRetriever(encoder, await asyncio.to_thread(open_cases_collection, settings)),
-            handlers.BusFleet(bus),
-            waits,
-            attachments,
-            keys,
-            handlers.BusTicketDesk(bus),
-            handlers.BusAudit(bus),
-            incidents,
-            automations,
-            RuntimeConfigReader(bus.redis),
+        deps = TurnDeps(
+            retriever=retriever,
+            intents=intents,
+            turns=TurnStore(bus.redis, settings.turn_ttl_s),
+            conversations=ConversationStore(bus.redis, settings.conversation_ttl_s),
+            llm=llm,
+            cases=CaseRetriever(encoder, await asyncio.to_thread(open_cases_collection, settings)),
+            fleet=handlers.BusFleet(bus),
+            waits=waits,
+            attachments=attachments,
+            keys=keys,
+            desk=handlers.BusTicketDesk(bus),
+            audit=handlers.BusAudit(bus),
+            incidents=incidents,
+            automations=automations,
+            runtime=RuntimeConfigReader(bus.redis),
         )
+        orchestrator = Orchestrator(deps, settings)
         # What the admin API shows as defaults; admins' overrides apply per turn.
         await publish_defaults(
             bus.redis, SERVICE, defaults_of(settings, SERVICE, queues=intents.file_queues)
@@ -89,7 +90,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         replies = handlers.register(bus, orchestrator, settings.concurrency)
         handlers.register_attachments(bus, attachments)
         handlers.register_incidents(bus, incidents)
-        handlers.register_feedback(bus, boosts, orchestrator.store)
+        handlers.register_feedback(bus, boosts, deps.turns)
 
         async def answer_late_turn(correlation_id: str) -> None:
             with one_embedding_per_text():

@@ -129,7 +129,7 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
     async def on_indexed(event: ChunksIndexed, _: Delivery) -> None:
         if event.job_id is None:
             # An upload: make it searchable here now (other replicas see it within seconds).
-            await asyncio.to_thread(orchestrator.retriever.refresh, force=True)
+            await asyncio.to_thread(orchestrator.deps.retriever.refresh, force=True)
             return
         with one_embedding_per_text():
             await orchestrator.resume(event.correlation_id, replies, indexed=event)

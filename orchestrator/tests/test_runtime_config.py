@@ -41,6 +41,7 @@ from orchestrator.service import Orchestrator
 from orchestrator.state import TurnStore
 from orchestrator.tests.test_crawl_turns import RecordingFleet, RecordingReplies
 from orchestrator.tests.test_retrieval import ARTICLES, add
+from orchestrator.turn import TurnDeps
 
 PRINTER_QUESTION = "How do I add a network printer?"
 VAGUE = "it's not working"
@@ -295,16 +296,16 @@ def orchestrator(
     clock: Clock,
 ) -> Iterator[Orchestrator]:
     settings = OrchestratorSettings(cases_max=0, crawl_seed_urls=[], clarify_cap=2)
-    yield Orchestrator(
-        Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
-        intents,
-        TurnStore(redis, 600),
-        ConversationStore(redis, 600),
-        settings,
+    deps = TurnDeps(
+        retriever=Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
+        intents=intents,
+        turns=TurnStore(redis, 600),
+        conversations=ConversationStore(redis, 600),
         fleet=fleet,
         waits=CrawlWaits(redis, lock_wait_s=5),
         runtime=RuntimeConfigReader(redis, key=key, ttl_s=2.0, clock=clock),
     )
+    yield Orchestrator(deps, settings)
     intents.route({})  # the classifier is shared by the module's tests
 
 

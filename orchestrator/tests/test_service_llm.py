@@ -22,6 +22,7 @@ from orchestrator.memory import Conversation, ConversationStore
 from orchestrator.retrieval import Hit, Retrieval, Retriever
 from orchestrator.service import BY_CLASSIFIER, BY_LLM, Orchestrator
 from orchestrator.state import TurnState, TurnStore
+from orchestrator.turn import TurnDeps
 from tests.support.fake_openai import TEST_KEY, FakeOpenAI, Reply, reading, server_error
 
 QUEUES = {
@@ -126,14 +127,14 @@ class Turn:
         self.retriever = StubRetriever(hits)
         self.replies = RecordedReplies()
         self.conversation = Conversation(conversation_id="conv-1")
-        self.orchestrator = Orchestrator(
-            cast(Retriever, self.retriever),
-            cast(IntentClassifier, self.classifier),
-            cast(TurnStore, None),  # decide() keeps no state of its own
-            cast(ConversationStore, None),
-            OrchestratorSettings(llm_stream_interval_s=0),
-            llm,
+        deps = TurnDeps(
+            retriever=cast(Retriever, self.retriever),
+            intents=cast(IntentClassifier, self.classifier),
+            turns=cast(TurnStore, None),  # decide() keeps no state of its own
+            conversations=cast(ConversationStore, None),
+            llm=llm,
         )
+        self.orchestrator = Orchestrator(deps, OrchestratorSettings(llm_stream_interval_s=0))
 
     async def say(self, text: str) -> tuple[AnswerBody, str]:
         turn = TurnState(

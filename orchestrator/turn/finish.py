@@ -1,0 +1,188 @@
+"""The end of a turn: what its reply asks for (:func:`carry_out`). An answer is recorded and
+sent (:func:`finish`); a ticket, a crawl or a ticket's status is asked for, and the turn waits
+in Redis for the answer (or its deadline), holding no worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import assert_never
+
+from contracts.events import (
+    Action,
+    AnswerBody,
+    ContextInsufficient,
+    CrawlBudget,
+    EscalationReason,
+    TicketStatusRequested,
+)
+from orchestrator.dialogue import readable
+from orchestrator.memory import Conversation
+from orchestrator.state import TurnStatus
+from orchestrator.tickets import build_escalation, problem_words, requester
+from orchestrator.turn.base import CRAWL_STARTED, Answer, CheckTicket, Crawl, Escalate, Reply, Turn
+
+log = logging.getLogger("deskpilot.orchestrator")
+
+
+async def carry_out(turn: Turn, reply: Reply) -> None:
+    """Answer now, file a ticket, start a crawl or ask for a ticket's status."""
+    match reply:
+        case Answer():
+            if reply.resolved is not None:
+                await record_resolved(turn, reply.resolved)
+            await finish(turn, reply.body, reply.reason, ticket_offer=reply.ticket_offer)
+        case Escalate():
+            await escalate(turn, reply)
+        case Crawl():
+            await start_crawl(turn, reply.reason)
+        case CheckTicket():
+            await check_ticket(turn, reply)
+        case _:
+            assert_never(reply)
+
+
+async def finish(
+    turn: Turn, body: AnswerBody, reason: str, *, ticket_offer: str | None = None
+) -> None:
+    """Record the turn as answered (with the conversation) and send the answer.
+
+    A ``no_answer`` offers a ticket (and a "yes" files it), as does an answer with a
+    ``ticket_offer``; any other answer withdraws an earlier offer.
+    """
+    state, conversation = turn.state, turn.conversation
+    body.redaction_notice = state.redaction_notice
+    if state.attachment_note and body.action is not Action.REFUSE:
+        body.answer = f"{state.attachment_note}\n\n{body.answer}"
+    if body.incident is None and state.incident is not None:
+        body.incident = state.incident
+    if body.category is None and body.action not in (Action.REFUSE, Action.CLARIFY):
+        body.category = conversation.category
+    state.status, state.answer, state.reason = TurnStatus.ANSWERED, body, reason
+    conversation.remember(
+        state.question,
+        body.action.value,
+        body.citations[0].url if body.citations else None,
+        body.answer,
+    )
+    if ticket_offer is None and body.action is Action.NO_ANSWER:
+        ticket_offer = reason
+    conversation.ticket_offer = ticket_offer
+    await asyncio.gather(turn.deps.conversations.save(conversation), turn.deps.turns.save(state))
+    log.info("decided", extra={"action": body.action.value, "reason": reason})
+    await turn.deps.audit.record(state, "decision", reason, outcome=body.action.value)
+    await turn.replies.answer(state, body)
+
+
+async def escalate(turn: Turn, reply: Escalate) -> None:
+    """Ask the ticketing service for a ticket; the turn waits in Redis for its answer (or its
+    deadline, after which the user is told a ticket will follow)."""
+    deps, state, conversation = turn.deps, turn.state, turn.conversation
+    desk, waits = deps.desk, deps.waits
+    if desk is None or waits is None:
+        raise RuntimeError("escalating needs the ticket desk and the waits store")
+    if conversation.topic is None and problem_words(state.question):
+        # A first message that says what is wrong besides asking for a person.
+        intent = await asyncio.to_thread(deps.intents.classify, readable(state.question))
+        conversation.new_topic(state.question, intent.category)
+    queue = deps.intents.queues.get(conversation.category or "")
+    sentiment = reply.sentiment
+    escalation = build_escalation(
+        state,
+        conversation,
+        reason=reply.cause,
+        reason_detail=reply.reason,
+        queue=queue,
+        sentiment=None if sentiment is None else round(sentiment, 3),
+        incident_id=state.incident.id if state.incident else conversation.incident_id,
+    )
+    state.status, state.ticket_queue = TurnStatus.ESCALATING, queue
+    state.reason = f"escalated ({reply.cause.value}): {reply.reason}"
+    conversation.ticket_offer = None
+    await asyncio.gather(deps.conversations.save(conversation), deps.turns.save(state))
+    await waits.wait(state.correlation_id, time.time() + turn.settings.ticket_wait_s)
+    await desk.request(escalation)
+    log.info("decided", extra={"action": Action.ESCALATED.value, "reason": state.reason})
+    await deps.audit.record(state, "ticket", state.reason, queue=queue, topic=escalation.topic)
+    await turn.replies.progress(state, "creating_ticket", "creating a ticket")
+
+
+async def record_resolved(turn: Turn, resolved: Conversation) -> None:
+    """A silent ticket for a conversation the assistant resolved (for analytics and as a
+    future past case); the ticketing service files it only with TICKETING_SILENT_TICKETS."""
+    desk, state = turn.deps.desk, turn.state
+    if desk is None:
+        return
+    silent = build_escalation(
+        state,
+        resolved,
+        reason=EscalationReason.RESOLVED,
+        reason_detail="resolved by the assistant's checklist",
+        queue=turn.deps.intents.queues.get(resolved.category or ""),
+        sentiment=None,
+        incident_id=resolved.incident_id,
+    )
+    silent.event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"resolved:{state.correlation_id}").hex
+    silent.idempotency_key = f"resolved:{state.correlation_id}"
+    silent.reply_to = None
+    await desk.request(silent)
+
+
+async def start_crawl(turn: Turn, reason: str) -> None:
+    """Ask the fleet to read the help sites; the turn waits in Redis, no worker waits."""
+    deps, settings, state = turn.deps, turn.settings, turn.state
+    fleet, waits = deps.fleet, deps.waits
+    if fleet is None or waits is None:
+        raise RuntimeError("crawling needs a crawler fleet and the waits store")
+    state.status, state.reason = TurnStatus.CRAWLING, reason
+    state.crawl_job_id = state.correlation_id
+    await deps.conversations.save(turn.conversation)
+    await deps.turns.save(state)
+    deadline = time.time() + settings.crawl_deadline_s + settings.crawl_grace_s
+    await waits.wait(state.correlation_id, deadline)
+    await fleet.request(
+        ContextInsufficient(
+            correlation_id=state.correlation_id,
+            conversation_id=state.conversation_id,
+            question=state.crawl_question or state.question,
+            seed_urls=settings.crawl_seed_urls,
+            allowed_domains=settings.crawl_allowed_domains,
+            budget=CrawlBudget(
+                max_pages=settings.crawl_max_pages,
+                max_depth=settings.crawl_max_depth,
+                deadline_s=settings.crawl_deadline_s,
+                concurrency=settings.crawl_concurrency,
+            ),
+            job_id=state.crawl_job_id,
+            reply_to=state.reply_to,
+        )
+    )
+    log.info("decided", extra={"action": Action.CRAWL.value, "reason": reason})
+    await deps.audit.record(state, "crawl_request", reason, seeds=len(settings.crawl_seed_urls))
+    await turn.replies.progress(state, "crawling", CRAWL_STARTED)
+
+
+async def check_ticket(turn: Turn, reply: CheckTicket) -> None:
+    """Ask the ticketing service for the status of the ticket named (or the user's latest);
+    the turn waits in Redis for the answer."""
+    deps, state = turn.deps, turn.state
+    desk, waits = deps.desk, deps.waits
+    if desk is None or waits is None:
+        raise RuntimeError("ticket status needs the ticket desk and the waits store")
+    state.status, state.ticket_key_asked = TurnStatus.CHECKING_TICKET, reply.key
+    state.reason = reply.reason
+    await deps.turns.save(state)
+    await waits.wait(state.correlation_id, time.time() + turn.settings.ticket_wait_s)
+    await desk.status(
+        TicketStatusRequested(
+            event_id=state.correlation_id,
+            correlation_id=state.correlation_id,
+            conversation_id=state.conversation_id,
+            user_id=requester(state),
+            reply_to=state.reply_to,
+            key=reply.key,
+        )
+    )
+    await turn.replies.progress(state, "checking_ticket", "reading your ticket's status")

@@ -1,0 +1,359 @@
+"""The steps that answer the question from the knowledge base, in the order of the turn.
+
+With an LLM configured, the model reads the message in one call (scope, kind, category, asks
+for a person: :func:`orchestrator.llm.read_message`) while the knowledge base is searched, and
+that reading takes the learned classifier's place; when the model fails, times out or replies
+with anything but a valid reading, the classifier decides as it does without a model. The
+reason logged says which one did (:class:`~orchestrator.turn.base.Reader`). The model also
+words the answer from the retrieved passages, and the user sees it being written (``writing``
+progress).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from typing import Final, Literal
+
+from contracts.events import Action, AnswerBody, Citation, EscalationReason, SimilarCase
+from orchestrator.compose import (
+    CAP_TEXT,
+    GREETING_TEXT,
+    MAX_CHECKLIST_STEPS,
+    REFUSE_TEXT,
+    choose_passage,
+    compose_answer,
+    compose_checklist,
+    compose_checklist_step,
+    compose_clarify,
+    compose_text,
+    os_sections,
+    section_os,
+    snippet,
+    steps_of,
+    whole_section,
+)
+from orchestrator.dialogue import (
+    checklist_feedback,
+    detect_facts,
+    is_follow_up,
+    is_greeting,
+    is_technical,
+    is_vague,
+    readable,
+    search_text,
+)
+from orchestrator.intent import Intent
+from orchestrator.llm import generate_answer, read_message
+from orchestrator.memory import ChecklistState, Conversation, StepOutcome
+from orchestrator.retrieval import Hit
+from orchestrator.turn.base import Answer, Crawl, Escalate, Reader, Reply, Step, Turn
+
+VAGUE_QUESTIONS = (
+    "What are you trying to do, and which device or application is affected?",
+    "What happens instead? If there is an error message, please copy its text.",
+)
+OS_QUESTION = "Which operating system are you on: Windows, macOS or Linux?"
+OS_MATCH_MARGIN = 0.05
+WHAT_DO_YOU_NEED = "What do you need help with?"
+ANYTHING_ELSE = "Is there anything else I can help with?"
+THANKS = re.compile(r"\b(thanks?|thank you|thx|cheers)\b", re.IGNORECASE)
+FIXED: Final = "fixed"
+"""The reason of a turn whose checklist step fixed the problem."""
+
+
+class FactsStep(Step):
+    """Notes what the message says about the user's setup (operating system, error codes) and
+    whether they write technically, for this answer and later ones. Never replies."""
+
+    name = "facts"
+
+    async def __call__(self, turn: Turn) -> Reply | None:
+        turn.conversation.facts.update(detect_facts(turn.text))
+        turn.conversation.technical = turn.conversation.technical or is_technical(turn.text)
+        return None
+
+
+class ChecklistStep(Step):
+    """A report on the checklist step in progress ("done, still broken", "that fixed it")
+    moves the checklist on; when it fixed the problem, the conversation is filed as resolved."""
+
+    name = "checklist"
+
+    async def __call__(self, turn: Turn) -> Reply | None:
+        checklist = turn.conversation.checklist
+        if checklist is None or checklist.current >= len(checklist.steps):
+            return None
+        feedback = checklist_feedback(turn.text)
+        if feedback is None:
+            return None
+        return advance_checklist(turn.conversation, checklist, feedback)
+
+
+def advance_checklist(
+    conversation: Conversation, checklist: ChecklistState, feedback: Literal["fixed", "failed"]
+) -> Answer:
+    """The next step, the end of the topic when it is fixed, or a ticket offer when every
+    step failed."""
+    resolved_topic = {"topic": conversation.topic, "category": conversation.category}
+    step = checklist.steps[checklist.current]
+    checklist.tried.append(StepOutcome(step=step, outcome=feedback))
+    source = Citation(
+        n=1, url=checklist.url, title=checklist.title, snippet=checklist.citation_snippet
+    )
+    if feedback == "fixed":
+        conversation.tried += checklist.tried
+        conversation.checklist = None
+        conversation.topic = None
+        text = (
+            f"Great, glad that fixed it. For next time, the steps are in “{checklist.title}” "
+            "[1]. Is there anything else I can help with?"
+        )
+        body = AnswerBody(answer=text, action=Action.ANSWER, citations=[source])
+        # The ticket describes the topic just closed.
+        resolved = conversation.model_copy(update=resolved_topic, deep=True)
+        return Answer(body=body, reason=FIXED, resolved=resolved)
+    checklist.current += 1
+    if checklist.current < len(checklist.steps):
+        body = compose_checklist_step(
+            checklist.title,
+            checklist.url,
+            checklist.citation_snippet,
+            checklist.steps,
+            checklist.current,
+        )
+        return Answer(body=body, reason=f"step {checklist.current} failed; next step")
+    text = (
+        f"I'm sorry: none of the {len(checklist.steps)} steps from “{checklist.title}” [1] "
+        "fixed it, so this needs a technician. Shall I create a ticket with what we tried? "
+        'Reply "yes" and I\'ll pass it all on.'
+    )
+    body = AnswerBody(answer=text, action=Action.NO_ANSWER, citations=[source])
+    return Answer(body=body, reason="every checklist step failed")
+
+
+class IntentStep(Step):
+    """Reads the message: its intent and whether it follows up on the topic. Answers a greeting
+    or thanks; a message too vague to search ("it's not working") gets targeted questions, at
+    most ``clarify_cap`` rounds per topic, then a ticket offer."""
+
+    name = "intent"
+
+    async def __call__(self, turn: Turn) -> Reply | None:
+        deps, settings, text, conversation = turn.deps, turn.settings, turn.text, turn.conversation
+        turn.follow_up = is_follow_up(text, conversation)
+        turn.search_text = readable(search_text(text, conversation))
+        if deps.llm.enabled:
+            # The model's reading is the slow part: search meanwhile (most messages are searched).
+            turn.early_search = turn.background.soon(
+                deps.retriever.retrieve, turn.search_text, settings.top_k, os=turn.os
+            )
+            turn.read_intent, turn.reader = await read_intent(turn)
+        else:
+            turn.read_intent = await asyncio.to_thread(deps.intents.classify, readable(text))
+            turn.reader = Reader.CLASSIFIER
+        if is_greeting(text) or (turn.intent.conversational and not turn.follow_up):
+            if THANKS.search(text):
+                body = compose_clarify([ANYTHING_ELSE], "You're welcome!")
+                return Answer(body=body, reason="thanks" + turn.by)
+            body = compose_clarify([WHAT_DO_YOU_NEED], GREETING_TEXT)
+            return Answer(body=body, reason="greeting" + turn.by)
+        if not turn.follow_up and not turn.off_topic and is_vague(text):
+            if conversation.clarify_rounds >= settings.clarify_cap:
+                body = compose_text(CAP_TEXT, Action.NO_ANSWER)
+                return Answer(body=body, reason="still vague after the cap" + turn.by)
+            conversation.clarify_rounds += 1
+            known_error = "error" in conversation.facts
+            questions = [q for q in VAGUE_QUESTIONS if not (known_error and "error" in q)]
+            return Answer(body=compose_clarify(questions), reason="too vague to search" + turn.by)
+        return None
+
+
+async def read_intent(turn: Turn) -> tuple[Intent, Reader]:
+    """The model's reading of the message if it gives a valid one, else the classifier's."""
+    intents = turn.deps.intents
+    reading = await read_message(
+        turn.deps.llm, turn.text, list(intents.queues), topic=turn.conversation.topic
+    )
+    if reading is not None:
+        return reading.as_intent(intents.queues), Reader.LLM
+    intent = await asyncio.to_thread(intents.classify, readable(turn.text))
+    return intent, Reader.FALLBACK
+
+
+class RetrievalStep(Step):
+    """Searches the knowledge base (a follow-up such as "im on linux" together with the active
+    topic) and records the best match. Declines a question the intent puts outside IT support
+    when the knowledge base agrees: a strong match in the company's own articles (its product
+    names, its jargon) outweighs the intent."""
+
+    name = "retrieval"
+
+    async def __call__(self, turn: Turn) -> Reply | None:
+        deps, settings = turn.deps, turn.settings
+        await turn.replies.progress(turn.state, "searching")
+        turn.similar_cases = similar_cases_early(turn)
+        if turn.early_search is not None:
+            turn.retrieved = await turn.early_search
+        else:
+            turn.retrieved = await asyncio.to_thread(
+                deps.retriever.retrieve, turn.search_text, settings.top_k, os=turn.os
+            )
+        retrieval = turn.retrieval
+        best = retrieval.confidence
+        await deps.audit.record(
+            turn.state,
+            "retrieval",
+            turn.confidence,
+            hits=len(retrieval.hits),
+            best=None if best is None else round(best, 4),
+            top_url=retrieval.hits[0].url if retrieval.hits else None,
+        )
+        if turn.off_topic and not turn.covered:
+            reason = f"outside IT support (scope score {turn.intent.scope_score:.2f}; "
+            reason += f"{turn.confidence})"
+            return Answer(body=compose_text(REFUSE_TEXT, Action.REFUSE), reason=reason + turn.by)
+        if turn.follow_up and turn.reader is not Reader.LLM:
+            # A follow-up ("im on linux") is the topic's kind of request, not a request of its
+            # own. (The model read it with the topic already.)
+            turn.read_intent = await asyncio.to_thread(deps.intents.classify, turn.search_text)
+        return None
+
+
+def similar_cases_early(turn: Turn) -> asyncio.Task[list[SimilarCase]] | None:
+    """Start looking for similar resolved cases beside the knowledge-base search (a Chroma
+    round trip of its own); only an answer uses them."""
+    cases, settings = turn.deps.cases, turn.settings
+    if cases is None or not settings.cases_max:
+        return None
+    return turn.background.soon(
+        cases.similar, turn.search_text, settings.cases_max, settings.cases_min_score
+    )
+
+
+class RoutingStep(Step):
+    """Requests of a category the assistant routes to technicians (``route_categories``) go
+    straight to a ticket in the category's queue."""
+
+    name = "routing"
+
+    async def __call__(self, turn: Turn) -> Reply | None:
+        intent = turn.intent
+        if (
+            turn.follow_up
+            or intent.category not in turn.settings.route_categories
+            or turn.deps.desk is None
+        ):
+            return None
+        turn.conversation.new_topic(turn.text, intent.category)
+        reason = f"{intent.category} requests go to the {intent.queue} queue"
+        return Escalate(cause=EscalationReason.ROUTING, reason=reason + turn.by)
+
+
+class CrawlStep(Step):
+    """A question the knowledge base does not cover waits on a crawl of the IT help sites, when
+    crawling is configured (never when the turn is decided again after its crawl)."""
+
+    name = "crawl"
+
+    async def __call__(self, turn: Turn) -> Reply | None:
+        if turn.covered or not turn.allow_crawl or not turn.deps.may_crawl(turn.settings):
+            return None
+        turn.state.crawl_question = turn.search_text
+        reason = f"{turn.confidence} below threshold {turn.settings.relevance_threshold}"
+        return Crawl(reason=f"{reason}; crawling" + turn.by)
+
+
+class AnswerStep(Step):
+    """Below the relevance threshold, an honest ``no_answer``. Otherwise: when the best article
+    has separate steps per operating system and the user's is unknown, the question which one
+    (once per topic); a troubleshooting request with a procedure of three or more steps becomes
+    a checklist; anything else is answered by quoting the article's steps with citations (worded
+    by the LLM when one is configured), with similar resolved cases."""
+
+    name = "answer"
+
+    async def __call__(self, turn: Turn) -> Reply | None:
+        settings, conversation, retrieval = turn.settings, turn.conversation, turn.retrieval
+        if not turn.covered:
+            body = compose_answer(
+                retrieval,
+                threshold=settings.relevance_threshold,
+                see_also_margin=settings.see_also_margin,
+                max_citations=settings.max_citations,
+            )
+            reason = f"{turn.confidence} below threshold {settings.relevance_threshold}"
+            return Answer(body=body, reason=reason + turn.by)
+        intent = turn.intent
+        if not turn.follow_up:
+            conversation.new_topic(turn.text, intent.category)
+
+        document = retrieval.best_document or retrieval.hits[:1]
+        if ask_for_os(turn, document):
+            conversation.asked.append("os")
+            conversation.clarify_rounds += 1
+            body = compose_clarify([OS_QUESTION])
+            return Answer(body=body, reason="the steps differ per operating system" + turn.by)
+
+        await turn.replies.progress(turn.state, "composing")
+        passage = choose_passage(document, margin=0.15, os=turn.os) or retrieval.hits[0]
+        passage = whole_section(document, passage)
+        steps = steps_of(passage.text)[:MAX_CHECKLIST_STEPS]
+        if intent.kind == "troubleshooting" and len(steps) >= 3:
+            conversation.checklist = ChecklistState(
+                url=passage.url,
+                title=passage.title,
+                steps=steps,
+                citation_snippet=snippet(passage.text),
+            )
+            reason = f"troubleshooting, {len(steps)} steps; {turn.confidence}"
+            return Answer(body=compose_checklist(passage, steps, 0), reason=reason + turn.by)
+
+        body = compose_answer(
+            retrieval,
+            threshold=settings.relevance_threshold,
+            see_also_margin=settings.see_also_margin,
+            max_citations=settings.max_citations,
+            os=turn.os,
+            technical=conversation.technical,
+        )
+        if turn.deps.llm.enabled:
+            body = await written_by_the_model(turn, passage, body)
+        if turn.similar_cases is not None:
+            # After the knowledge base, and only when a resolved ticket is really alike.
+            body.similar_cases = await turn.similar_cases
+        reason = f"{intent.kind} {intent.category}; {turn.confidence}"
+        return Answer(body=body, reason=reason + turn.by)
+
+
+def ask_for_os(turn: Turn, document: Sequence[Hit]) -> bool:
+    """One OS's variant of the steps matches about as well as anything, the user's OS is
+    unknown and was not asked for in this topic: which one applies is worth asking."""
+    top = max(hit.score for hit in document)
+    return (
+        any(section_os(hit) and hit.score >= top - OS_MATCH_MARGIN for hit in document)
+        and len(os_sections(document)) >= 2
+        and not turn.os
+        and "os" not in turn.conversation.asked
+        and turn.conversation.clarify_rounds < turn.settings.clarify_cap
+    )
+
+
+async def written_by_the_model(turn: Turn, passage: Hit, extractive: AnswerBody) -> AnswerBody:
+    """The answer worded by the model from the same passages; any failure falls back to the
+    extractive answer. The user sees it being written."""
+    hits = [passage, *turn.retrieval.hits]
+    context = {hit.chunk_id: hit for hit in hits if hit.score > 0}
+
+    async def writing(so_far: str) -> None:
+        await turn.replies.progress(turn.state, "writing", so_far)
+
+    return await generate_answer(
+        turn.deps.llm,
+        turn.text,
+        list(context.values()),
+        extractive,
+        on_text=writing,
+        interval_s=turn.settings.llm_stream_interval_s,
+    )
