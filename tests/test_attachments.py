@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from typing import Any
 from uuid import uuid4
 
@@ -20,13 +19,13 @@ from PIL import Image, ImageDraw, ImageFont
 
 from deploy.runner import Stack
 from tests.support import deskpilot, wait_until
-from tests.support.stack import running_stack
+from tests.support.stack import SHARED_ADMIN_TOKEN, SHARED_MAX_LOG_BYTES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
-TOKEN = f"test-admin-{uuid4().hex}"
+TOKEN = SHARED_ADMIN_TOKEN
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
-MAX_LOG = 200_000
+MAX_LOG = SHARED_MAX_LOG_BYTES
 
 LOG = (
     "2026-11-25 08:59:58 INFO vpnagent: starting tunnel for user dana.whitfield@northwind.example\n"
@@ -49,10 +48,8 @@ def screenshot(lines: list[str]) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    env = {"DESKPILOT_ADMIN_TOKEN": TOKEN, "GATEWAY_MAX_LOG_BYTES": str(MAX_LOG)}
-    with running_stack(tmp_path_factory.mktemp("attachments"), extra_env=env) as running:
-        yield running
+def stack(shared_stack: Stack) -> Stack:
+    return shared_stack
 
 
 def attach(

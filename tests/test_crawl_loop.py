@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 import websockets
 
+from contracts.bus import decode_entry
+from contracts.events import ContextInsufficient
+from contracts.topics import Topic
 from crawler.tests.siteserver import SiteServer
 from deploy.runner import Stack
 from tests.support.stack import HELP_SITE, ask, help_site_env, running_stack
@@ -41,18 +44,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory, site: SiteServer) -> Iterato
         yield running
 
 
-def settled(site: SiteServer, quiet_s: float = 2.0, timeout_s: float = 30.0) -> int:
-    """How many requests the site had once none arrived for ``quiet_s``."""
-    deadline = time.monotonic() + timeout_s
-    count, since = len(site.paths()), time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        now = len(site.paths())
-        if now != count:
-            count, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet_s:
-            return count
-    raise AssertionError(f"the site kept being fetched: {site.paths()}")
+def crawl_requests(stack: Stack, turn_id: str) -> list[ContextInsufficient]:
+    """The crawls the orchestrator asked the fleet for during the turn ``turn_id``."""
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        entries = client.xrange(Topic.CONTEXT_INSUFFICIENT)
+    finally:
+        client.close()
+    requests = [decode_entry(fields, ContextInsufficient) for _, fields in entries]
+    return [request for request in requests if request.correlation_id == turn_id]
 
 
 async def chat(stack: Stack, text: str) -> list[dict[str, Any]]:
@@ -77,6 +77,7 @@ def test_a_question_only_the_help_site_answers_is_answered_from_the_crawled_page
 
     answer = frames[-1]
     assert answer["type"] == "answer", frames
+    assert len(crawl_requests(stack, answer["turn_id"])) == 1
     body = answer  # the answer frame carries the answer's fields
     assert body["action"] in ("answer", "checklist"), body
     urls = [citation["url"] for citation in body["citations"]]
@@ -104,15 +105,13 @@ def test_a_question_only_the_help_site_answers_is_answered_from_the_crawled_page
     assert len(pages) == len(set(pages))
 
 
-def test_a_follow_up_reuses_the_crawled_pages_without_crawling_again(
-    stack: Stack, site: SiteServer
-) -> None:
-    before = settled(site)  # the first turn's crawl stops after its in-flight pages
-
+def test_a_follow_up_reuses_the_crawled_pages_without_crawling_again(stack: Stack) -> None:
     response = ask(stack, "The cursor lands beside the tip of my Wacom pen, what do I do?")
 
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["action"] in ("answer", "checklist"), body
     assert body["citations"][0]["url"].endswith(ANSWER_PAGE)
-    assert len(site.paths()) == before  # answered from the index: nothing fetched
+    # Answered from the index: the turn, now over, asked the fleet for no crawl (a crawl is
+    # requested before the answer it serves, so none can come later).
+    assert crawl_requests(stack, body["turn_id"]) == []

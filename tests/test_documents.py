@@ -7,7 +7,7 @@ limit; documents are uploaded, found in answers, deleted and gone, through the p
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
 
@@ -18,12 +18,12 @@ import redis
 from deploy.runner import Stack
 from tests.support import wait_until
 from tests.support.pdf import build_pdf
-from tests.support.stack import running_stack
+from tests.support.stack import SHARED_ADMIN_TOKEN, SHARED_MAX_UPLOAD_BYTES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
-TOKEN = f"test-admin-{uuid4().hex}"
-MAX_UPLOAD = 100_000
+TOKEN = SHARED_ADMIN_TOKEN
+MAX_UPLOAD = SHARED_MAX_UPLOAD_BYTES
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 QUASAR_QUESTION = "How do I reset the Quasar-7 badge printer?"
 
@@ -59,10 +59,8 @@ PLOTTER_PDF = build_pdf(
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    env = {"DESKPILOT_ADMIN_TOKEN": TOKEN, "GATEWAY_MAX_UPLOAD_BYTES": str(MAX_UPLOAD)}
-    with running_stack(tmp_path_factory.mktemp("documents"), extra_env=env) as running:
-        yield running
+def stack(shared_stack: Stack) -> Stack:
+    return shared_stack
 
 
 def upload(
@@ -164,6 +162,11 @@ async def test_pdf_upload_is_answered_from_its_text_layer(stack: Stack) -> None:
     )
     assert body["citations"][0]["title"] == "Nimbus-5 label plotter calibration"
     assert "Nimbus thermal labels" in body["answer"]
+
+    # The stack is shared with other modules: leave its knowledge as it was.
+    deleted = httpx.delete(f"{stack.url}/api/documents/{document_id}", headers=ADMIN, timeout=30)
+    assert deleted.status_code == 202
+    assert (await status_of(stack, document_id, "deleted"))["status"] == "deleted"
 
 
 async def test_an_unreadable_pdf_fails_with_a_reason_that_quotes_nothing(stack: Stack) -> None:

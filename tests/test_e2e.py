@@ -6,7 +6,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,9 @@ import websockets
 
 from deploy.runner import Stack
 from tests.support import REPO_ROOT, wait_until, wait_until_sync
-from tests.support.stack import ask, log_records, running_stack
+from tests.support.stack import ask, log_records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
 CHAT_FIELDS = {
     "answer",
@@ -39,9 +38,8 @@ CHAT_FIELDS = {
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with running_stack(tmp_path_factory.mktemp("stack")) as running:
-        yield running
+def stack(shared_stack: Stack) -> Stack:
+    return shared_stack
 
 
 def ws_url(stack: Stack, query: str = "") -> str:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -62,10 +63,11 @@ def deskpilot_up(data_dir: Path) -> Iterator[tuple[str, dict[str, object]]]:
         runtime = json.loads((data_dir / "runtime.json").read_text())
         assert f"http://127.0.0.1:{port}" in Path(log.name).read_text()  # the chat URL is printed
         yield f"http://127.0.0.1:{port}", runtime
+        # The services running now (a test may have had one restarted since the start).
+        children = json.loads((data_dir / "runtime.json").read_text())["children"]
+        assert isinstance(children, dict)
         process.send_signal(signal.SIGINT)
         assert process.wait(120) == 0, Path(log.name).read_text()
-        children = runtime["children"]
-        assert isinstance(children, dict)
         assert not [name for name, pid in children.items() if alive(int(pid))]
         assert not (data_dir / "runtime.json").exists()
     finally:
@@ -75,8 +77,11 @@ def deskpilot_up(data_dir: Path) -> Iterator[tuple[str, dict[str, object]]]:
         log.close()
 
 
-def test_up_answers_stops_cleanly_and_keeps_its_data(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A first `deskpilot up` on a fresh data directory: one answered and rated turn, then
+    Ctrl-C (checked to stop cleanly)."""
+    data_dir = tmp_path_factory.mktemp("restart") / "data"
     with deskpilot_up(data_dir) as (url, _):
         token = httpx.post(f"{url}/api/anonymous", timeout=30).json()["anonymous_token"]
         user = {"Authorization": f"Bearer {token}"}  # turns are their asker's
@@ -86,7 +91,7 @@ def test_up_answers_stops_cleanly_and_keeps_its_data(tmp_path: Path) -> None:
             headers=user,
             timeout=60,
         )
-        first_body = first.json()
+        first_body: dict[str, Any] = first.json()
         assert first_body["action"] == "answer"
         first_body["anonymous_token"] = token  # the same user after the restart
         rated = httpx.post(
@@ -96,47 +101,63 @@ def test_up_answers_stops_cleanly_and_keeps_its_data(tmp_path: Path) -> None:
             timeout=30,
         )
         assert rated.status_code == 201
-
-    with deskpilot_up(data_dir) as (url, runtime):
-        turn = httpx.get(
-            f"{url}/api/turns/{first_body['turn_id']}",
-            headers={"Authorization": f"Bearer {first_body['anonymous_token']}"},
-            timeout=30,
-        ).json()
-        assert turn["status"] == "done"
-        assert turn["answer"]["answer"] == first_body["answer"]
-        client = redis.Redis.from_url(str(runtime["redis_url"]))
-        assert client.exists(f"deskpilot:gateway:feedback:{first_body['turn_id']}")
-        again = httpx.post(
-            f"{url}/api/chat", json={"text": "How do I reset my VPN password?"}, timeout=60
-        )
-        assert again.json()["citations"] == first_body["citations"]
-        indexer_log = (data_dir / "logs" / "indexer.log").read_text()
-        # The second start found every demo article unchanged and wrote nothing.
-        assert "(0 indexed, 32 unchanged" in indexer_log
+    return data_dir, first_body
 
 
-def test_a_crashed_service_is_restarted_by_the_runner(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    with deskpilot_up(data_dir) as (url, runtime):
-        children = runtime["children"]
-        assert isinstance(children, dict)
-        old_pid = int(children["orchestrator"])
-        os.kill(old_pid, signal.SIGKILL)
+@pytest.fixture(scope="module")
+def second_run(
+    first_run: tuple[Path, dict[str, Any]],
+) -> Iterator[tuple[str, dict[str, object]]]:
+    """`deskpilot up` again on the first run's data directory (one start serves both tests)."""
+    data_dir, _ = first_run
+    with deskpilot_up(data_dir) as running:
+        yield running
 
-        def restarted() -> bool:
-            current = json.loads((data_dir / "runtime.json").read_text())
-            now = current["children"]["orchestrator"]
-            return bool(now != old_pid and alive(int(now)))
 
-        wait_until_sync(restarted, 120, interval_s=0.2, message="orchestrator was not restarted")
-        wait_until_sync(
-            lambda: httpx.get(f"{url}/health", timeout=10).status_code == 200,
-            120,
-            interval_s=0.3,
-            message="stack did not become healthy again",
-        )
-        body = httpx.post(
-            f"{url}/api/chat", json={"text": "How do I unlock my account?"}, timeout=60
-        )
-        assert body.json()["action"] == "answer"
+def test_up_answers_stops_cleanly_and_keeps_its_data(
+    first_run: tuple[Path, dict[str, Any]], second_run: tuple[str, dict[str, object]]
+) -> None:
+    data_dir, first_body = first_run
+    url, runtime = second_run
+    turn = httpx.get(
+        f"{url}/api/turns/{first_body['turn_id']}",
+        headers={"Authorization": f"Bearer {first_body['anonymous_token']}"},
+        timeout=30,
+    ).json()
+    assert turn["status"] == "done"
+    assert turn["answer"]["answer"] == first_body["answer"]
+    client = redis.Redis.from_url(str(runtime["redis_url"]))
+    assert client.exists(f"deskpilot:gateway:feedback:{first_body['turn_id']}")
+    again = httpx.post(
+        f"{url}/api/chat", json={"text": "How do I reset my VPN password?"}, timeout=60
+    )
+    assert again.json()["citations"] == first_body["citations"]
+    indexer_log = (data_dir / "logs" / "indexer.log").read_text()
+    # The second start found every demo article unchanged and wrote nothing.
+    assert "(0 indexed, 32 unchanged" in indexer_log
+
+
+def test_a_crashed_service_is_restarted_by_the_runner(
+    first_run: tuple[Path, dict[str, Any]], second_run: tuple[str, dict[str, object]]
+) -> None:
+    data_dir, _ = first_run
+    url, runtime = second_run
+    children = runtime["children"]
+    assert isinstance(children, dict)
+    old_pid = int(children["orchestrator"])
+    os.kill(old_pid, signal.SIGKILL)
+
+    def restarted() -> bool:
+        current = json.loads((data_dir / "runtime.json").read_text())
+        now = current["children"]["orchestrator"]
+        return bool(now != old_pid and alive(int(now)))
+
+    wait_until_sync(restarted, 120, interval_s=0.2, message="orchestrator was not restarted")
+    wait_until_sync(
+        lambda: httpx.get(f"{url}/health", timeout=10).status_code == 200,
+        120,
+        interval_s=0.3,
+        message="stack did not become healthy again",
+    )
+    body = httpx.post(f"{url}/api/chat", json={"text": "How do I unlock my account?"}, timeout=60)
+    assert body.json()["action"] == "answer"

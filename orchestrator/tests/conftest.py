@@ -1,5 +1,5 @@
 """Fixtures of the orchestrator's tests: the local chat-completions server
-(``tests/support/fake_openai.py``)."""
+(``tests/support/fake_openai.py``) and the query encoder (its model loads once per session)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from orchestrator.embedding import QueryEncoder
 from tests.support.fake_openai import FakeOpenAI
+
+
+@pytest.fixture(scope="session")
+def encoder() -> QueryEncoder:
+    """The service's query encoder; it holds nothing but the model, so tests share one."""
+    return QueryEncoder()
 
 
 @pytest.fixture(scope="module")

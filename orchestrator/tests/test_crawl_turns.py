@@ -69,11 +69,6 @@ class RecordingReplies:
 
 
 @pytest.fixture(scope="module")
-def encoder() -> QueryEncoder:
-    return QueryEncoder()
-
-
-@pytest.fixture(scope="module")
 def intents(encoder: QueryEncoder) -> IntentClassifier:
     return IntentClassifier.from_settings(encoder, OrchestratorSettings())
 

@@ -43,11 +43,6 @@ out_of_scope: [what's the weather tomorrow, give me a lasagne recipe, who won th
 
 
 @pytest.fixture(scope="module")
-def encoder() -> QueryEncoder:
-    return QueryEncoder()
-
-
-@pytest.fixture(scope="module")
 def classifier(encoder: QueryEncoder) -> IntentClassifier:
     return IntentClassifier.from_settings(encoder, OrchestratorSettings())
 

@@ -61,11 +61,6 @@ VPN_URL = "https://kb.example/vpn-client"
 VPN_BODY = "1. Download the VPN client installer.\n2. Run it and sign in with your account."
 
 
-@pytest.fixture(scope="module")
-def encoder() -> QueryEncoder:
-    return QueryEncoder()
-
-
 @pytest.fixture
 def collection(tmp_path: Path) -> Any:
     client = chromadb.PersistentClient(

@@ -2,6 +2,18 @@
 
 Valkey, a Chroma server and every service run as real processes on loopback, on a fresh data
 directory, with short heartbeat and reclaim intervals so fault tests take seconds.
+
+Starting a stack costs about a minute of both cores, so modules share one where they can:
+
+* ``shared_stack`` (tests/conftest.py): one stack per test session (per xdist worker) with
+  :data:`SHARED_ENV`, for every module whose tests need no settings of their own and leave
+  nothing behind that another module's answers depend on (each asks its own questions, under
+  its own conversation ids, about its own documents). Such a module has a module-scoped
+  ``stack`` fixture returning ``shared_stack`` and is marked
+  ``pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]``, so that all of
+  them run in one xdist worker (:mod:`tests.support.scheduling`) and the stack starts once.
+* a module-scoped ``stack`` fixture of its own, via :func:`running_stack`, where a module needs
+  other settings or changes the stack (kills services, restarts Redis, re-ranks articles).
 """
 
 from __future__ import annotations
@@ -11,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
+from uuid import uuid4
 
 import httpx
 
@@ -23,6 +36,20 @@ FAST_ENV = {
     "DESKPILOT_GRACEFUL_TIMEOUT": "20",
     "GATEWAY_TURN_TIMEOUT_S": "60",
 }
+
+
+SHARED_ADMIN_TOKEN = f"test-admin-{uuid4().hex}"
+"""The admin token of the shared stack (``shared_stack`` in tests/conftest.py)."""
+SHARED_MAX_LOG_BYTES = 200_000
+"""The shared stack's ``GATEWAY_MAX_LOG_BYTES`` (small, so a test can send a log over it)."""
+SHARED_MAX_UPLOAD_BYTES = 100_000
+"""The shared stack's ``GATEWAY_MAX_UPLOAD_BYTES``."""
+SHARED_ENV = {
+    "DESKPILOT_ADMIN_TOKEN": SHARED_ADMIN_TOKEN,
+    "GATEWAY_MAX_LOG_BYTES": str(SHARED_MAX_LOG_BYTES),
+    "GATEWAY_MAX_UPLOAD_BYTES": str(SHARED_MAX_UPLOAD_BYTES),
+}
+"""The shared stack's settings beyond :data:`FAST_ENV`: the union of what its modules need."""
 
 
 HELP_SITE = Path(__file__).parent.parent / "sites"
@@ -54,7 +81,7 @@ def running_stack(
     """The whole stack as ``deskpilot up`` starts it; the crawler only when a test needs it."""
     settings = RunnerSettings(
         data_dir=data_dir,
-        ready_timeout_s=300,
+        ready_timeout_s=900,  # it took 8 minutes on a machine loaded 15 times over its 2 cores
         stop_timeout_s=30,
         crawler=crawler,
         crawler_workers=crawler_workers,
