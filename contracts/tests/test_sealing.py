@@ -102,6 +102,8 @@ def test_an_unknown_key_id_is_named_and_the_content_is_not() -> None:
         ("bad id:" + base64.b64encode(bytes(32)).decode(), "key id"),
         (f"{new_key_entry('k1')},{new_key_entry('k1')}", "used twice"),
     ],
+    # Fixed ids: a random key in a test's id would differ between pytest-xdist workers.
+    ids=["empty", "no-key", "not-base64", "short-key", "bad-id", "id-twice"],
 )
 def test_a_bad_key_ring_is_refused_with_what_is_wrong(value: str, complaint: str) -> None:
     with pytest.raises(ValueError, match=complaint) as raised:
