@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
@@ -167,9 +169,17 @@ class UploadGate:
     async def _check_queue(self, queue: str, incoming: int) -> None:
         try:
             queued = await self.redis.memory_usage(queue, samples=0) or 0
-        except RedisError as exc:
+        except (RedisConnectionError, RedisTimeoutError) as exc:
             # Publishing will fail too and say so; the gate is not what reports the outage.
             log.warning("ocr queue not measured", extra={"error": type(exc).__name__})
+            return
+        except RedisError as exc:
+            # Redis answers but refuses (an ACL without MEMORY USAGE on the stream): the cap is
+            # off until an operator grants it, so say so loudly.
+            log.error(
+                "ocr queue cannot be measured: grant the gateway MEMORY USAGE on the stream",
+                extra={"error": type(exc).__name__, "stream": queue},
+            )
             return
         encoded = math.ceil(incoming / 3) * 4
         if int(queued) + encoded > self.settings.ocr_queue_max_bytes:
