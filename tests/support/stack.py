@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from uuid import uuid4
@@ -139,5 +140,35 @@ def log_records(stack: Stack, name: str) -> list[dict[str, Any]]:
     return records
 
 
-def ask(stack: Stack, text: str, **fields: Any) -> httpx.Response:
-    return httpx.post(f"{stack.url}/api/chat", json={"text": text, **fields}, timeout=90)
+@dataclass(frozen=True)
+class StackUser:
+    """An anonymous user of a running stack: the gateway-signed token that makes turns,
+    conversations and attachments theirs (anyone else gets the 404 of an unknown id)."""
+
+    token: str
+    user_id: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def new_user(url: str | Stack) -> StackUser:
+    """A new anonymous user of the gateway at ``url`` (``POST /api/anonymous``)."""
+    base = url.url if isinstance(url, Stack) else url
+    response = httpx.post(f"{base}/api/anonymous", timeout=30)
+    response.raise_for_status()
+    body = response.json()
+    return StackUser(token=str(body["anonymous_token"]), user_id=str(body["user_id"]))
+
+
+def ask(stack: Stack, text: str, *, user: StackUser | None = None, **fields: Any) -> httpx.Response:
+    """``POST /api/chat`` as ``user``; a new anonymous user when None (so tests never share a
+    user's rate limit). Pass the same user, and the answer's ``conversation_id``, to go on."""
+    asker = user or new_user(stack)
+    return httpx.post(
+        f"{stack.url}/api/chat",
+        json={"text": text, **fields},
+        headers=asker.headers,
+        timeout=90,
+    )
