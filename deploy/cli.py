@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from deploy.stackaccess import add_data_dir_argument
 
@@ -17,6 +15,7 @@ Runner = Callable[[argparse.Namespace], int]
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     """The parser, and for each command path ("eval intents") the function that runs it."""
     from deploy import (
+        ask_cli,
         asyncapi,
         bench_crawl,
         cases_cli,
@@ -56,13 +55,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     crawl_cli.add_parser(commands)
     runners["crawl"] = crawl_cli.run_crawl
 
-    ask = commands.add_parser("ask", help="ask the running stack a question")
-    ask.add_argument("question")
-    ask.add_argument("--url", default="http://127.0.0.1:8000")
-    ask.add_argument("--conversation-id", default=None)
-    ask.add_argument("--json", action="store_true", help="print exactly the /api/chat response")
-    ask.add_argument("--timeout", type=float, default=60.0)
-    runners["ask"] = _ask
+    ask_cli.add_parser(commands)
+    runners["ask"] = ask_cli.run_ask
 
     bench = commands.add_parser("bench", help="benchmarks")
     bench_kinds = bench.add_subparsers(dest="kind", required=True)
@@ -138,32 +132,6 @@ def _dlq(args: argparse.Namespace) -> int:
     from deploy.dlq import run_dlq
 
     return asyncio.run(run_dlq(args))
-
-
-def _ask(args: argparse.Namespace) -> int:
-    import httpx
-
-    payload: dict[str, Any] = {"text": args.question}
-    if args.conversation_id:
-        payload["conversation_id"] = args.conversation_id
-    try:
-        response = httpx.post(f"{args.url}/api/chat", json=payload, timeout=args.timeout)
-    except httpx.HTTPError as exc:
-        print(f"deskpilot ask: cannot reach {args.url}: {exc}", file=sys.stderr)
-        return 2
-    body = response.json()
-    if args.json:
-        print(json.dumps(body))
-        return 0 if response.is_success else 1
-    if not response.is_success:
-        print(f"error {response.status_code}: {body.get('detail')}", file=sys.stderr)
-        return 1
-    print(body["answer"])
-    if body["citations"]:
-        print()
-        for citation in body["citations"]:
-            print(f"[{citation['n']}] {citation['title']} — {citation['url']}")
-    return 0
 
 
 if __name__ == "__main__":
