@@ -110,6 +110,10 @@ the reply streams); the gateway's admin analytics."""
 RANGE_READS: dict[str, frozenset[str]] = {"gateway": frozenset({Topic.AUDIT})}
 """Streams a service reads by range, outside a group (the admin API's audit view)."""
 
+MEASURES: dict[str, frozenset[str]] = {"gateway": frozenset({Topic.ATTACHMENT_RECEIVED})}
+"""Streams whose memory a service measures (the gateway's upload gate caps the bytes waiting
+for OCR with ``MEMORY USAGE``, gateway/uploads.py)."""
+
 # Commands, by what they are for. Later rules win, so -@dangerous comes after the categories.
 CONNECTION = "+@connection -@dangerous"
 DATA = (
@@ -125,6 +129,7 @@ DELETE_RAW = "+xdel"
 INSPECT = "+xlen +xinfo|groups"
 RANGE = "+xrange +xrevrange"
 LAG = "+xinfo|groups +xlen +xpending"
+MEASURE = "+memory|usage"
 
 
 @dataclass(frozen=True)
@@ -221,6 +226,8 @@ def service_rules(service: str, crawler_namespace: str = "") -> str:
         parts.append(_selector(inspected, INSPECT, "%R~"))
     if service in RANGE_READS:
         parts.append(_selector(sorted(RANGE_READS[service]), RANGE, "%R~"))
+    if service in MEASURES:
+        parts.append(_selector(sorted(MEASURES[service]), MEASURE, "%R~"))
     return " ".join(parts)
 
 

@@ -296,6 +296,8 @@ async def test_a_service_does_its_work_as_its_own_user(
                 await bus.redis.xlen(f"{stream}.dlq")
             await bus.redis.xinfo_groups(Topic.AUDIT)
             await bus.redis.xrevrange(Topic.AUDIT, count=10)
+            # The upload gate's measure of the bytes waiting for OCR (gateway/uploads.py).
+            await bus.redis.memory_usage(Topic.ATTACHMENT_RECEIVED, samples=0)
             assert [k async for k in bus.redis.scan_iter(match=f"{REPLY_PREFIX}*")]
 
         # Its own keys: plain commands, a transaction, a script.
