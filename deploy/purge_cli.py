@@ -6,6 +6,10 @@ states, attachment text) and the indexer (questions kept for knowledge-gap propo
 their part and write a ``purge`` record on the audit stream. The command waits for those
 records and says which service has not confirmed in time. Tickets are not purged: they belong
 to the technicians' system.
+
+An id that is not a conversation id (``contracts.ids``: the pattern every entry point accepts) is
+refused before anything is sent, with exit code 2: no service would find such a conversation,
+and the command would only wait for confirmations that purge nothing.
 """
 
 from __future__ import annotations
@@ -40,11 +44,21 @@ async def purge(args: argparse.Namespace) -> int:
 
     from contracts.bus import Bus, decode_entry
     from contracts.events import AuditRecorded, ConversationPurged, new_id
+    from contracts.ids import CONVERSATION_ID_MAX_LENGTH, is_conversation_id
     from contracts.settings import ServiceSettings
     from contracts.topics import Topic
     from deploy.dlq import resolve_redis_url
 
     conversation_id: str = args.conversation
+    if not is_conversation_id(conversation_id):
+        shown = ascii(conversation_id[:CONVERSATION_ID_MAX_LENGTH])
+        print(
+            f"deskpilot purge: {shown} is not a conversation id (1 to "
+            f"{CONVERSATION_ID_MAX_LENGTH} ASCII letters, digits and _ . : -, as the chat "
+            "answers and the admin API show them); nothing was sent",
+            file=sys.stderr,
+        )
+        return 2
     redis_url = resolve_redis_url(args)
     bus = Bus(ServiceSettings(redis_url=redis_url), "purge-cli")
     client = aioredis.from_url(redis_url)
