@@ -7,13 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import pytest
 
 from deploy.runner import Stack
 from tests.support import REPO_ROOT
-from tests.support.stack import ask
+from tests.support.stack import ask, new_user
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
@@ -24,16 +23,22 @@ def stack(shared_stack: Stack) -> Stack:
 
 
 class Chat:
-    """One conversation, turn after turn."""
+    """One conversation of one anonymous user, turn after turn: the gateway names it at the
+    first answer, and every later turn goes on with that id."""
 
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
-        self.conversation_id = f"conv-{uuid4().hex[:12]}"
+        self.user = new_user(stack)
+        self.conversation_id: str | None = None
 
     def say(self, text: str) -> dict[str, Any]:
-        response = ask(self.stack, text, conversation_id=self.conversation_id)
+        going_on = {"conversation_id": self.conversation_id} if self.conversation_id else {}
+        response = ask(self.stack, text, user=self.user, **going_on)
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
+        if self.conversation_id is None:
+            self.conversation_id = body["conversation_id"]
+        assert body["conversation_id"] == self.conversation_id
         return body
 
 

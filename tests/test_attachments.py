@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
-from uuid import uuid4
 
 import httpx
 import pytest
@@ -19,7 +17,13 @@ from PIL import Image, ImageDraw, ImageFont
 
 from deploy.runner import Stack
 from tests.support import deskpilot, wait_until
-from tests.support.stack import SHARED_ADMIN_TOKEN, SHARED_MAX_LOG_BYTES
+from tests.support.stack import (
+    SHARED_ADMIN_TOKEN,
+    SHARED_MAX_LOG_BYTES,
+    StackUser,
+    ask,
+    new_user,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
@@ -53,59 +57,73 @@ def stack(shared_stack: Stack) -> Stack:
 
 
 def attach(
-    stack: Stack, filename: str, data: bytes, conversation_id: str | None = None
+    stack: Stack,
+    user: StackUser,
+    filename: str,
+    data: bytes,
+    conversation_id: str | None = None,
 ) -> httpx.Response:
+    """Upload as ``user``, into ``conversation_id`` (a conversation of theirs), or into a new
+    conversation the answer names when None."""
     fields = {"conversation_id": conversation_id} if conversation_id else {}
     return httpx.post(
         f"{stack.url}/api/attachments",
         files={"file": (filename, data, "application/octet-stream")},
         data=fields,
+        headers=user.headers,
         timeout=120,
     )
 
 
-def chat(stack: Stack, conversation_id: str, text: str, attachments: list[str]) -> httpx.Response:
-    payload: dict[str, Any] = {
-        "text": text,
-        "conversation_id": conversation_id,
-        "attachments": attachments,
-    }
-    return httpx.post(f"{stack.url}/api/chat", json=payload, timeout=90)
+def chat(
+    stack: Stack, user: StackUser, conversation_id: str, text: str, attachments: list[str]
+) -> httpx.Response:
+    return ask(stack, text, user=user, conversation_id=conversation_id, attachments=attachments)
+
+
+def fetch(stack: Stack, path: str, user: StackUser) -> httpx.Response:
+    return httpx.get(f"{stack.url}{path}", headers=user.headers, timeout=10)
 
 
 def test_a_log_is_read_redacted_and_used_to_answer(stack: Stack) -> None:
-    conversation = f"conv-{uuid4().hex}"
-    response = attach(stack, "vpnagent.log", LOG, conversation)
+    user = new_user(stack)
+    response = attach(stack, user, "vpnagent.log", LOG)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["kind"] == "log"
     assert body["bytes"] == len(LOG)
-    assert body["conversation_id"] == conversation
+    conversation = body["conversation_id"]  # a new conversation, named by the gateway
     assert "0x800704cf" in [signature.lower() for signature in body["signatures"]]
     # The e-mail address in the log never comes back; its placeholder does.
     assert "dana.whitfield" not in json.dumps(body)
     assert "<EMAIL_ADDRESS_1>" in body["text_excerpt"]
 
-    answer = chat(stack, conversation, "my vpn won't connect, log attached", [body["id"]])
+    answer = chat(stack, user, conversation, "my vpn won't connect, log attached", [body["id"]])
     assert answer.status_code == 200, answer.text
     reply = answer.json()
+    assert reply["conversation_id"] == conversation
     assert "0x800704cf" in reply["answer"].lower()
     assert "From your attachments" in reply["answer"]
     assert "dana.whitfield" not in answer.text
 
-    fetched = httpx.get(f"{stack.url}/api/attachments/{body['id']}", timeout=10)
+    fetched = fetch(stack, f"/api/attachments/{body['id']}", user)
     assert fetched.status_code == 200
     assert fetched.json()["signatures"] == body["signatures"]
+    # Only its uploader reads it back; to anyone else it is an unknown id.
+    stranger = fetch(stack, f"/api/attachments/{body['id']}", new_user(stack))
+    assert stranger.status_code == 404
+    unknown = fetch(stack, f"/api/attachments/{'0' * 32}", user)
+    assert stranger.json() == unknown.json()
 
 
 def test_a_screenshot_is_read_with_ocr(stack: Stack) -> None:
-    conversation = f"conv-{uuid4().hex}"
     image = screenshot(
         ["Outlook cannot connect to the server.", "Error code: 0x800CCC0E", "Close    Help"]
     )
-    response = attach(stack, "outlook.png", image, conversation)
+    response = attach(stack, new_user(stack), "outlook.png", image)
     assert response.status_code == 200, response.text
     body = response.json()
+    assert body["conversation_id"]  # a new conversation, named by the gateway
     assert body["kind"] == "image"
     assert "0x800ccc0e" in [signature.lower() for signature in body["signatures"]]
     assert "connect to the server" in body["text_excerpt"]
@@ -124,7 +142,7 @@ def test_a_screenshot_is_read_with_ocr(stack: Stack) -> None:
 def test_bad_files_get_clear_errors_and_nothing_is_kept(
     stack: Stack, filename: str, data: bytes, status: int, code: str
 ) -> None:
-    response = attach(stack, filename, data)
+    response = attach(stack, new_user(stack), filename, data)
     assert response.status_code == status, response.text
     assert response.json()["error_code"] == code
     assert response.json()["detail"]
@@ -135,8 +153,25 @@ def test_bad_files_get_clear_errors_and_nothing_is_kept(
 
 
 def test_a_message_cannot_use_another_conversations_attachment(stack: Stack) -> None:
-    body = attach(stack, "app.log", LOG, f"conv-{uuid4().hex}").json()
-    response = chat(stack, f"conv-{uuid4().hex}", "what does this log mean?", [body["id"]])
+    user = new_user(stack)
+    body = attach(stack, user, "app.log", LOG).json()
+    other = ask(stack, "Hello!", user=user).json()["conversation_id"]  # the same user's
+    assert other != body["conversation_id"]
+    # A file can go into a conversation its user already has ...
+    added = attach(stack, user, "other.log", b"ERROR printer offline 0x00000709\n", other)
+    assert added.status_code == 200, added.text
+    assert added.json()["conversation_id"] == other
+    # ... but a message there cannot use another conversation's attachment.
+    response = chat(stack, user, other, "what does this log mean?", [body["id"]])
+    assert response.status_code == 404
+    assert response.json()["error_code"] == "unknown_attachment"
+    # Nor can someone else attach to that conversation, or use the file in one of theirs.
+    stranger = new_user(stack)
+    intruding = attach(stack, stranger, "other.log", LOG, other)
+    assert intruding.status_code == 404
+    assert intruding.json()["error_code"] == "unknown_conversation"
+    theirs = ask(stack, "Hello!", user=stranger).json()["conversation_id"]
+    response = chat(stack, stranger, theirs, "what does this log mean?", [body["id"]])
     assert response.status_code == 404
     assert response.json()["error_code"] == "unknown_attachment"
 
@@ -152,11 +187,15 @@ def keys_mentioning(stack: Stack, needles: list[str]) -> list[str]:
 
 
 async def test_purge_deletes_the_conversation_everywhere(stack: Stack) -> None:
-    conversation = f"conv-{uuid4().hex}"
-    attachment = attach(stack, "vpnagent.log", LOG, conversation).json()
-    turn = chat(stack, conversation, "vpn error, see log", [attachment["id"]]).json()
+    user = new_user(stack)
+    attachment = attach(stack, user, "vpnagent.log", LOG).json()
+    conversation = attachment["conversation_id"]
+    turn = chat(stack, user, conversation, "vpn error, see log", [attachment["id"]]).json()
+    assert turn["conversation_id"] == conversation
     needles = [conversation, attachment["id"], turn["turn_id"]]
     assert keys_mentioning(stack, needles), "the conversation left no keys to purge"
+    assert fetch(stack, f"/api/attachments/{attachment['id']}", user).status_code == 200
+    assert fetch(stack, f"/api/turns/{turn['turn_id']}", user).status_code == 200
 
     refused = httpx.delete(f"{stack.url}/api/admin/conversations/{conversation}", timeout=10)
     assert refused.status_code == 401
@@ -169,14 +208,20 @@ async def test_purge_deletes_the_conversation_everywhere(stack: Stack) -> None:
         return not keys_mentioning(stack, needles)
 
     await wait_until(gone, 30, message=lambda: f"left: {keys_mentioning(stack, needles)}")
-    assert httpx.get(f"{stack.url}/api/attachments/{attachment['id']}").status_code == 404
-    assert httpx.get(f"{stack.url}/api/turns/{turn['turn_id']}").status_code == 404
+    assert fetch(stack, f"/api/attachments/{attachment['id']}", user).status_code == 404
+    assert fetch(stack, f"/api/turns/{turn['turn_id']}", user).status_code == 404
+    # Nor can its owner go on with it: the conversation is gone too.
+    again = ask(stack, "still broken", user=user, conversation_id=conversation)
+    assert again.status_code == 404
+    assert again.json()["error_code"] == "unknown_conversation"
 
 
 def test_purge_from_the_command_line(stack: Stack) -> None:
-    conversation = f"conv-{uuid4().hex}"
-    attachment = attach(stack, "vpnagent.log", LOG, conversation).json()
-    turn = chat(stack, conversation, "vpn error, see log", [attachment["id"]]).json()
+    user = new_user(stack)
+    attachment = attach(stack, user, "vpnagent.log", LOG).json()
+    conversation = attachment["conversation_id"]
+    turn = chat(stack, user, conversation, "vpn error, see log", [attachment["id"]]).json()
+    assert turn["conversation_id"] == conversation
     done = deskpilot("purge", "--conversation", conversation, "--data-dir", str(stack.data_dir))
     assert done.returncode == 0, done.stderr
     assert "purged conversation" in done.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import websockets
 
 from deploy.runner import Stack
 from tests.support import REPO_ROOT, wait_until, wait_until_sync
-from tests.support.stack import ask, log_records
+from tests.support.stack import StackUser, ask, log_records, new_user
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
@@ -46,21 +47,39 @@ def ws_url(stack: Stack, query: str = "") -> str:
     return stack.url.replace("http://", "ws://") + "/ws/chat" + query
 
 
+def ws_url_of(stack: Stack, user: StackUser, conversation_id: str | None = None) -> str:
+    """The chat socket as ``user`` (its token as ``?token=``), continuing ``conversation_id``."""
+    query = f"?token={user.token}"
+    if conversation_id is not None:
+        query += f"&conversation_id={conversation_id}"
+    return ws_url(stack, query)
+
+
+def deskpilot_ask(stack: Stack, token_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``deskpilot ask`` against the stack, keeping its anonymous token in ``token_file``."""
+    return subprocess.run(
+        [sys.executable, "-m", "deploy.cli", "ask", *args]
+        + ["--url", stack.url, "--token-file", str(token_file)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 async def next_frame(socket: Any, timeout: float = 60) -> dict[str, Any]:
     frame: dict[str, Any] = json.loads(await asyncio.wait_for(socket.recv(), timeout))
     return frame
 
 
-def test_ask_answers_from_the_demo_knowledge_base_with_citations(stack: Stack) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "deploy.cli", "ask", "How do I reset my VPN password?"]
-        + ["--url", stack.url, "--json"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
+def test_ask_answers_from_the_demo_knowledge_base_with_citations(
+    stack: Stack, tmp_path: Path
+) -> None:
+    result = deskpilot_ask(
+        stack, tmp_path / "tokens.json", "How do I reset my VPN password?", "--json"
     )
+    assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)
     assert set(body) == CHAT_FIELDS
     assert body["action"] == "answer"
@@ -73,18 +92,72 @@ def test_ask_answers_from_the_demo_knowledge_base_with_citations(stack: Stack) -
     assert len(body["trace_id"]) == 32
 
 
-def test_ask_prints_a_readable_answer(stack: Stack) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "deploy.cli", "ask", "How do I change my display name?"]
-        + ["--url", stack.url],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+def test_ask_prints_a_readable_answer(stack: Stack, tmp_path: Path) -> None:
+    result = deskpilot_ask(stack, tmp_path / "tokens.json", "How do I change my display name?")
+    assert result.returncode == 0, result.stderr
     assert "[1] " in result.stdout
     assert "https://it.northwind.example/kb/change-display-or-legal-name" in result.stdout
+    assert re.search(r"--conversation-id [0-9a-f]{32}\b", result.stdout)  # says how to go on
+
+
+def test_ask_continues_a_conversation_with_the_token_it_kept(stack: Stack, tmp_path: Path) -> None:
+    tokens = tmp_path / "state" / "tokens.json"
+    first = deskpilot_ask(stack, tokens, "How do I find my MAC address?", "--json")
+    assert first.returncode == 0, first.stderr
+    started = json.loads(first.stdout)
+    assert started["action"] == "clarify", started  # asks for the operating system
+    assert tokens.stat().st_mode & 0o777 == 0o600  # the token is the conversation's only key
+    kept = json.loads(tokens.read_text())[stack.url]
+    assert kept["user_id"].startswith("anon:")
+
+    conversation = started["conversation_id"]
+    second = deskpilot_ask(
+        stack, tokens, "im on linux", "--conversation-id", conversation, "--json"
+    )
+    assert second.returncode == 0, second.stderr
+    continued = json.loads(second.stdout)
+    assert continued["conversation_id"] == conversation
+    assert continued["action"] == "answer"  # the follow-up was understood in the conversation
+    assert "On Linux" in continued["answer"]
+    turn = httpx.get(
+        f"{stack.url}/api/turns/{continued['turn_id']}",
+        headers={"Authorization": f"Bearer {kept['token']}"},
+        timeout=10,
+    )
+    assert turn.status_code == 200  # the turn is the kept token's user's
+
+    # Another token file is another user: the conversation is not theirs to continue.
+    stranger = deskpilot_ask(
+        stack, tmp_path / "other.json", "and on windows?", "--conversation-id", conversation
+    )
+    assert stranger.returncode == 1
+    assert "no token" in stranger.stderr  # nothing kept for this gateway yet
+    greeted = deskpilot_ask(stack, tmp_path / "other.json", "Hello!")
+    assert greeted.returncode == 0, greeted.stderr  # now it has a token of its own
+    refused = deskpilot_ask(
+        stack, tmp_path / "other.json", "and on windows?", "--conversation-id", conversation
+    )
+    assert refused.returncode == 1
+    assert "error 404" in refused.stderr
+
+
+def test_ask_replaces_a_token_the_gateway_refuses(stack: Stack, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    real = new_user(stack)
+    unsigned = real.token.rsplit(".", 1)[0] + "." + "A" * 43  # its signature zeroed
+    forged = {"token": unsigned, "user_id": real.user_id, "expires_at": 4102444800}
+    tokens.write_text(json.dumps({stack.url: forged, "http://elsewhere.example": forged}))
+    result = deskpilot_ask(stack, tokens, "How do I reset my VPN password?", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["action"] == "answer"
+    kept = json.loads(tokens.read_text())
+    assert kept[stack.url]["token"] != forged["token"]
+    assert kept["http://elsewhere.example"] == forged  # other gateways' tokens stay
+    # A conversation cannot be continued with a refused token: it says so.
+    tokens.write_text(json.dumps({stack.url: forged}))
+    continued = deskpilot_ask(stack, tokens, "and then?", "--conversation-id", "conv-x")
+    assert continued.returncode == 1
+    assert "no longer accepts the kept token" in continued.stderr
 
 
 @pytest.mark.parametrize(
@@ -117,10 +190,16 @@ def test_it_questions_the_knowledge_base_lacks_get_an_honest_no_answer(stack: St
 
 
 def test_a_conversation_keeps_its_id(stack: Stack) -> None:
-    first = ask(stack, "How do I connect to the office Wi-Fi?").json()
-    second = ask(stack, "And the guest Wi-Fi?", conversation_id=first["conversation_id"]).json()
-    assert second["conversation_id"] == first["conversation_id"]
+    user = new_user(stack)
+    first = ask(stack, "How do I connect to the office Wi-Fi?", user=user).json()
+    conversation = first["conversation_id"]
+    second = ask(stack, "And the guest Wi-Fi?", user=user, conversation_id=conversation).json()
+    assert second["conversation_id"] == conversation
     assert second["turn_id"] != first["turn_id"]
+    # Only its owner goes on with it; anyone else gets the answer of an unknown id.
+    stranger = ask(stack, "And the guest Wi-Fi?", conversation_id=conversation)
+    assert stranger.status_code == 404
+    assert stranger.json()["error_code"] == "unknown_conversation"
 
 
 @pytest.mark.parametrize(
@@ -181,8 +260,9 @@ async def test_websocket_turn_streams_progress_then_the_answer(stack: Stack) -> 
 
 
 async def test_websocket_bad_frames_get_errors_and_the_socket_keeps_working(stack: Stack) -> None:
-    async with websockets.connect(ws_url(stack, "?conversation_id=conv-ws-errors")) as socket:
-        assert (await next_frame(socket))["conversation_id"] == "conv-ws-errors"
+    async with websockets.connect(ws_url_of(stack, new_user(stack))) as socket:
+        conversation = (await next_frame(socket))["conversation_id"]
+        assert conversation
         bad_frames = [
             ("{oops", "invalid_json"),
             (json.dumps(["a list"]), "invalid_request"),
@@ -208,12 +288,13 @@ async def test_websocket_bad_frames_get_errors_and_the_socket_keeps_working(stac
         assert accepted["client_id"] == "m-2"
         while (frame := await next_frame(socket))["type"] != "answer":
             assert frame["type"] == "progress"
-        assert frame["conversation_id"] == "conv-ws-errors"
+        assert frame["conversation_id"] == conversation
 
 
 async def test_answer_can_be_fetched_after_disconnecting_mid_turn(stack: Stack) -> None:
-    async with websockets.connect(ws_url(stack)) as socket:
-        await next_frame(socket)
+    user = new_user(stack)
+    async with websockets.connect(ws_url_of(stack, user)) as socket:
+        conversation = (await next_frame(socket))["conversation_id"]
         await socket.send(
             json.dumps({"type": "message", "text": "How do I request a second monitor?"})
         )
@@ -222,29 +303,35 @@ async def test_answer_can_be_fetched_after_disconnecting_mid_turn(stack: Stack) 
 
     async def done() -> dict[str, Any] | None:
         async with httpx.AsyncClient() as client:
-            body: dict[str, Any] = (await client.get(turn_url)).json()
+            response = await client.get(turn_url, headers=user.headers)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
         return body if body["status"] == "done" else None
 
     turn = await wait_until(done, 60, interval_s=0.2)
     assert turn["answer"]["turn_id"] == accepted["turn_id"]
     assert turn["answer"]["citations"][0]["url"].endswith("/kb/request-second-monitor")
+    # Only the user who sent it may fetch it.
+    stranger = httpx.get(turn_url, headers=new_user(stack).headers, timeout=10)
+    assert stranger.status_code == 404
+    assert stranger.json()["error_code"] == "unknown_turn"
+    # Reconnecting with the same token continues the same conversation.
+    async with websockets.connect(ws_url_of(stack, user, conversation)) as socket:
+        assert (await next_frame(socket))["conversation_id"] == conversation
 
 
 def test_unknown_turn_is_404(stack: Stack) -> None:
-    response = httpx.get(f"{stack.url}/api/turns/does-not-exist", timeout=10)
+    response = httpx.get(
+        f"{stack.url}/api/turns/does-not-exist", headers=new_user(stack).headers, timeout=10
+    )
     assert response.status_code == 404
     assert response.json()["error_code"] == "unknown_turn"
 
 
 def test_feedback_is_stored_durably_and_validated(stack: Stack, tmp_path: Path) -> None:
-    token = httpx.post(f"{stack.url}/api/anonymous", timeout=30).json()["anonymous_token"]
-    user = {"Authorization": f"Bearer {token}"}
-    turn = httpx.post(
-        f"{stack.url}/api/chat",
-        json={"text": "How do I find the IT policy documents?"},
-        headers=user,
-        timeout=90,
-    ).json()
+    asker = new_user(stack)
+    user = asker.headers
+    turn = ask(stack, "How do I find the IT policy documents?", user=asker).json()
     url = f"{stack.url}/api/feedback"
     created = httpx.post(
         url, json={"turn_id": turn["turn_id"], "score": 4, "comment": "ok"}, headers=user
@@ -309,13 +396,18 @@ def test_the_user_is_told_what_was_removed_without_repeating_it(stack: Stack) ->
 
 
 def test_a_value_keeps_its_placeholder_for_the_whole_conversation(stack: Stack) -> None:
-    first = ask(stack, "Please email lena.holm.e2e@fastmail.com about the VPN password").json()
+    user = new_user(stack)
+    first = ask(
+        stack, "Please email lena.holm.e2e@fastmail.com about the VPN password", user=user
+    ).json()
     conversation = first["conversation_id"]
     second = ask(
         stack,
         "cc per.ahl.e2e@fastmail.com and lena.holm.e2e@fastmail.com on the printer ticket",
+        user=user,
         conversation_id=conversation,
     ).json()
+    assert second["conversation_id"] == conversation
     client = redis.Redis.from_url(stack.redis_url)
     queries = {
         turn: next(
