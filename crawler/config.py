@@ -101,6 +101,13 @@ class CrawlerSettings(LLMEndpointSettings):
             "are planned from what was kept and it counts as skipped `fresh`. 0 turns it off."
         ),
     )
+    subresource_cache_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=0,
+        description="Memory a worker keeps of the scripts and stylesheets rendered pages loaded "
+        "(Chromium caches nothing the crawler fulfils), for at most the freshness window. 0 "
+        "turns it off.",
+    )
     # With an LLM endpoint (LLMEndpointSettings, shared with the orchestrator) the LLM re-ranks
     # each page's best links (crawler/rerank.py).
     llm_rerank_top: int = Field(

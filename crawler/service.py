@@ -78,6 +78,7 @@ from crawler.planner import Candidate, LinkPlanner
 from crawler.ratelimit import HostLimiter
 from crawler.rerank import NoReranker, Reranker
 from crawler.robots import RobotsCache
+from crawler.subresources import SubresourceCache
 from crawler.urls import Scope, host_key, normalise, url_pattern
 
 log = logging.getLogger("deskpilot.crawler")
@@ -204,6 +205,7 @@ class CrawlService:
         self.agent = settings.robots_agent
         self.fresh = fresh
         self.reranker = reranker or NoReranker()
+        self.subresources = SubresourceCache(settings.subresource_cache_bytes, settings.freshness_s)
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -559,9 +561,15 @@ class CrawlService:
         """Fetch what a rendered page asked for, following redirects here, one hop at a time:
         every hop must be in scope and pass the SSRF guard (the client connects to the address
         the guard checked), so the page never sees a response from anywhere else."""
+        if not scope.allows(request.url):
+            raise SubrequestRefused(f"{request.url} is not under an allowed domain")
+        return await self.subresources.fetch(request, lambda: self._fetch_hops(request, scope))
+
+    async def _fetch_hops(self, request: SubRequest, scope: Scope) -> tuple[Fulfilment, bool]:
+        """``request`` fetched hop by hop (see :meth:`_subrequest`); and whether it redirected."""
         url, method, body = request.url, request.method, request.body
         headers = dict(request.headers)
-        for _hop in range(self.settings.max_redirects + 1):
+        for hop in range(self.settings.max_redirects + 1):
             if not scope.allows(url):
                 raise SubrequestRefused(f"{url} is not under an allowed domain")
             try:
@@ -577,7 +585,10 @@ class CrawlService:
                 raise SubrequestRefused(f"{url}: {refused}") from refused
             location = response.headers.get("location")
             if response.status not in REDIRECT_STATUSES or not location:
-                return Fulfilment.of(response.status, response.headers.multi_items(), response.body)
+                fulfilment = Fulfilment.of(
+                    response.status, response.headers.multi_items(), response.body
+                )
+                return fulfilment, hop > 0
             target = urljoin(url, location.strip())
             if urlsplit(target).scheme not in ("http", "https"):
                 raise SubrequestRefused(f"{url} redirects to {target}")
