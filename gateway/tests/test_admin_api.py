@@ -1,26 +1,21 @@
 """The admin, incident and identity endpoints over HTTP, on an app built by ``create_app`` with a
-real valkey (a database of its own, emptied per test, since stream names are fixed). No other
-service runs: messages stay on their streams, where the tests read them."""
+real valkey (a database of its own per test, since stream names are fixed). No other service
+runs: messages stay on their streams, where the tests read them."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-import jwt
 import pytest
 import redis
 from fastapi.testclient import TestClient
 from starlette.testclient import WebSocketDenialResponse
 
-from contracts.bus import Bus, decode_entry
 from contracts.events import (
     AuditRecorded,
-    Event,
     IncidentReported,
     MessageReceived,
     TicketChange,
@@ -30,94 +25,35 @@ from contracts.events import (
 from contracts.topics import Topic
 from gateway.app import create_app
 from gateway.config import GatewaySettings
+from gateway.tests.conftest import (
+    ADMIN_TOKEN,
+    JWT_SECRET,
+    admin,
+    anonymous_user,
+    bearer,
+    publish,
+    stream_events,
+    user_token,
+)
+from tests.support import wait_until_sync
 
-ADMIN = "admin-token-for-tests-0123456789"
 INCIDENT = "incident-token-for-tests-0123456789"
-SECRET = "jwt-secret-for-tests-0123456789abcdef"
 AUDIENCE = "deskpilot-chat"
-DB = 7
-"""This module's own database: no other test package uses it."""
-
-E = TypeVar("E", bound=Event)
 
 
 @pytest.fixture
-def db_url(redis_url: str) -> Iterator[str]:
-    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.close()
-
-
-@pytest.fixture
-def raw(db_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(db_url)
-    yield client
-    client.close()
-
-
-def settings_for(db_url: str, **overrides: Any) -> GatewaySettings:
-    values: dict[str, Any] = {
-        "redis_url": db_url,
-        "admin_token": ADMIN,
+def settings_overrides() -> dict[str, Any]:
+    return {
         "incident_token": INCIDENT,
-        "jwt_secret": SECRET,
+        "jwt_secret": JWT_SECRET,
         "jwt_audience": AUDIENCE,
         "turn_timeout_s": 0.3,
-        "instance_id": f"test-{uuid.uuid4().hex[:8]}",
-        "heartbeat_interval_s": 0.5,
-        "graceful_timeout_s": 5,
     }
-    values.update(overrides)
-    return GatewaySettings.model_validate(values)
 
 
-@pytest.fixture
-def settings(db_url: str) -> GatewaySettings:
-    return settings_for(db_url)
-
-
-@pytest.fixture
-def client(settings: GatewaySettings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
-        yield test_client
-
-
-def admin() -> dict[str, str]:
-    return {"Authorization": f"Bearer {ADMIN}"}
-
-
-def user_token(sub: str | None = "emp-1042", **claims: Any) -> str:
-    payload: dict[str, Any] = {"sub": sub, "aud": AUDIENCE, "exp": int(time.time()) + 300}
-    payload.update(claims)
-    return jwt.encode({k: v for k, v in payload.items() if v is not None}, SECRET, "HS256")
-
-
-def publish(settings: GatewaySettings, topic: str, events: list[Event]) -> None:
-    """Publish as another service would, through its own bus."""
-
-    async def run() -> None:
-        bus = Bus(settings, "test-publisher")
-        await bus.broker.connect()
-        try:
-            for event in events:
-                await bus.publish(topic, event)
-        finally:
-            await bus.stop()
-
-    asyncio.run(run())
-
-
-def read(raw: redis.Redis, topic: str, model: type[E]) -> list[E]:
-    return [decode_entry(fields, model) for _, fields in raw.xrange(topic)]  # type: ignore[union-attr]
-
-
-def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+def employee_token(**claims: Any) -> str:
+    """A token of emp-1042 for this app's audience; ``claims`` add or replace (None drops)."""
+    return user_token(**({"sub": "emp-1042", "aud": AUDIENCE} | claims))
 
 
 # -- tickets -----------------------------------------------------------------------------------
@@ -155,12 +91,12 @@ def test_ticket_events_become_the_admin_ticket_listing(
         ],
     )
 
-    def listed() -> list[str]:
+    def listed() -> list[tuple[str, str]]:
         response = client.get("/api/admin/tickets", headers=admin())
         assert response.status_code == 200
-        return [(t["key"], t["status"]) for t in response.json()]  # type: ignore[misc]
+        return [(t["key"], t["status"]) for t in response.json()]
 
-    wait_for(
+    wait_until_sync(
         lambda: (
             len(listed()) == 2
             and client.get("/api/admin/tickets/IT-1", headers=admin()).json().get("status")
@@ -228,7 +164,7 @@ INCIDENT_BODY: dict[str, Any] = {
 
 
 def incident_headers(token: str = INCIDENT) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
+    return bearer(token)
 
 
 def test_a_reported_incident_is_published_for_the_other_services(
@@ -237,7 +173,7 @@ def test_a_reported_incident_is_published_for_the_other_services(
     response = client.post("/api/incidents", json=INCIDENT_BODY, headers=incident_headers())
     assert response.status_code == 202
     assert response.json() == {"id": "inc-2026-031", "status": "queued"}
-    [event] = read(raw, Topic.INCIDENT_REPORTED, IncidentReported)
+    [event] = stream_events(raw, Topic.INCIDENT_REPORTED, IncidentReported)
     assert event.source == "api"
     assert event.correlation_id == "inc-2026-031"
     assert event.conversation_id == "inc-2026-031"
@@ -250,7 +186,7 @@ def test_a_reported_incident_is_published_for_the_other_services(
     client.post("/api/incidents", json=INCIDENT_BODY, headers=incident_headers())
     resolved = INCIDENT_BODY | {"status": "resolved", "resolved": True}
     client.post("/api/incidents", json=resolved, headers=incident_headers())
-    first, retried, changed = read(raw, Topic.INCIDENT_REPORTED, IncidentReported)
+    first, retried, changed = stream_events(raw, Topic.INCIDENT_REPORTED, IncidentReported)
     assert retried.event_id == first.event_id
     assert changed.event_id != first.event_id
     assert changed.incident.resolved is True
@@ -260,7 +196,7 @@ def test_incidents_need_the_incident_token(client: TestClient, raw: redis.Redis)
     for headers in (
         {},
         incident_headers("wrong"),
-        incident_headers(ADMIN),
+        incident_headers(ADMIN_TOKEN),
         {"Authorization": INCIDENT},
     ):
         response = client.post("/api/incidents", json=INCIDENT_BODY, headers=headers)
@@ -272,9 +208,9 @@ def test_incidents_need_the_incident_token(client: TestClient, raw: redis.Redis)
 
 @pytest.mark.parametrize("configured", [None, ""], ids=["unset", "empty"])
 def test_no_incident_token_disables_the_endpoint(
-    db_url: str, raw: redis.Redis, configured: str | None
+    make_settings: Callable[..., GatewaySettings], raw: redis.Redis, configured: str | None
 ) -> None:
-    with TestClient(create_app(settings_for(db_url, incident_token=configured))) as disabled:
+    with TestClient(create_app(make_settings(incident_token=configured))) as disabled:
         for headers in ({}, {"Authorization": "Bearer "}, incident_headers()):
             response = disabled.post("/api/incidents", json=INCIDENT_BODY, headers=headers)
             assert response.status_code == 401
@@ -359,8 +295,8 @@ def test_the_audit_of_a_conversation_is_its_records_oldest_first(
     assert nobody.json()["complete"] is True
 
 
-def test_the_audit_scan_is_bounded(db_url: str, raw: redis.Redis) -> None:
-    settings = settings_for(db_url, audit_scan=100)
+def test_the_audit_scan_is_bounded(make_settings: Callable[..., GatewaySettings]) -> None:
+    settings = make_settings(audit_scan=100)
     publish(
         settings,
         Topic.AUDIT,
@@ -393,7 +329,7 @@ def test_the_audit_is_for_admins_and_needs_a_conversation(client: TestClient) ->
 
 
 def messages(raw: redis.Redis) -> list[MessageReceived]:
-    return read(raw, Topic.MESSAGE_RECEIVED, MessageReceived)
+    return stream_events(raw, Topic.MESSAGE_RECEIVED, MessageReceived)
 
 
 def test_a_valid_token_makes_its_subject_the_authenticated_user(
@@ -402,7 +338,7 @@ def test_a_valid_token_makes_its_subject_the_authenticated_user(
     response = client.post(
         "/api/chat",
         json={"text": "my vpn drops", "user_id": "someone-else"},
-        headers={"Authorization": f"Bearer {user_token()}"},
+        headers=bearer(employee_token()),
     )
     assert response.status_code == 504  # accepted; nobody answers in this test
     [message] = messages(raw)
@@ -413,30 +349,26 @@ def test_a_valid_token_makes_its_subject_the_authenticated_user(
 def test_without_a_token_the_user_is_anonymous_and_unverified(
     client: TestClient, raw: redis.Redis
 ) -> None:
-    issued = client.post("/api/anonymous").json()
-    client.post("/api/chat", json={"text": "my vpn drops", "user_id": issued["anonymous_token"]})
-    client.post(
-        "/api/chat",
-        json={"text": "my vpn drops"},
-        headers={"Authorization": f"Bearer {issued['anonymous_token']}"},
-    )
+    issued = anonymous_user(client)
+    client.post("/api/chat", json={"text": "my vpn drops", "user_id": issued.token})
+    client.post("/api/chat", json={"text": "my vpn drops"}, headers=issued.headers)
     client.post("/api/chat", json={"text": "my vpn drops", "user_id": "browser-7"})
     client.post("/api/chat", json={"text": "my vpn drops"}, headers={"Authorization": "Basic dTpw"})
     users = [(m.user_id, m.authenticated) for m in messages(raw)]
-    assert users[:2] == [(issued["user_id"], False)] * 2
+    assert users[:2] == [(issued.user_id, False)] * 2
     # A self-chosen id, or no credentials: a new anonymous user each time, named by the gateway.
     assert users[2][0] != users[3][0]
-    assert {user for user, _ in users[2:]}.isdisjoint({"anon:browser-7", issued["user_id"]})
+    assert {user for user, _ in users[2:]}.isdisjoint({"anon:browser-7", issued.user_id})
     assert not any(authenticated for _, authenticated in users)
 
 
 @pytest.mark.parametrize(
     "presented",
     [
-        user_token(exp=int(time.time()) - 3600),
-        user_token(aud="payroll"),
-        user_token(sub=None),
-        user_token()[:-4] + "AAAA",
+        employee_token(exp=int(time.time()) - 3600),
+        employee_token(aud="payroll"),
+        employee_token(sub=None),
+        employee_token()[:-4] + "AAAA",
         "not-a-token",
     ],
     ids=["expired", "audience", "no-sub", "tampered", "garbage"],
@@ -462,14 +394,14 @@ def test_an_invalid_token_is_refused_on_attachments(client: TestClient) -> None:
     response = client.post(
         "/api/attachments",
         files={"file": ("vpn.log", b"ERROR vpn connect failed\n", "text/plain")},
-        headers={"Authorization": f"Bearer {user_token(aud='payroll')}"},
+        headers=bearer(employee_token(aud="payroll")),
     )
     assert response.status_code == 401
     assert response.json()["detail"] == "The access token is not valid."
 
 
 def test_the_websocket_takes_its_token_in_the_query(client: TestClient, raw: redis.Redis) -> None:
-    refused_url = f"/ws/chat?token={user_token(aud='payroll')}"
+    refused_url = f"/ws/chat?token={employee_token(aud='payroll')}"
     with pytest.raises(WebSocketDenialResponse) as refused, client.websocket_connect(refused_url):
         pass
     assert refused.value.status_code == 401
@@ -478,7 +410,7 @@ def test_the_websocket_takes_its_token_in_the_query(client: TestClient, raw: red
         "detail": "The access token is not valid.",
     }
 
-    with client.websocket_connect(f"/ws/chat?token={user_token()}") as ws:
+    with client.websocket_connect(f"/ws/chat?token={employee_token()}") as ws:
         ready = ws.receive_json()
         assert ready.keys() == {"type", "conversation_id"}  # a user needs no anonymous token
         ws.send_json({"type": "message", "text": "printer jams"})
@@ -488,7 +420,7 @@ def test_the_websocket_takes_its_token_in_the_query(client: TestClient, raw: red
         assert anonymous["type"] == "ready"
         ws.send_json({"type": "message", "text": "printer jams"})
         assert ws.receive_json()["type"] == "accepted"
-    wait_for(lambda: raw.xlen(Topic.MESSAGE_RECEIVED) == 2)
+    wait_until_sync(lambda: raw.xlen(Topic.MESSAGE_RECEIVED) == 2)
     by_conversation = {m.conversation_id: (m.user_id, m.authenticated) for m in messages(raw)}
     issued = client.app.state.identity.anonymous.verify(anonymous["anonymous_token"])  # type: ignore[attr-defined]
     assert by_conversation == {

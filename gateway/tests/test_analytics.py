@@ -1,32 +1,25 @@
 """Ratings and the analytics API, on an app built by ``create_app`` with a real valkey (a database
-of its own, emptied per test). No other service runs: the tests publish what the orchestrator,
-the crawler and the audit trail would (answers on the gateway's reply stream, decision records,
-crawl summaries) and read the report back over HTTP."""
+of its own per test). No other service runs: the tests publish what the orchestrator, the crawler
+and the audit trail would (answers on the gateway's reply stream, decision records, crawl
+summaries) and read the report back over HTTP."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 import uuid
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis
-import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 
-from contracts.bus import Bus
 from contracts.events import (
     Action,
     AnswerBody,
     AuditRecorded,
-    Citation,
     CrawlFinished,
     CrawlPageSummary,
-    Event,
     TurnReply,
 )
 from contracts.topics import Topic, reply_stream
@@ -37,89 +30,34 @@ from gateway.analytics import (
     percentile,
     topic_key,
 )
-from gateway.app import create_app
 from gateway.config import GatewaySettings
-from gateway.service import Submitted, TurnStore
-
-ADMIN = "admin-token-for-analytics-0123456789"
-DB = 12
-"""This module's own database: no other test package uses it."""
+from gateway.tests.conftest import (
+    admin,
+    anonymous_user,
+    answered_turn,
+    handled_by_the_gateway,
+    publish,
+)
+from tests.support import wait_until_sync
 
 KB = "https://it.northwind.example/kb/"
 
 
 @pytest.fixture
-def db_url(redis_url: str) -> Iterator[str]:
-    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.close()
-
-
-@pytest.fixture
-def raw(db_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(db_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def settings(db_url: str) -> GatewaySettings:
-    return GatewaySettings.model_validate(
-        {
-            "redis_url": db_url,
-            "admin_token": ADMIN,
-            "turn_timeout_s": 5,
-            "instance_id": f"test-{uuid.uuid4().hex[:8]}",
-            "heartbeat_interval_s": 0.5,
-            "graceful_timeout_s": 5,
-            "rate_limit_enabled": False,
-        }
-    )
-
-
-@pytest.fixture
-def client(settings: GatewaySettings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
-        yield test_client
-
-
-def admin() -> dict[str, str]:
-    return {"Authorization": f"Bearer {ADMIN}"}
-
-
-def publish(settings: GatewaySettings, topic: str, events: list[Event]) -> None:
-    async def run() -> None:
-        bus = Bus(settings, "test-publisher")
-        await bus.broker.connect()
-        try:
-            for event in events:
-                await bus.publish(topic, event)
-        finally:
-            await bus.stop()
-
-    asyncio.run(run())
-
-
-def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+def settings_overrides() -> dict[str, Any]:
+    return {"turn_timeout_s": 5, "rate_limit_enabled": False}
 
 
 class Stack:
     """Plays the other services for one app: turns answered as the orchestrator would."""
 
-    def __init__(self, client: TestClient, settings: GatewaySettings, raw: redis.Redis) -> None:
+    def __init__(self, client: TestClient, settings: GatewaySettings) -> None:
         self.client = client
         self.settings = settings
-        self.raw = raw
         # One anonymous user sends every turn and reads them back (turns are their sender's).
-        issued = client.post("/api/anonymous").json()
-        self.user = str(issued["user_id"])
-        client.headers["Authorization"] = f"Bearer {issued['anonymous_token']}"
+        self.sender = anonymous_user(client)
+        self.user = self.sender.user_id
+        client.headers.update(self.sender.headers)
 
     def turn(
         self,
@@ -132,42 +70,17 @@ class Stack:
         decision: AuditRecorded | None = None,
     ) -> str:
         """Submit a message through the API and answer it; returns the turn id."""
-        conversation = conversation or uuid.uuid4().hex
-        turn_id = uuid.uuid4().hex
-
-        async def submit() -> None:
-            # The record POST /api/chat writes (the message itself is not needed here).
-            connection = aioredis.from_url(self.settings.redis_url)
-            try:
-                store = TurnStore(connection, 3600)
-                await store.create(Submitted(turn_id, conversation, None), self.user)
-            finally:
-                await connection.aclose()
-
-        asyncio.run(submit())
-        reply_to = reply_stream(self.settings.instance_id)
-        envelope = {"correlation_id": turn_id, "conversation_id": conversation}
-        events: list[Event] = []
-        if crawled:
-            events.append(TurnReply(kind="progress", stage="crawling", **envelope))
-        body = AnswerBody(
-            answer="From the article [1]",
+        turn_id, _ = answered_turn(
+            self.client,
+            self.settings,
+            self.sender,
+            conversation=conversation,
             action=action,
             category=category,
-            citations=[
-                Citation(n=n, url=url, title=url.rsplit("/", 1)[-1], snippet="steps")
-                for n, url in enumerate(urls, 1)
-            ],
+            urls=urls,
+            crawled=crawled,
+            decision=decision,
         )
-        events.append(TurnReply(kind="answer", body=body, **envelope))
-        if decision is not None:
-            publish(
-                self.settings,
-                Topic.AUDIT,
-                [decision.model_copy(update={"correlation_id": turn_id})],
-            )
-        publish(self.settings, reply_to, events)
-        wait_for(lambda: self.client.get(f"/api/turns/{turn_id}").json()["status"] == "done")
         return turn_id
 
     def report(self, **params: str) -> dict[str, Any]:
@@ -178,8 +91,8 @@ class Stack:
 
 
 @pytest.fixture
-def stack(client: TestClient, settings: GatewaySettings, raw: redis.Redis) -> Stack:
-    return Stack(client, settings, raw)
+def stack(client: TestClient, settings: GatewaySettings) -> Stack:
+    return Stack(client, settings)
 
 
 def decision(outcome: Action, reason: str, **details: str) -> AuditRecorded:
@@ -259,9 +172,7 @@ def test_a_rating_is_stored_with_the_answers_context_and_published(
     assert raw.ttl(f"deskpilot:gateway:feedback:{turn_id}") > 0  # expires with its turn
     entries: Any = raw.xrevrange(Topic.FEEDBACK_RECEIVED, count=1)
     assert entries, "the rating was handed to the redactor"
-    assert b"outdated" not in b"".join(
-        k + v for k, v in entries[0][1].items()
-    )  # sealed on the bus
+    assert b"outdated" not in b"".join(k + v for k, v in entries[0][1].items())  # sealed on the bus
 
 
 def test_ratings_of_unknown_turns_and_bad_scores_are_refused(stack: Stack) -> None:
@@ -352,7 +263,7 @@ def test_the_report_counts_outcomes_reasons_and_gaps(stack: Stack) -> None:
             and bool(body["escalation"]["reasons"])
         )
 
-    wait_for(settled)
+    wait_until_sync(settled)
     body = stack.report()
 
     assert body["turns"] == 9
@@ -392,7 +303,7 @@ def test_the_report_counts_outcomes_reasons_and_gaps(stack: Stack) -> None:
     assert set(body["definitions"]) >= {"deflection", "escalation", "csat", "latency"}
 
 
-def test_facts_are_counted_once_however_often_delivered(stack: Stack) -> None:
+def test_facts_are_counted_once_however_often_delivered(stack: Stack, raw: redis.Redis) -> None:
     turn_id = stack.turn(Action.ANSWER, urls=(KB + "vpn",))
     answer = stack.client.get(f"/api/turns/{turn_id}").json()["answer"]
     again = TurnReply(
@@ -407,8 +318,9 @@ def test_facts_are_counted_once_however_often_delivered(stack: Stack) -> None:
     publish(stack.settings, Topic.CRAWL_FINISHED, [finished, finished])
     publish(stack.settings, reply_stream(stack.settings.instance_id), [again, again])
 
-    wait_for(lambda: stack.report()["crawl"]["jobs"] >= 1 and bool(stack.report()["unanswered"]))
-    time.sleep(0.3)  # the redeliveries' turn to be (not) counted
+    # Every copy read and acknowledged: the redeliveries had their turn to be (not) counted.
+    streams = (Topic.AUDIT, Topic.CRAWL_FINISHED, reply_stream(stack.settings.instance_id))
+    wait_until_sync(lambda: all(handled_by_the_gateway(raw, topic) for topic in streams))
     body = stack.report()
     assert body["turns"] == 1
     assert body["crawl"]["jobs"] == 1

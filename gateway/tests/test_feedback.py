@@ -7,97 +7,34 @@ purge removes it. The tests play the orchestrator (answers on the reply stream) 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import redis
-import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 
-from contracts.bus import Bus, decode_entry
-from contracts.events import (
-    Action,
-    AnswerBody,
-    Citation,
-    Event,
-    FeedbackReceived,
-    FeedbackRecorded,
-    TurnReply,
-)
-from contracts.topics import Topic, reply_stream
-from gateway.app import create_app
+from contracts.events import Action, FeedbackReceived, FeedbackRecorded
+from contracts.topics import Topic
 from gateway.config import GatewaySettings
-from gateway.service import Submitted, TurnStore
+from gateway.tests.conftest import (
+    admin,
+    anonymous_user,
+    answered_turn,
+    handled_by_the_gateway,
+    publish,
+    stream_events,
+)
+from tests.support import wait_until_sync
 
-ADMIN = "admin-token-for-feedback-0123456789"
-DB = 5
-"""This module's own database: no other test package uses it."""
 KB = "https://it.northwind.example/kb/"
 SECRET_COMMENT = "useless, and my password is Gr3en-Marmot-77"
 TURN_TTL_S = 3600
 
 
 @pytest.fixture
-def db_url(redis_url: str) -> Iterator[str]:
-    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.close()
-
-
-@pytest.fixture
-def raw(db_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(db_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def settings(db_url: str) -> GatewaySettings:
-    return GatewaySettings.model_validate(
-        {
-            "redis_url": db_url,
-            "admin_token": ADMIN,
-            "turn_timeout_s": 5,
-            "turn_ttl_s": TURN_TTL_S,
-            "instance_id": f"test-{uuid.uuid4().hex[:8]}",
-            "heartbeat_interval_s": 0.5,
-            "graceful_timeout_s": 5,
-            "rate_limit_enabled": False,
-        }
-    )
-
-
-@pytest.fixture
-def client(settings: GatewaySettings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
-        yield test_client
-
-
-def publish(settings: GatewaySettings, topic: str, events: list[Event]) -> None:
-    async def run() -> None:
-        bus = Bus(settings, "test-publisher")
-        await bus.broker.connect()
-        try:
-            for event in events:
-                await bus.publish(topic, event)
-        finally:
-            await bus.stop()
-
-    asyncio.run(run())
-
-
-def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+def settings_overrides() -> dict[str, Any]:
+    return {"turn_timeout_s": 5, "turn_ttl_s": TURN_TTL_S, "rate_limit_enabled": False}
 
 
 class User:
@@ -106,47 +43,13 @@ class User:
     def __init__(self, client: TestClient, settings: GatewaySettings) -> None:
         self.client = client
         self.settings = settings
-        issued = client.post("/api/anonymous").json()
-        self.user_id = str(issued["user_id"])
-        self.headers = {"Authorization": f"Bearer {issued['anonymous_token']}"}
+        self.anonymous = anonymous_user(client)
+        self.user_id = self.anonymous.user_id
+        self.headers = self.anonymous.headers
 
     def turn(self, urls: tuple[str, ...] = (KB + "vpn",)) -> tuple[str, str]:
         """A turn of this user's, answered; returns its id and its conversation's."""
-        conversation, turn_id = uuid.uuid4().hex, uuid.uuid4().hex
-
-        async def submit() -> None:
-            connection = aioredis.from_url(self.settings.redis_url)
-            try:
-                await TurnStore(connection, TURN_TTL_S).create(
-                    Submitted(turn_id, conversation, None), self.user_id
-                )
-                await connection.sadd(
-                    f"deskpilot:gateway:conversation:{conversation}", f"turn:{turn_id}"
-                )
-            finally:
-                await connection.aclose()
-
-        asyncio.run(submit())
-        body = AnswerBody(
-            answer="From the article [1]",
-            action=Action.ANSWER,
-            category="connectivity",
-            citations=[
-                Citation(n=n, url=url, title=url.rsplit("/", 1)[-1], snippet="steps")
-                for n, url in enumerate(urls, 1)
-            ],
-        )
-        reply = TurnReply(
-            kind="answer", body=body, correlation_id=turn_id, conversation_id=conversation
-        )
-        publish(self.settings, reply_stream(self.settings.instance_id), [reply])
-        wait_for(
-            lambda: (
-                self.client.get(f"/api/turns/{turn_id}", headers=self.headers).json().get("status")
-                == "done"
-            )
-        )
-        return turn_id, conversation
+        return answered_turn(self.client, self.settings, self.anonymous, urls=urls)
 
     def rate(self, turn_id: str, score: int, comment: str | None = None) -> Any:
         body: dict[str, Any] = {"turn_id": turn_id, "score": score}
@@ -161,15 +64,7 @@ def stored(raw: redis.Redis, turn_id: str) -> dict[str, Any]:
 
 
 def received(raw: redis.Redis) -> list[FeedbackReceived]:
-    entries: Any = raw.xrange(Topic.FEEDBACK_RECEIVED)
-    return [decode_entry(fields, FeedbackReceived) for _, fields in entries]
-
-
-def handled_by_the_gateway(raw: redis.Redis, topic: str) -> bool:
-    """Every entry of ``topic`` read and acknowledged by the gateway's group."""
-    groups: Any = raw.xinfo_groups(topic)
-    [gateway] = [g for g in groups if g["name"] == b"gateway"]
-    return bool(gateway["lag"] == 0 and gateway["pending"] == 0)
+    return stream_events(raw, Topic.FEEDBACK_RECEIVED, FeedbackReceived)
 
 
 def redacted(event: FeedbackReceived, comment: str | None) -> FeedbackRecorded:
@@ -215,7 +110,7 @@ def test_an_anonymous_user_rates_with_the_token_in_the_body_too(
 ) -> None:
     owner = User(client, settings)
     turn_id, _ = owner.turn()
-    token = owner.headers["Authorization"].removeprefix("Bearer ")
+    token = owner.anonymous.token
 
     response = client.post("/api/feedback", json={"turn_id": turn_id, "score": 4, "user_id": token})
 
@@ -258,7 +153,7 @@ def test_the_comment_goes_sealed_to_the_redactor_and_is_never_echoed(
 
     publish(settings, Topic.FEEDBACK_RECORDED, [redacted(event, "useless, and my <PASSWORD>")])
 
-    wait_for(lambda: stored(raw, turn_id)["comment_pending"] is False)
+    wait_until_sync(lambda: stored(raw, turn_id)["comment_pending"] is False)
     assert stored(raw, turn_id)["comment"] == "useless, and my <PASSWORD>"
     keys: Any = raw.keys("*")
     for key in keys:
@@ -278,7 +173,7 @@ def test_the_rating_expires_with_its_turn(
     assert 1200 <= raw.ttl(f"deskpilot:gateway:feedback:{turn_id}") <= 1234
     [event] = received(raw)
     publish(settings, Topic.FEEDBACK_RECORDED, [redacted(event, "ok")])
-    wait_for(lambda: stored(raw, turn_id)["comment"] == "ok")
+    wait_until_sync(lambda: stored(raw, turn_id)["comment"] == "ok")
     assert 1200 <= raw.ttl(f"deskpilot:gateway:feedback:{turn_id}") <= 1234  # kept its expiry
 
 
@@ -300,12 +195,10 @@ def test_a_re_rating_replaces_the_rating_and_a_late_comment_of_the_first_is_drop
         Topic.FEEDBACK_RECORDED,
         [redacted(first, "first thoughts"), redacted(second, "second thoughts")],
     )
-    wait_for(lambda: stored(raw, turn_id)["comment_pending"] is False)
+    wait_until_sync(lambda: stored(raw, turn_id)["comment_pending"] is False)
     assert stored(raw, turn_id)["comment"] == "second thoughts"
     assert stored(raw, turn_id)["score"] == 4
-    csat = client.get("/api/admin/analytics", headers={"Authorization": f"Bearer {ADMIN}"}).json()[
-        "csat"
-    ]
+    csat = client.get("/api/admin/analytics", headers=admin()).json()["csat"]
     assert csat["ratings"] == 1  # once per user and turn
     assert csat["distribution"]["4"] == 1
     assert csat["distribution"]["1"] == 0
@@ -319,14 +212,12 @@ def test_a_purge_removes_the_rating_and_a_late_comment_does_not_bring_it_back(
     owner.rate(turn_id, 2, "meh")
     assert stored(raw, turn_id)
 
-    purged = client.delete(
-        f"/api/admin/conversations/{conversation}", headers={"Authorization": f"Bearer {ADMIN}"}
-    )
+    purged = client.delete(f"/api/admin/conversations/{conversation}", headers=admin())
 
     assert purged.status_code == 202
-    wait_for(lambda: not raw.exists(f"deskpilot:gateway:feedback:{turn_id}"))
+    wait_until_sync(lambda: not raw.exists(f"deskpilot:gateway:feedback:{turn_id}"))
     [event] = received(raw)
     publish(settings, Topic.FEEDBACK_RECORDED, [redacted(event, "meh")])
-    wait_for(lambda: handled_by_the_gateway(raw, Topic.FEEDBACK_RECORDED))
+    wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.FEEDBACK_RECORDED))
     assert not raw.exists(f"deskpilot:gateway:feedback:{turn_id}")
     assert owner.rate(turn_id, 5).status_code == 404  # the turn went with it

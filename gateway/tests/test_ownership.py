@@ -1,6 +1,6 @@
 """Who may reach a conversation, a turn or an attachment: only the user who made it.
 
-The app is built by ``create_app`` on a real valkey (a database of its own, emptied per test);
+The app is built by ``create_app`` on a real valkey (a database of its own per test);
 nothing answers the turns and uploads, so they stay pending, which is all ownership needs. Each
 test plays the attacker the issue describes: another client, with or without credentials of
 its own, that knows the victim's ids.
@@ -14,7 +14,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
@@ -31,69 +31,39 @@ from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.conversations import INDEX_PREFIX, OWNER_PREFIX
 from gateway.identity import ANONYMOUS_KEY, ANONYMOUS_KID, AnonymousIds
+from gateway.tests.conftest import (
+    ADMIN_TOKEN,
+    JWT_SECRET,
+    anonymous_user,
+    bearer,
+    user_headers,
+    user_token,
+)
+from tests.support import wait_until_sync
 
-DB = 6
-"""This module's own database: no other test package uses it."""
-ADMIN = "admin-token-for-ownership-tests-0123456789"
-JWT_SECRET = "hs256-secret-for-ownership-tests-0123456789"
 QUESTION = "My VPN drops every few minutes"
 
 
 @pytest.fixture
-def db_url(redis_url: str) -> Iterator[str]:
-    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.close()
-
-
-@pytest.fixture
-def raw(db_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(db_url)
-    yield client
-    client.close()
-
-
-def settings_for(db_url: str, **overrides: Any) -> GatewaySettings:
-    values: dict[str, Any] = {
-        "redis_url": db_url,
-        "admin_token": ADMIN,
+def settings_overrides() -> dict[str, Any]:
+    return {
         "jwt_secret": JWT_SECRET,
         "turn_timeout_s": 0.3,
         "attachment_timeout_s": 0.3,
-        "instance_id": f"test-{uuid.uuid4().hex[:8]}",
-        "heartbeat_interval_s": 0.5,
-        "graceful_timeout_s": 5,
         "rate_limit_enabled": False,
         "frame_ancestors": "'self',https://intranet.northwind.example,https://*.sharepoint.com",
         "cors_origins": "https://portal.northwind.example",
     }
-    values.update(overrides)
-    return GatewaySettings.model_validate(values)
-
-
-@pytest.fixture
-def client(db_url: str) -> Iterator[TestClient]:
-    with TestClient(create_app(settings_for(db_url))) as test_client:
-        yield test_client
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def anonymous(client: TestClient) -> tuple[dict[str, str], str]:
     """A new anonymous user: the headers that act as them, and their user id."""
-    issued = client.post("/api/anonymous")
-    assert issued.status_code == 201, issued.text
-    body = issued.json()
-    return bearer(body["anonymous_token"]), body["user_id"]
+    user = anonymous_user(client)
+    return user.headers, user.user_id
 
 
 def employee(subject: str) -> dict[str, str]:
-    claims = {"sub": subject, "exp": int(time.time()) + 300}
-    return bearer(jwt.encode(claims, JWT_SECRET, algorithm="HS256"))
+    return user_headers(subject)
 
 
 def ask(client: TestClient, headers: dict[str, str], **fields: Any) -> dict[str, Any]:
@@ -130,7 +100,7 @@ def test_a_turn_is_read_only_by_its_sender(client: TestClient) -> None:
     stranger, _ = anonymous(client)
     unknown_id = uuid.uuid4().hex
     unknown = client.get(f"/api/turns/{unknown_id}", headers=stranger)
-    for headers in (stranger, {}, employee("emp-7"), bearer(ADMIN)):
+    for headers in (stranger, {}, employee("emp-7"), bearer(ADMIN_TOKEN)):
         same_answer(client.get(f"/api/turns/{turn}", headers=headers), unknown, turn, unknown_id)
 
 
@@ -166,26 +136,28 @@ def redis_commands(raw: redis.Redis) -> Iterator[list[str]]:
     """Every command Redis executes meanwhile (scripts' own commands included), as MONITOR
     shows them."""
     seen: list[str] = []
-    marker = f"end-{uuid.uuid4().hex}"
-    started = threading.Event()
+    ready, end = f"ready-{uuid.uuid4().hex}", f"end-{uuid.uuid4().hex}"
+    watching = threading.Event()
 
     def watch() -> None:
-        with raw.monitor() as monitor:
-            started.set()
+        with raw.monitor() as monitor:  # type: ignore[no-untyped-call]
             while True:
                 command = monitor.next_command()["command"]
-                if marker in command:
+                if ready in command:
+                    watching.set()
+                elif end in command:
                     return
-                seen.append(command)
+                elif watching.is_set():
+                    seen.append(command)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    assert started.wait(5)
-    time.sleep(0.2)  # MONITOR is registered once its reply came; give it a moment
+    # MONITOR shows commands from when it is registered on: until it shows one, send another.
+    wait_until_sync(lambda: raw.echo(ready) and watching.is_set(), 10)
     try:
         yield seen
     finally:
-        raw.echo(marker)
+        raw.echo(end)
         watcher.join(10)
 
 
@@ -219,7 +191,7 @@ def test_only_the_owner_continues_a_conversation_over_http(
         "/api/chat", json={"text": "yes", "conversation_id": unknown_id}, headers=stranger
     )
     assert unknown.json()["error_code"] == "unknown_conversation"
-    for headers in (stranger, {}, employee("emp-7"), bearer(ADMIN)):
+    for headers in (stranger, {}, employee("emp-7"), bearer(ADMIN_TOKEN)):
         hijack = client.post(
             "/api/chat",
             json={"text": "yes please file the ticket", "conversation_id": conversation},
@@ -230,7 +202,7 @@ def test_only_the_owner_continues_a_conversation_over_http(
     chosen = client.post("/api/chat", json={"text": QUESTION, "conversation_id": "c-1"})
     assert chosen.json()["error_code"] == "unknown_conversation"
     assert raw.xlen(Topic.MESSAGE_RECEIVED) == published
-    members = {m.decode() for m in raw.smembers(INDEX_PREFIX + conversation)}
+    members: Any = raw.smembers(INDEX_PREFIX + conversation)
     assert len(members) == 2  # the owner's two turns, nobody else's
 
 
@@ -276,7 +248,7 @@ def test_the_websocket_gives_a_stranger_a_conversation_of_their_own(
 
 
 def employee_token(subject: str) -> str:
-    return employee(subject)["Authorization"].removeprefix("Bearer ")
+    return user_token(subject)
 
 
 # -- attachments ---------------------------------------------------------------------------------
@@ -319,7 +291,7 @@ def forged_tokens(raw: redis.Redis, victim_token: str) -> dict[str, str]:
     claims = jwt.decode(victim_token, options={"verify_signature": False})
     header = {"kid": ANONYMOUS_KID}
     other_key = AnonymousIds(b"k" * 32, 3600).issue(claims["sub"]).token
-    key = raw.get(ANONYMOUS_KEY)
+    key: Any = raw.get(ANONYMOUS_KEY)
     assert key
     stale = AnonymousIds(key, 3600, clock=lambda: time.time() - 7200)
     head, _, signature = victim_token.split(".")
@@ -328,7 +300,7 @@ def forged_tokens(raw: redis.Redis, victim_token: str) -> dict[str, str]:
     return {
         "another gateway's key": other_key,
         "edited subject": f"{head}.{edited_payload}.{signature}",
-        "unsigned": jwt.encode(claims, None, algorithm="none", headers=header),
+        "unsigned": jwt.encode(claims, None, algorithm="none", headers=header),  # type: ignore[arg-type]
         "user token secret": jwt.encode(claims, JWT_SECRET, algorithm="HS256", headers=header),
         "expired": stale.issue(claims["sub"]).token,
         "self-chosen id": claims["sub"],
@@ -363,12 +335,14 @@ def test_an_anonymous_token_is_never_an_admin_or_an_employee(client: TestClient)
     assert client.get("/api/documents/doc-1", headers=headers).status_code == 401
 
 
-def test_anonymous_ids_survive_a_restart_of_the_gateway(db_url: str) -> None:
+def test_anonymous_ids_survive_a_restart_of_the_gateway(
+    make_settings: Callable[..., GatewaySettings],
+) -> None:
     """The key is kept in Redis: a new gateway process knows the same anonymous users."""
-    with TestClient(create_app(settings_for(db_url))) as first:
+    with TestClient(create_app(make_settings())) as first:
         headers, _ = anonymous(first)
         turn = ask(first, headers)["turn_id"]
-    with TestClient(create_app(settings_for(db_url))) as second:
+    with TestClient(create_app(make_settings())) as second:
         assert second.get(f"/api/turns/{turn}", headers=headers).status_code == 200
 
 
@@ -454,12 +428,12 @@ def test_every_entry_point_takes_exactly_the_same_conversation_ids(
     if conversation_id:  # an empty field is no field: a new conversation
         assert upload.status_code == (404 if valid else 422), upload.text
     purge = client.request(
-        "DELETE", f"/api/admin/conversations/{quote(conversation_id)}", headers=bearer(ADMIN)
+        "DELETE", f"/api/admin/conversations/{quote(conversation_id)}", headers=bearer(ADMIN_TOKEN)
     )
     if "/" not in conversation_id and conversation_id:  # a path segment of its own
         assert purge.status_code == (202 if valid else 422), purge.text
     audit = client.get(
-        "/api/admin/audit", params={"conversation_id": conversation_id}, headers=bearer(ADMIN)
+        "/api/admin/audit", params={"conversation_id": conversation_id}, headers=bearer(ADMIN_TOKEN)
     )
     assert audit.status_code == (200 if valid else 422), audit.text
     with client.websocket_connect(
@@ -473,8 +447,10 @@ def test_every_entry_point_takes_exactly_the_same_conversation_ids(
 # -- the admin token -----------------------------------------------------------------------------
 
 
-def test_an_empty_admin_token_accepts_nothing(db_url: str) -> None:
-    settings = settings_for(db_url, admin_token="")
+def test_an_empty_admin_token_accepts_nothing(
+    make_settings: Callable[..., GatewaySettings],
+) -> None:
+    settings = make_settings(admin_token="")
     with TestClient(create_app(settings)) as app:
         for presented in ("change-me", "", " ", "changeme"):
             response = app.get("/api/admin/tickets", headers=bearer(presented))

@@ -1,94 +1,53 @@
 """The review queue of knowledge-base update proposals: the gateway app built by ``create_app``
-on a real valkey (a database of its own, emptied per test), fed ``proposal.drafted`` through the
+on a real valkey (a database of its own per test), fed ``proposal.drafted`` through the
 real bus as the indexer publishes it; approval is read back from ``document.submitted`` and the
 audit stream."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import socket
-import threading
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import jwt
+import httpx
 import pytest
 import redis
-import uvicorn
 from fastapi.testclient import TestClient
 from playwright.sync_api import expect, sync_playwright
 
-from contracts.bus import Bus, decode_entry
 from contracts.events import (
     AuditRecorded,
     DocumentSubmitted,
-    Event,
     ProposalDrafted,
     ProposalSource,
     ProposedQuestion,
     new_id,
 )
 from contracts.topics import Topic
-from gateway.app import create_app
 from gateway.config import GatewaySettings
+from gateway.tests.conftest import (
+    ADMIN_TOKEN,
+    JWT_SECRET,
+    admin,
+    publish,
+    serve,
+    stream_events,
+    user_headers,
+)
+from tests.support import wait_until_sync
 
-E = TypeVar("E", bound=Event)
-
-DB = 10
-"""This module's own database: no other test package uses it."""
-ADMIN = "proposals-admin-token-0123456789"
-SECRET = "proposals-shared-secret-0123456789-abcdef"
 ARTICLE = "# Vpn keeps disconnecting\n\n## Solution\n\n1. Update the VPN client.\n"
 
 
 @pytest.fixture
-def db_url(redis_url: str) -> Iterator[str]:
-    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.close()
-
-
-@pytest.fixture
-def raw(db_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(db_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def settings(db_url: str) -> GatewaySettings:
-    return GatewaySettings.model_validate(
-        {
-            "redis_url": db_url,
-            "admin_token": ADMIN,
-            "jwt_secret": SECRET,
-            "instance_id": f"test-{uuid.uuid4().hex[:8]}",
-            "heartbeat_interval_s": 0.5,
-            "graceful_timeout_s": 5,
-        }
-    )
-
-
-@pytest.fixture
-def client(settings: GatewaySettings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
-        yield test_client
-
-
-def admin() -> dict[str, str]:
-    return {"Authorization": f"Bearer {ADMIN}"}
+def settings_overrides() -> dict[str, Any]:
+    return {"jwt_secret": JWT_SECRET}
 
 
 def user(roles: list[str]) -> dict[str, str]:
-    claims = {"sub": "emp-1", "roles": roles, "exp": int(time.time()) + 600}
-    return {"Authorization": f"Bearer {jwt.encode(claims, SECRET, 'HS256')}"}
+    return user_headers("emp-1", roles=roles)
 
 
 def draft(
@@ -115,29 +74,9 @@ def draft(
     return ProposalDrafted.model_validate(values | fields)
 
 
-def publish(settings: GatewaySettings, *events: ProposalDrafted) -> None:
-    async def run() -> None:
-        bus = Bus(settings, "test-indexer")
-        await bus.broker.connect()
-        try:
-            for event in events:
-                await bus.publish(Topic.PROPOSALS, event)
-        finally:
-            await bus.stop()
-
-    asyncio.run(run())
-
-
-def entries(raw: redis.Redis, topic: str, model: type[E]) -> list[E]:
-    stream: Any = raw.xrange(topic)
-    return [decode_entry(fields, model) for _, fields in stream]
-
-
-def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+def drafted(settings: GatewaySettings, *events: ProposalDrafted) -> None:
+    """Publish drafts as the indexer does."""
+    publish(settings, Topic.PROPOSALS, events)
 
 
 def shown(client: TestClient, proposal_id: str, revision: int = 1) -> Callable[[], bool]:
@@ -152,9 +91,9 @@ def test_drafts_land_in_the_queue_and_only_newer_revisions_replace_them(
     client: TestClient, settings: GatewaySettings
 ) -> None:
     first, second = new_id(), new_id()
-    publish(settings, draft(first), draft(second, questions=4))
-    wait_for(shown(client, first))
-    wait_for(shown(client, second))
+    drafted(settings, draft(first), draft(second, questions=4))
+    wait_until_sync(shown(client, first))
+    wait_until_sync(shown(client, second))
     listing = client.get("/api/admin/proposals", headers=admin()).json()["proposals"]
     assert {p["id"] for p in listing} == {first, second}
     summary = next(p for p in listing if p["id"] == second)
@@ -165,8 +104,8 @@ def test_drafts_land_in_the_queue_and_only_newer_revisions_replace_them(
     # The gap grew (revision 3), then a late redelivery of revision 2 arrives: 3 stays. The
     # stream is handled in order, so once the marker after them shows, both were handled.
     marker = new_id()
-    publish(settings, draft(first, 3, questions=5), draft(first, 2, questions=4), draft(marker))
-    wait_for(shown(client, marker))
+    drafted(settings, draft(first, 3, questions=5), draft(first, 2, questions=4), draft(marker))
+    wait_until_sync(shown(client, marker))
     body = client.get(f"/api/admin/proposals/{first}", headers=admin()).json()
     assert (body["revision"], len(body["questions"])) == (3, 5)
     assert body["sources"][0]["ref"] == "IT-1042"
@@ -177,8 +116,8 @@ def test_approve_ingests_the_article_as_a_markdown_document_and_is_audited(
     client: TestClient, settings: GatewaySettings, raw: redis.Redis
 ) -> None:
     proposal_id = new_id()
-    publish(settings, draft(proposal_id))
-    wait_for(shown(client, proposal_id))
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(shown(client, proposal_id))
 
     response = client.post(f"/api/admin/proposals/{proposal_id}/approve", headers=admin())
     assert response.status_code == 200, response.text
@@ -187,7 +126,7 @@ def test_approve_ingests_the_article_as_a_markdown_document_and_is_audited(
     assert body["decided_by"] == "admin token"
     document_id = body["document_id"]
 
-    [submitted] = entries(raw, Topic.DOCUMENT_SUBMITTED, DocumentSubmitted)
+    [submitted] = stream_events(raw, Topic.DOCUMENT_SUBMITTED, DocumentSubmitted)
     assert submitted.document_id == document_id
     assert submitted.filename == "vpn-keeps-disconnecting.md"
     assert submitted.content_type == "text/markdown"
@@ -200,15 +139,15 @@ def test_approve_ingests_the_article_as_a_markdown_document_and_is_audited(
     assert again.json()["error_code"] == "version_conflict"
     assert raw.xlen(Topic.DOCUMENT_SUBMITTED) == 1
 
-    records = entries(raw, Topic.AUDIT, AuditRecorded)
+    records = stream_events(raw, Topic.AUDIT, AuditRecorded)
     [record] = [r for r in records if r.action == "proposal"]
     assert record.details["proposal_id"] == proposal_id
     assert record.details["decision"] == "approved"
     assert record.details["document_id"] == document_id
 
     # A re-draft after the decision updates the content, not the decision.
-    publish(settings, draft(proposal_id, 2, questions=6))
-    wait_for(shown(client, proposal_id, 2))
+    drafted(settings, draft(proposal_id, 2, questions=6))
+    wait_until_sync(shown(client, proposal_id, 2))
     later = client.get(f"/api/admin/proposals/{proposal_id}", headers=admin()).json()
     assert (later["status"], later["document_id"]) == ("approved", document_id)
 
@@ -217,8 +156,8 @@ def test_reject_keeps_the_reason_and_a_decided_proposal_cannot_change(
     client: TestClient, settings: GatewaySettings, raw: redis.Redis
 ) -> None:
     proposal_id = new_id()
-    publish(settings, draft(proposal_id))
-    wait_for(shown(client, proposal_id))
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(shown(client, proposal_id))
     url = f"/api/admin/proposals/{proposal_id}"
 
     assert client.post(f"{url}/reject", json={"reason": ""}, headers=admin()).status_code == 422
@@ -242,8 +181,8 @@ def test_reject_keeps_the_reason_and_a_decided_proposal_cannot_change(
 
 def test_export_is_markdown_ready_to_paste(client: TestClient, settings: GatewaySettings) -> None:
     proposal_id = new_id()
-    publish(settings, draft(proposal_id))
-    wait_for(shown(client, proposal_id))
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(shown(client, proposal_id))
     response = client.get(f"/api/admin/proposals/{proposal_id}/export", headers=admin())
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/markdown")
@@ -267,49 +206,34 @@ def test_unknown_proposals_and_callers_without_the_admin_role(client: TestClient
 
 # -- the admin page's Proposals tab, in the system Chromium ------------------------------------
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic"]
 INJECTION = '<img src=x onerror="window.__pwned=1">'
 
 
 @pytest.fixture
 def served(settings: GatewaySettings) -> Iterator[str]:
-    """The gateway app on a free loopback port, served by uvicorn in a thread."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_for(lambda: server.started)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    """The gateway app on a real server on loopback, for the browser."""
+    with serve(settings) as url:
+        yield url
 
 
 def test_the_proposals_tab_lists_opens_rejects_and_shows_text_inert(
-    served: str, settings: GatewaySettings, tmp_path: Path
+    served: str, settings: GatewaySettings, chromium: Path, tmp_path: Path
 ) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip("no Chromium here: install Debian's chromium package")
     proposal_id = new_id()
     article = f"# Printer jams\n\n{INJECTION}\n\n1. Open tray 2.\n"
-    publish(
+    drafted(
         settings,
         draft(proposal_id, title=f"Printer jams {INJECTION}", article_markdown=article),
     )
     errors: list[str] = []
     with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = driver.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 900})
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(f"{served}/admin")
-            page.fill("#admin-token", ADMIN)
+            page.fill("#admin-token", ADMIN_TOKEN)
             page.click("#signin button[type=submit]")
             page.click("#tab-proposals-button")
             row = page.locator(f'tr[data-proposal-id="{proposal_id}"]')
@@ -333,6 +257,5 @@ def test_the_proposals_tab_lists_opens_rejects_and_shows_text_inert(
         finally:
             browser.close()
     assert errors == []
-    with TestClient(create_app(settings)) as client:
-        body = client.get(f"/api/admin/proposals/{proposal_id}", headers=admin()).json()
+    body = httpx.get(f"{served}/api/admin/proposals/{proposal_id}", headers=admin()).json()
     assert (body["status"], body["reason"]) == ("rejected", "Covered by the printer article")

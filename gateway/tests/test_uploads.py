@@ -1,8 +1,8 @@
 """Uploads under load: admission before the body is read (429/503 with Retry-After), a refused
 upload leaves nothing behind, files never reach a temporary file, and a waiting upload holds no
-bytes. The app is built by ``create_app`` on a real valkey (a database of its own, emptied per
-test); nobody reads the attachments, so each stays queued on ``attachment.received`` as it would
-while the ocr service is busy or down."""
+bytes. The app is built by ``create_app`` on a real valkey (a database of its own per test);
+nobody reads the attachments, so each stays queued on ``attachment.received`` as it would while
+the ocr service is busy or down."""
 
 from __future__ import annotations
 
@@ -10,49 +10,31 @@ import asyncio
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 import redis
+import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 
 from contracts.topics import Topic
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.errors import ApiError, ErrorCode
+from gateway.tests.conftest import anonymous_user, serve
 from gateway.uploads import UploadGate
+from tests.support import wait_until
+from tests.support.stack import new_user
 
-DB = 5
-"""This module's own database: no other test package uses it."""
 LOG_LINE = b"2026-11-25 10:00:01 ERROR vpnagent: connect failed 0x800704cf\n"
 KIB = 1024
 
 
 @pytest.fixture
-def db_url(redis_url: str) -> Iterator[str]:
-    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.close()
-
-
-@pytest.fixture
-def raw(db_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(db_url)
-    yield client
-    client.close()
-
-
-def settings_for(db_url: str, **overrides: Any) -> GatewaySettings:
-    values: dict[str, Any] = {
-        "redis_url": db_url,
-        "admin_token": "admin-token-for-upload-tests-0123456789",
-        "instance_id": f"test-{uuid.uuid4().hex[:8]}",
-        "heartbeat_interval_s": 0.5,
-        "graceful_timeout_s": 5,
+def settings_overrides() -> dict[str, Any]:
+    return {
         "rate_limit_enabled": False,
         "attachment_timeout_s": 0.3,
         "max_log_bytes": 512 * KIB,
@@ -61,8 +43,6 @@ def settings_for(db_url: str, **overrides: Any) -> GatewaySettings:
         "upload_memory_bytes": 2048 * KIB,
         "ocr_queue_max_bytes": 64 * 1024 * KIB,
     }
-    values.update(overrides)
-    return GatewaySettings.model_validate(values)
 
 
 def log_file(size: int) -> bytes:
@@ -81,13 +61,22 @@ def stored_keys(raw: redis.Redis) -> set[bytes]:
 # -- the gate itself -----------------------------------------------------------------------------
 
 
-def gate_for(db_url: str, **overrides: Any) -> UploadGate:
-    return UploadGate(settings_for(db_url, **overrides), redis.asyncio.from_url(db_url))
+@pytest.fixture
+def gate_for(
+    make_settings: Callable[..., GatewaySettings], redis: aioredis.Redis
+) -> Callable[..., UploadGate]:
+    """An upload gate on the test's database, with these settings changed."""
+
+    def make(**overrides: Any) -> UploadGate:
+        return UploadGate(make_settings(**overrides), redis)
+
+    return make
 
 
-async def test_concurrent_uploads_are_capped_per_user_per_ip_and_in_all(db_url: str) -> None:
+async def test_concurrent_uploads_are_capped_per_user_per_ip_and_in_all(
+    gate_for: Callable[..., UploadGate],
+) -> None:
     gate = gate_for(
-        db_url,
         upload_concurrency_per_user=1,
         upload_concurrency_per_ip=2,
         upload_concurrency_total=3,
@@ -114,8 +103,10 @@ async def test_concurrent_uploads_are_capped_per_user_per_ip_and_in_all(db_url: 
     assert gate.memory_bytes == 0
 
 
-async def test_memory_is_reserved_until_the_file_is_published(db_url: str) -> None:
-    gate = gate_for(db_url, upload_memory_bytes=1024 * KIB)
+async def test_memory_is_reserved_until_the_file_is_published(
+    gate_for: Callable[..., UploadGate],
+) -> None:
+    gate = gate_for(upload_memory_bytes=1024 * KIB)
     async with gate.admit("u-1", None, 600 * KIB, 512 * KIB) as first:
         assert gate.memory_bytes == 512 * KIB  # never more than the file limit
         async with gate.admit("u-2", None, 400 * KIB, 512 * KIB):
@@ -130,61 +121,27 @@ async def test_memory_is_reserved_until_the_file_is_published(db_url: str) -> No
     assert gate.memory_bytes == 0
 
 
-async def test_the_ocr_queue_in_redis_is_measured_not_counted(db_url: str) -> None:
+async def test_the_ocr_queue_in_redis_is_measured_not_counted(
+    gate_for: Callable[..., UploadGate], redis: aioredis.Redis
+) -> None:
     """The bytes waiting for the ocr service are what the stream holds: entries the ocr service
     deleted (or that a crash left behind) count exactly as they are."""
-    client = redis.asyncio.from_url(db_url)
-    gate = UploadGate(settings_for(db_url, ocr_queue_max_bytes=1024 * KIB), client)
+    gate = gate_for(ocr_queue_max_bytes=1024 * KIB)
     queue = f"attachments-{uuid.uuid4().hex}"
     async with gate.admit("u-1", None, 300 * KIB, 512 * KIB, queue=queue):
         pass
-    ids = [await client.xadd(queue, {"payload": b"x" * (300 * KIB)}) for _ in range(3)]
+    ids = [await redis.xadd(queue, {"payload": b"x" * (300 * KIB)}) for _ in range(3)]
     with pytest.raises(ApiError) as full:
         async with gate.admit("u-1", None, 300 * KIB, 512 * KIB, queue=queue):
             pass
     assert full.value.code is ErrorCode.UPLOADS_BUSY
     assert full.value.headers["Retry-After"] == "5"
-    await client.xdel(queue, *ids)  # the ocr service caught up
+    await redis.xdel(queue, *ids)  # the ocr service caught up
     async with gate.admit("u-1", None, 300 * KIB, 512 * KIB, queue=queue):
         pass
-    await client.aclose()
 
 
 # -- through the API -----------------------------------------------------------------------------
-
-
-class Gateway:
-    """The app on a real uvicorn server in a thread, so uploads really run side by side."""
-
-    def __init__(self, settings: GatewaySettings) -> None:
-        import uvicorn
-
-        from deploy.runner import free_port
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_config=None
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> Gateway:
-        self.thread.start()
-        for _ in range(200):
-            if self.server.started:
-                return self
-            threading.Event().wait(0.05)
-        raise AssertionError("the gateway did not start")
-
-    def __exit__(self, *_: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
-async def new_user(client: httpx.AsyncClient) -> dict[str, str]:
-    issued = (await client.post("/api/anonymous")).json()
-    return {"Authorization": f"Bearer {issued['anonymous_token']}"}
 
 
 async def upload(client: httpx.AsyncClient, headers: dict[str, str], size: int) -> httpx.Response:
@@ -193,26 +150,30 @@ async def upload(client: httpx.AsyncClient, headers: dict[str, str], size: int) 
     )
 
 
-def test_caps_answer_429_and_503_and_keep_nothing(db_url: str, raw: redis.Redis) -> None:
-    settings = settings_for(
-        db_url,
+def test_caps_answer_429_and_503_and_keep_nothing(
+    make_settings: Callable[..., GatewaySettings], raw: redis.Redis
+) -> None:
+    settings = make_settings(
         attachment_timeout_s=1.5,
         upload_concurrency_per_user=1,
         upload_concurrency_total=2,
     )
 
+    def queued_for_ocr(count: int) -> Callable[[], bool]:
+        return lambda: raw.xlen(Topic.ATTACHMENT_RECEIVED) == count
+
     async def run() -> None:
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
-            alice, bob, carol = [await new_user(client) for _ in range(3)]
+        alice, bob, carol = [new_user(url).headers for _ in range(3)]
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             first = asyncio.create_task(upload(client, alice, 100 * KIB))
-            await asyncio.sleep(0.5)  # alice's upload waits for the ocr service
+            await wait_until(queued_for_ocr(1))  # alice's upload waits for the ocr service
             queued, keys = raw.xlen(Topic.ATTACHMENT_RECEIVED), stored_keys(raw)
             again = await upload(client, alice, 100 * KIB)
             assert again.status_code == 429, again.text
             assert again.json()["error_code"] == "too_many_uploads"
             assert again.headers["retry-after"] == "5"
             second = asyncio.create_task(upload(client, bob, 100 * KIB))
-            await asyncio.sleep(0.5)
+            await wait_until(queued_for_ocr(queued + 1))  # bob's waits too
             busy = await upload(client, carol, 100 * KIB)
             assert busy.status_code == 503, busy.text
             assert busy.json()["error_code"] == "uploads_busy"
@@ -224,18 +185,18 @@ def test_caps_answer_429_and_503_and_keep_nothing(db_url: str, raw: redis.Redis)
             # Once they are done, alice may upload again.
             assert (await upload(client, alice, 100 * KIB)).status_code == 504
 
-    with Gateway(settings) as gateway:
+    with serve(settings) as url:
         asyncio.run(run())
 
 
 def test_a_full_ocr_queue_answers_503_before_the_body_is_read(
-    db_url: str, raw: redis.Redis
+    make_settings: Callable[..., GatewaySettings], raw: redis.Redis
 ) -> None:
-    settings = settings_for(db_url, ocr_queue_max_bytes=2000 * KIB)
+    settings = make_settings(ocr_queue_max_bytes=2000 * KIB)
 
     async def run() -> None:
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
-            user = await new_user(client)
+        user = new_user(url).headers
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             # 2 x 500 KiB (base64: 2 x 667 KiB, more as Redis allocates it) wait for the ocr
             # service; a third would take the queue over 2000 KiB.
             for _ in range(2):
@@ -253,12 +214,12 @@ def test_a_full_ocr_queue_answers_503_before_the_body_is_read(
             raw.xtrim(Topic.ATTACHMENT_RECEIVED, maxlen=0)  # the ocr service read them
             assert (await upload(client, user, 500 * KIB)).status_code == 504
 
-    with Gateway(settings) as gateway:
+    with serve(settings) as url:
         asyncio.run(run())
 
 
 def test_an_attachment_never_reaches_a_temporary_file(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
+    make_settings: Callable[..., GatewaySettings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Starlette spools a file part over 1 MiB to disk; an attachment is not redacted yet."""
     rolled: list[int] = []
@@ -269,34 +230,29 @@ def test_an_attachment_never_reaches_a_temporary_file(
         original(self)
 
     monkeypatch.setattr(tempfile.SpooledTemporaryFile, "rollover", rollover)
-    settings = settings_for(
-        db_url,
+    settings = make_settings(
         max_log_bytes=3 * 1024 * KIB,
         max_image_bytes=3 * 1024 * KIB,
         max_upload_bytes=3 * 1024 * KIB,
         upload_memory_bytes=4 * 1024 * KIB,
     )
     with TestClient(create_app(settings)) as client:
-        headers = {
-            "Authorization": f"Bearer {client.post('/api/anonymous').json()['anonymous_token']}"
-        }
         response = client.post(
             "/api/attachments",
             files={"file": ("big.log", log_file(int(2.5 * 1024 * KIB)))},
-            headers=headers,
+            headers=anonymous_user(client).headers,
         )
     assert response.status_code == 504, response.text  # queued for the ocr service
     assert not rolled
 
 
-def test_a_waiting_upload_holds_no_file_bytes(db_url: str) -> None:
+def test_a_waiting_upload_holds_no_file_bytes(
+    make_settings: Callable[..., GatewaySettings],
+) -> None:
     """Once on the bus, an attachment's bytes are let go while the upload waits for its reply."""
-    settings = settings_for(db_url, attachment_timeout_s=2.0)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(make_settings(attachment_timeout_s=2.0))) as client:
         gate: UploadGate = client.app.state.upload_gate  # type: ignore[attr-defined]
-        headers = {
-            "Authorization": f"Bearer {client.post('/api/anonymous').json()['anonymous_token']}"
-        }
+        headers = anonymous_user(client).headers
         seen: list[tuple[int, int]] = []
 
         def watch() -> None:

@@ -1,0 +1,1 @@
+"""The gateway's tests (a package, so modules import the helpers of ``conftest``)."""
