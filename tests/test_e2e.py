@@ -158,6 +158,11 @@ def test_ask_replaces_a_token_the_gateway_refuses(stack: Stack, tmp_path: Path) 
     continued = deskpilot_ask(stack, tokens, "and then?", "--conversation-id", "conv-x")
     assert continued.returncode == 1
     assert "no longer accepts the kept token" in continued.stderr
+    # A token file that is not one costs a new anonymous user, nothing more.
+    tokens.write_text("{not json")
+    fresh = deskpilot_ask(stack, tokens, "How do I reset my VPN password?", "--json")
+    assert fresh.returncode == 0, fresh.stderr
+    assert json.loads(tokens.read_text())[stack.url]["user_id"].startswith("anon:")
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import websockets
 
 from deploy.runner import Child, Stack, free_port
 from tests.support import REPO_ROOT, wait_until
-from tests.support.stack import child, restart_child, running_stack
+from tests.support.stack import StackUser, child, new_user, restart_child, running_stack
 
 pytestmark = pytest.mark.slow
 
@@ -91,12 +91,17 @@ async def test_sigterm_while_a_turn_is_in_flight_completes_the_turn(stack: Stack
     await wait_until(lambda: healthy(stack), 120, interval_s=0.3)
 
 
-def _turn_until_answered(stack: Stack, text: str, deadline: float) -> str:
-    """One client's turn under faults: 'refused' if never accepted, else 'answered' or 'lost'."""
+def _turn_until_answered(stack: Stack, user: StackUser, text: str, deadline: float) -> str:
+    """One client's turn under faults: 'refused' if never accepted, else 'answered' or 'lost'.
+
+    The client is ``user`` throughout: a turn is fetched by the user who asked it (anyone else
+    gets the 404 of an unknown turn, which would look like a lost one here)."""
     turn_id = None
     while time.monotonic() < deadline and turn_id is None:
         try:
-            response = httpx.post(f"{stack.url}/api/chat", json={"text": text}, timeout=20)
+            response = httpx.post(
+                f"{stack.url}/api/chat", json={"text": text}, headers=user.headers, timeout=20
+            )
         except httpx.HTTPError:
             time.sleep(0.2)
             continue
@@ -110,7 +115,9 @@ def _turn_until_answered(stack: Stack, text: str, deadline: float) -> str:
         raise AssertionError(f"unexpected {response.status_code}: {response.text}")
     while turn_id and time.monotonic() < deadline:
         try:
-            body = httpx.get(f"{stack.url}/api/turns/{turn_id}", timeout=10).json()
+            body = httpx.get(
+                f"{stack.url}/api/turns/{turn_id}", headers=user.headers, timeout=10
+            ).json()
         except (httpx.HTTPError, ValueError):
             time.sleep(0.3)
             continue
@@ -130,12 +137,13 @@ async def test_redis_restart_under_load_loses_no_accepted_turn(stack: Stack) -> 
         "How do I unlock my account?",
     ]
     # The stack runs with GATEWAY_TURN_TIMEOUT_S=60 (FAST_ENV), long enough to span the restart.
+    clients = [new_user(stack) for _ in range(24)]  # each its own user, as separate people
     deadline = time.monotonic() + 150
 
     async def load() -> list[str]:
         tasks = [
-            asyncio.to_thread(_turn_until_answered, stack, questions[i % 4], deadline)
-            for i in range(24)
+            asyncio.to_thread(_turn_until_answered, stack, user, questions[i % 4], deadline)
+            for i, user in enumerate(clients)
         ]
         return list(await asyncio.gather(*tasks))
 

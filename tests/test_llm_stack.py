@@ -14,7 +14,6 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
-from uuid import uuid4
 
 import pytest
 import websockets
@@ -104,8 +103,9 @@ def script(model: FakeOpenAI, stack: Stack) -> ModelScript:
 
 
 def say(stack: Stack, text: str) -> dict[str, Any]:
-    """One message in a conversation of its own."""
-    response = ask(stack, text, conversation_id=f"conv-{uuid4().hex[:12]}")
+    """One message in a conversation of its own (the gateway issues its id), of a user of its
+    own."""
+    response = ask(stack, text)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body

@@ -22,7 +22,7 @@ import redis
 from contracts.bus import decode_entry
 from contracts.events import FeedbackRecorded
 from deploy.runner import Stack, wait_for
-from tests.support.stack import ask, running_stack
+from tests.support.stack import StackUser, ask, new_user, running_stack
 
 pytestmark = pytest.mark.slow
 
@@ -54,24 +54,17 @@ def analytics(stack: Stack) -> dict[str, Any]:
     return body
 
 
-def anonymous_user(stack: Stack) -> str:
-    """A new anonymous user's token: turns asked with it are theirs to rate."""
-    response = httpx.post(f"{stack.url}/api/anonymous", timeout=30)
-    assert response.status_code == 201, response.text
-    token: str = response.json()["anonymous_token"]
-    return token
-
-
 def rate(
-    stack: Stack, user: str, turn_id: str, score: int, comment: str | None = None
+    stack: Stack, user: StackUser, turn_id: str, score: int, comment: str | None = None
 ) -> httpx.Response:
+    """``user`` rates a turn (only the turn's own user may)."""
     body: dict[str, Any] = {"turn_id": turn_id, "score": score}
     if comment is not None:
         body["comment"] = comment
     return httpx.post(
         f"{stack.url}/api/feedback",
         json=body,
-        headers={"Authorization": f"Bearer {user}"},
+        headers=user.headers,
         timeout=30,
     )
 
@@ -84,8 +77,8 @@ def first_url(body: dict[str, Any]) -> str:
 
 def test_a_rating_changes_the_analytics(stack: Stack, tmp_path: Path) -> None:
     before = analytics(stack)
-    user = anonymous_user(stack)
-    body = ask(stack, "How do I find the IT policy documents?", user_id=user).json()
+    user = new_user(stack)
+    body = ask(stack, "How do I find the IT policy documents?", user=user).json()
 
     assert rate(stack, user, body["turn_id"], 2).status_code == 201
 
@@ -136,9 +129,9 @@ def page_shows_the_rating(stack: Stack, ratings: int, screenshot: Path) -> None:
 
 def test_an_article_rated_badly_by_three_users_gives_way(stack: Stack) -> None:
     question, first = None, None
-    users = [anonymous_user(stack) for _ in range(3)]
+    users = [new_user(stack) for _ in range(3)]
     for candidate in QUESTIONS:
-        body = ask(stack, candidate, user_id=users[0]).json()
+        body = ask(stack, candidate, user=users[0]).json()
         if body["action"] in {"answer", "checklist"}:
             question, first = candidate, body
             break
@@ -148,11 +141,11 @@ def test_an_article_rated_badly_by_three_users_gives_way(stack: Stack) -> None:
 
     assert rate(stack, users[0], first["turn_id"], 1).status_code == 201
     # The same user's bad ratings of more answers count once: nothing moves.
-    mine = ask(stack, question, user_id=users[0]).json()
+    mine = ask(stack, question, user=users[0]).json()
     assert first_url(mine) == penalised
     assert rate(stack, users[0], mine["turn_id"], 1).status_code == 201
     for user in users[1:]:
-        again = ask(stack, question, user_id=user).json()
+        again = ask(stack, question, user=user).json()
         assert first_url(again) == penalised  # fewer than three users: nothing moves yet
         assert rate(stack, user, again["turn_id"], 1).status_code == 201
 
@@ -172,8 +165,8 @@ def test_an_article_rated_badly_by_three_users_gives_way(stack: Stack) -> None:
 def test_a_comment_is_kept_and_published_only_redacted_and_only_by_its_user(
     stack: Stack,
 ) -> None:
-    owner, stranger = anonymous_user(stack), anonymous_user(stack)
-    body = ask(stack, "How do I connect to the office Wi-Fi?", user_id=owner).json()
+    owner, stranger = new_user(stack), new_user(stack)
+    body = ask(stack, "How do I connect to the office Wi-Fi?", user=owner).json()
     turn_id = body["turn_id"]
     comment = "Not helpful. I'm Zebulon Quackenbush and my password is Quokka!Tr0mb0ne#88"
 

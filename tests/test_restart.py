@@ -18,7 +18,7 @@ import redis
 
 from deploy.runner import free_port
 from tests.support import REPO_ROOT, wait_until_sync
-from tests.support.stack import FAST_ENV
+from tests.support.stack import FAST_ENV, StackUser, new_user
 
 pytestmark = pytest.mark.slow
 
@@ -78,50 +78,52 @@ def deskpilot_up(data_dir: Path) -> Iterator[tuple[str, dict[str, object]]]:
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """A first `deskpilot up` on a fresh data directory: one answered and rated turn, then
-    Ctrl-C (checked to stop cleanly)."""
+def first_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, dict[str, Any], StackUser]:
+    """A first `deskpilot up` on a fresh data directory: one answered and rated turn of an
+    anonymous user (who reads it back after the restart), then Ctrl-C (checked to stop
+    cleanly)."""
     data_dir = tmp_path_factory.mktemp("restart") / "data"
     with deskpilot_up(data_dir) as (url, _):
-        token = httpx.post(f"{url}/api/anonymous", timeout=30).json()["anonymous_token"]
-        user = {"Authorization": f"Bearer {token}"}  # turns are their asker's
+        user = new_user(url)  # turns are their asker's
         first = httpx.post(
             f"{url}/api/chat",
             json={"text": "How do I reset my VPN password?"},
-            headers=user,
+            headers=user.headers,
             timeout=60,
         )
         first_body: dict[str, Any] = first.json()
         assert first_body["action"] == "answer"
-        first_body["anonymous_token"] = token  # the same user after the restart
         rated = httpx.post(
             f"{url}/api/feedback",
             json={"turn_id": first_body["turn_id"], "score": 5},
-            headers=user,
+            headers=user.headers,
             timeout=30,
         )
         assert rated.status_code == 201
-    return data_dir, first_body
+    return data_dir, first_body, user
 
 
 @pytest.fixture(scope="module")
 def second_run(
-    first_run: tuple[Path, dict[str, Any]],
+    first_run: tuple[Path, dict[str, Any], StackUser],
 ) -> Iterator[tuple[str, dict[str, object]]]:
     """`deskpilot up` again on the first run's data directory (one start serves both tests)."""
-    data_dir, _ = first_run
+    data_dir, _, _ = first_run
     with deskpilot_up(data_dir) as running:
         yield running
 
 
 def test_up_answers_stops_cleanly_and_keeps_its_data(
-    first_run: tuple[Path, dict[str, Any]], second_run: tuple[str, dict[str, object]]
+    first_run: tuple[Path, dict[str, Any], StackUser],
+    second_run: tuple[str, dict[str, object]],
 ) -> None:
-    data_dir, first_body = first_run
+    data_dir, first_body, user = first_run
     url, runtime = second_run
     turn = httpx.get(
         f"{url}/api/turns/{first_body['turn_id']}",
-        headers={"Authorization": f"Bearer {first_body['anonymous_token']}"},
+        headers=user.headers,  # the same user after the restart
         timeout=30,
     ).json()
     assert turn["status"] == "done"
@@ -138,9 +140,10 @@ def test_up_answers_stops_cleanly_and_keeps_its_data(
 
 
 def test_a_crashed_service_is_restarted_by_the_runner(
-    first_run: tuple[Path, dict[str, Any]], second_run: tuple[str, dict[str, object]]
+    first_run: tuple[Path, dict[str, Any], StackUser],
+    second_run: tuple[str, dict[str, object]],
 ) -> None:
-    data_dir, _ = first_run
+    data_dir, _, _ = first_run
     url, runtime = second_run
     children = runtime["children"]
     assert isinstance(children, dict)

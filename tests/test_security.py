@@ -40,7 +40,7 @@ import websockets
 from deploy.runner import Stack, free_port
 from tests.support import REPO_ROOT
 from tests.support.fake_idp import FakeIdP, new_key
-from tests.support.stack import FAST_ENV, log_records, running_stack
+from tests.support.stack import FAST_ENV, log_records, new_user, running_stack
 
 pytestmark = pytest.mark.slow
 
@@ -369,10 +369,9 @@ async def test_another_client_reaches_nothing_of_an_employees_conversation(
         == 200
     )
 
-    anonymous = httpx.post(f"{stack.url}/api/anonymous", timeout=30).json()["anonymous_token"]
     strangers = {
         "no credentials": {},
-        "an anonymous user": bearer(anonymous),
+        "an anonymous user": new_user(stack).headers,
         "another employee": bearer(user(idp)),
         "the break-glass admin token": bearer(ADMIN_TOKEN),
     }
@@ -404,7 +403,7 @@ async def test_another_client_reaches_nothing_of_an_employees_conversation(
 
     # Over the WebSocket the stranger lands in a conversation of their own. (A fresh anonymous
     # user: the one above spent its chat allowance on the attempts above.)
-    fresh = httpx.post(f"{stack.url}/api/anonymous", timeout=30).json()["anonymous_token"]
+    fresh = new_user(stack).token
     for query in (
         f"conversation_id={conversation}",
         f"conversation_id={conversation}&user={fresh}",
