@@ -70,7 +70,7 @@ lint: install-dev
 	$(BIN)/bandit -q -c pyproject.toml -r $(PACKAGES)
 
 test: test-system-packages install-dev lint
-	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
+	$(BIN)/python -m pytest -q -rs --durations=30 -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
 
 bench: install
 	$(BIN)/deskpilot bench chat --turns 400 --concurrency 8
