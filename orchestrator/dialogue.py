@@ -152,7 +152,25 @@ PLACEHOLDER_WORDS = {
     "URL": "a web address",
     "IP_ADDRESS": "an IP address",
     "PASSWORD": "a password",  # nosec B105 # how a placeholder reads to the user
+    "PIN": "a PIN",
+    "PHISHING_LINK": "a suspicious link",
+    "DATE_OF_BIRTH": "a date of birth",
+    "PASSPORT": "a passport number",
+    "CREDIT_CARD": "a card number",
+    "IBAN_CODE": "a bank account number",
+    "US_SSN": "a social security number",
+    "HOSTNAME": "a computer name",
+    "EMPLOYEE_ID": "an employee number",
 }
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL")
+"""A placeholder whose type ends in one of these (``GITHUB_TOKEN``, ``AWS_SECRET_KEY``) is a
+secret of some service: it reads as "a secret"."""
+
+
+def _placeholder_word(entity: str) -> str:
+    if entity in PLACEHOLDER_WORDS:
+        return PLACEHOLDER_WORDS[entity]
+    return "a secret" if entity.endswith(SECRET_WORDS) else "something"
 
 
 def readable(text: str) -> str:
@@ -161,4 +179,4 @@ def readable(text: str) -> str:
     The classifier and the embedding model learned from ordinary sentences; "<LOCATION_1>" means
     nothing to them, "a place" does.
     """
-    return PLACEHOLDER.sub(lambda m: PLACEHOLDER_WORDS.get(m.group(1), "something"), text)
+    return PLACEHOLDER.sub(lambda m: _placeholder_word(m.group(1)), text)

@@ -112,3 +112,11 @@ def test_placeholders_read_as_plain_words() -> None:
         "mail an email address and something"
     )
     assert readable("no placeholders here") == "no placeholders here"
+    # Every kind the redactor finds reads as words, secrets of any service as "a secret".
+    assert readable("my pin is <PIN_1>, born <DATE_OF_BIRTH_1>, passport <PASSPORT_1>") == (
+        "my pin is a PIN, born a date of birth, passport a passport number"
+    )
+    assert readable("I clicked <PHISHING_LINK_1>") == "I clicked a suspicious link"
+    assert readable("GITHUB_TOKEN=<GITHUB_TOKEN_1> and <AWS_SECRET_KEY_2>") == (
+        "GITHUB_TOKEN=a secret and a secret"
+    )
