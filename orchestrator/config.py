@@ -75,7 +75,7 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         "or a ticket.",
     )
 
-    # Escalation to a technician (orchestrator/escalation.py, orchestrator/tickets.py).
+    # Escalation to a technician (orchestrator/escalation/, orchestrator/tickets.py).
     escalation_anger_threshold: float = Field(
         0.5,
         ge=0,
@@ -121,7 +121,7 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         "never reported the resolution).",
     )
 
-    # The LLM plugin (orchestrator/llm.py); its endpoint, model and key come from
+    # The LLM plugin (orchestrator/llm/); its endpoint, model and key come from
     # LLMEndpointSettings, shared with the crawler.
     llm_temperature: float = Field(
         0.0, ge=0, le=2, description="Sampling temperature; 0 keeps answers close to the sources."

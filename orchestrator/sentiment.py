@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Normalising: lower case, curly quotes straight, contractions and chat spellings expanded, so
-# the rules here and in escalation.py match "dont", "don't" and "do not" alike.
+# the rules here and in escalation/human_request.py match "dont", "don't" and "do not" alike.
 _CONTRACTIONS: tuple[tuple[str, str], ...] = (
     (r"\bcan'?t\b", "can not"),
     (r"\bcannot\b", "can not"),

@@ -1,5 +1,5 @@
 """A local password-reset webhook over real HTTP, implementing the protocol documented in
-``orchestrator/automations.py`` as an operator's endpoint would.
+``orchestrator/automations/webhook.py`` as an operator's endpoint would.
 
 ``POST /hooks/password-reset`` with a JSON body ``{"action", "request_id", "timestamp",
 "user_id"}`` and the headers ``X-Deskpilot-Signature: sha256=<hex>`` (HMAC-SHA256 of the exact
