@@ -1,10 +1,12 @@
-"""The gateway's side of uploads without a server: file checks and the status record."""
+"""The gateway's side of uploads without the app: file checks, and the status record on the
+test's own database of the real valkey (``redis`` of gateway/tests/conftest.py)."""
 
 from __future__ import annotations
 
 from typing import Any, cast
 
 import pytest
+import redis.asyncio as aioredis
 from starlette.requests import Request
 
 from contracts.bus import Bus
@@ -65,22 +67,6 @@ def test_uploads_are_checked_by_size_extension_and_content(
     assert caught.value.detail
 
 
-class FakeRedis:
-    """The three commands the record store uses, in memory."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    async def get(self, key: str) -> Any:
-        return self.values.get(key)
-
-    async def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-    async def delete(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
 def status(document_id: str, state: str, chunks: int = 0) -> DocumentStatus:
     return DocumentStatus.model_validate(
         {
@@ -93,8 +79,8 @@ def status(document_id: str, state: str, chunks: int = 0) -> DocumentStatus:
     )
 
 
-async def test_deleted_is_final_whatever_arrives_later() -> None:
-    records = DocumentRecords(cast(Any, FakeRedis()))
+async def test_deleted_is_final_whatever_arrives_later(redis: aioredis.Redis) -> None:
+    records = DocumentRecords(redis)
     service = DocumentService(cast(Bus, None), records, GatewaySettings())
     document_id = "0" * 32
 
@@ -106,10 +92,8 @@ async def test_deleted_is_final_whatever_arrives_later() -> None:
     assert (record.status, record.chunks) == ("deleted", 0)
 
 
-async def test_unknown_and_malformed_ids_are_404() -> None:
-    service = DocumentService(
-        cast(Bus, None), DocumentRecords(cast(Any, FakeRedis())), GatewaySettings()
-    )
+async def test_unknown_and_malformed_ids_are_404(redis: aioredis.Redis) -> None:
+    service = DocumentService(cast(Bus, None), DocumentRecords(redis), GatewaySettings())
     for document_id in ("f" * 32, "not-an-id", "../x"):
         with pytest.raises(ApiError) as caught:
             await service.get(document_id)
