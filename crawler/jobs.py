@@ -23,6 +23,8 @@ and expire ``CRAWLER_JOB_TTL_S`` after the job starts; ``<ns>`` is ``CRAWLER_NAM
 ``...:offsite``                 set: links found outside the allowed domains (``skip:off_domain``
                                 counts each once)
 ``...:pages``                   list: summaries of the published pages, in order
+``...:outbox``                  hash: URL → JSON of its page event (``PagesCrawled``), written
+                                with its ``d:page`` and deleted once the event is out
 ``...:refused``                 hash: URL → JSON of why the SSRF guard refused it (the first
                                 :data:`MAX_REFUSALS_KEPT`), so a caller can say which address
 ``...:leases``                  hash: URL → ``<holder>|<expiry ms>``, renewed while a handler
@@ -38,8 +40,15 @@ same batch. A task's stream entry claims its URL (``f:<entry>``); a second entry
 is dropped as a duplicate, while the first, if its worker dies, is reclaimed by the bus and resumes
 the same claim once the dead worker's lease on the URL has run out (a live but slow worker keeps
 renewing its lease, so an entry handed over too early is not fetched twice). Completion is a single
-transition from ``f:<entry>`` to ``d:<outcome>``, so
-counters move once; the page event is published before it with a deterministic event id.
+transition from ``f:<entry>`` to ``d:<outcome>``, so counters move once.
+
+Why a job publishes exactly the pages it counts (never more than ``max_pages``): a page's event
+goes out only after that transition, from the ``outbox`` entry the transition wrote, and is
+deleted from there once out. A worker that dies before it is out leaves it there: the task entry,
+redelivered, finds its URL done and publishes it (the same deterministic event id, so a copy that
+did get out de-duplicates), and announcing the job's end publishes whatever is left first. An
+attempt whose completion comes back ``again`` (another attempt recorded the URL's outcome) or
+``stale`` (the job is gone) publishes nothing of its own.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from typing import Any, Literal
 
 import redis.asyncio as aioredis
 
-from contracts.events import ContextInsufficient, CrawlPageSummary
+from contracts.events import ContextInsufficient, CrawlPageSummary, PagesCrawled
 
 _COMMON = """
 local function now_ms()
@@ -168,8 +177,8 @@ return 1
 """
 )
 
-# KEYS: meta frontier links seen patterns state batch hashes pages stop leases
-# ARGV: url entry outcome summary links cap
+# KEYS: meta frontier links seen patterns state batch hashes pages stop leases outbox
+# ARGV: url entry outcome summary links cap event
 _COMPLETE = (
     _COMMON
     + """
@@ -180,9 +189,10 @@ if st ~= 'f:' .. entry then
     if st and string.sub(st, 1, 2) == 'd:' then
         local fin = 0
         if redis.call('HGET', meta, 'finished_by') == entry then fin = 1 end
-        return {'again', redis.call('HGET', batch, entry) or '[]', fin, hnum(meta, 'published')}
+        return {'again', redis.call('HGET', batch, entry) or '[]', fin, hnum(meta, 'published'),
+            redis.call('HGET', KEYS[12], url) or ''}
     end
-    return {'stale', '[]', 0, 0}
+    return {'stale', '[]', 0, 0, ''}
 end
 redis.call('HSET', state, url, 'd:' .. outcome)
 redis.call('HDEL', KEYS[11], url)
@@ -190,6 +200,7 @@ redis.call('HINCRBY', meta, 'outstanding', -1)
 if outcome == 'page' then
     redis.call('HINCRBY', meta, 'published', 1)
     redis.call('RPUSH', KEYS[9], ARGV[4])
+    if ARGV[7] ~= '' then redis.call('HSET', KEYS[12], url, ARGV[7]) end
 else
     redis.call('HINCRBY', meta, 'skip:' .. outcome, 1)
 end
@@ -219,7 +230,7 @@ if reason then
     fin = 1
 end
 keep_ttl(meta)
-return {'ok', dispatched, fin, hnum(meta, 'published')}
+return {'ok', dispatched, fin, hnum(meta, 'published'), ''}
 """
 )
 
@@ -299,6 +310,8 @@ class Completion:
     """This completion ended the job (it announces ``crawl.finished``)."""
     published: int = 0
     """Pages the job has published so far."""
+    unsent: PagesCrawled | None = None
+    """``again``: the URL's page event, recorded with its outcome and not yet out."""
 
 
 @dataclass(frozen=True)
@@ -369,7 +382,7 @@ class JobStore:
 
     def _keys(self, job_id: str) -> list[str]:
         parts = ("meta", "frontier", "links", "seen", "patterns", "state", "batch", "hashes")
-        return [self.key(job_id, p) for p in (*parts, "pages", "stop", "leases")]
+        return [self.key(job_id, p) for p in (*parts, "pages", "stop", "leases", "outbox")]
 
     @property
     def running_key(self) -> str:
@@ -429,10 +442,16 @@ class JobStore:
         outcome: str,
         *,
         summary: CrawlPageSummary | None = None,
+        event: PagesCrawled | None = None,
         links: list[Queued] | None = None,
         pattern_cap: int = 1_000_000,
     ) -> Completion:
-        """Record ``url``'s outcome once, queue its links, dispatch what may start next."""
+        """Record ``url``'s outcome once, queue its links, dispatch what may start next.
+
+        A page's ``event`` is kept in the job's outbox with the outcome, to be published only
+        after this (then :meth:`sent`); a completion that is not the first (``again``) brings
+        back the URL's event if it is still there.
+        """
         result = await self._complete(
             keys=self._keys(job_id),
             args=[
@@ -442,6 +461,7 @@ class JobStore:
                 summary.model_dump_json() if summary else "",
                 _encode_queued(links or []),
                 pattern_cap,
+                event.model_dump_json() if event is not None and outcome == "page" else "",
             ],
         )
         state = result[0].decode() if isinstance(result[0], bytes) else str(result[0])
@@ -450,7 +470,20 @@ class JobStore:
             _decode_batch(result[1]),
             int(result[2]) == 1,
             int(result[3]),
+            PagesCrawled.model_validate_json(result[4]) if result[4] else None,
         )
+
+    async def sent(self, job_id: str, url: str) -> None:
+        """``url``'s page event is out: it leaves the outbox."""
+        await self.redis.hdel(self.key(job_id, "outbox"), url)
+
+    async def unsent(self, job_id: str) -> dict[str, PagesCrawled]:
+        """URL → page event for the pages recorded whose event is not known to be out yet."""
+        raw: dict[Any, Any] = await self.redis.hgetall(self.key(job_id, "outbox"))
+        return {
+            (k.decode() if isinstance(k, bytes) else str(k)): PagesCrawled.model_validate_json(v)
+            for k, v in raw.items()
+        }
 
     async def finish(self, job_id: str, reason: str, who: str) -> bool:
         """End a running job (stop, deadline); True if this call ended it."""

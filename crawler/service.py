@@ -16,8 +16,10 @@ job's counters record (``skipped`` in ``crawl.finished``):
    handed to the page; WebSockets are refused), PDF text is read; a browser crash retries the
    page; the whole page must finish within ``CRAWLER_PAGE_TIMEOUT_S`` (``error`` otherwise);
 6. identical extracted text already published by the job is ``duplicate``;
-7. the page is published on ``pages.crawled``; its links are scored by the planner and queued;
-8. the outcome is recorded, the next best URLs are dispatched as tasks, progress goes to the
+7. the page's links are scored by the planner;
+8. the outcome is recorded, with a page's event (its outbox entry, see :mod:`crawler.jobs`) and
+   its links queued; only then is the page published on ``pages.crawled`` (and kept as read for
+   ``CRAWLER_FRESHNESS_S``), the next best URLs are dispatched as tasks, progress goes to the
    requester's reply stream, and if that was the job's last page, ``crawl.finished`` goes out.
 """
 
@@ -170,6 +172,8 @@ class _Result:
     detail: str = ""
     refused: list[str] = field(default_factory=list)
     """The addresses the SSRF guard refused (``blocked``)."""
+    extracted: ExtractedPage | None = None
+    """A page's content, kept as read (:mod:`crawler.fresh`) once its outcome is recorded."""
 
 
 class CrawlService:
@@ -262,6 +266,9 @@ class CrawlService:
         meta = await self.jobs.meta(job_id)
         if spec is None or meta.get("status") != "finished":
             return
+        # Pages before the end: those whose worker died before publishing them go out first.
+        for url, event in (await self.jobs.unsent(job_id)).items():
+            await self._publish_page(job_id, url, event)
         pages = await self.jobs.pages(job_id)
         duration = max(0.0, (int(meta["finished_ms"]) - int(meta["started_ms"])) / 1000)
         skipped = {
@@ -308,6 +315,8 @@ class CrawlService:
             return
         if state == "done":  # redelivered after its outcome was recorded: replay the rest
             completion = await self.jobs.complete(task.job_id, task.url, entry, Outcome.PAGE)
+            if completion.unsent is not None:  # its worker died before publishing the page
+                await self._publish_page(spec.job_id, task.url, completion.unsent)
             await self._after(spec, completion, None)
             return
         if state == "cancel":
@@ -317,20 +326,16 @@ class CrawlService:
         else:
             async with self._leased(task, holder):
                 result = await self._crawl(spec, task)
-        if result.page is not None:
-            await self.publisher.publish(
-                self.topics.pages,
-                PagesCrawled(
-                    event_id=stable_id(spec.job_id, task.url, "page"),
-                    correlation_id=spec.correlation_id,
-                    conversation_id=spec.conversation_id,
-                    job_id=spec.job_id,
-                    pages=[result.page],
-                ),
-            )
-        summary = None
+        summary = event = None
         if result.page is not None:
             page = result.page
+            event = PagesCrawled(
+                event_id=stable_id(spec.job_id, task.url, "page"),
+                correlation_id=spec.correlation_id,
+                conversation_id=spec.conversation_id,
+                job_id=spec.job_id,
+                pages=[page],
+            )
             summary = CrawlPageSummary(
                 url=page.url,
                 status=page.status,
@@ -359,10 +364,27 @@ class CrawlService:
             entry,
             result.outcome,
             summary=summary,
+            event=event,
             links=result.links,
             pattern_cap=self.settings.max_pages_per_pattern,
         )
+        # Published only once recorded: a page whose outcome was not (this attempt's worker died,
+        # or another attempt recorded another outcome) is never out, so no job has more pages
+        # out than it counts (max_pages). Once recorded, it is out even if this worker dies here.
+        if completion.state == "ok" and event is not None:
+            await self._publish_page(spec.job_id, task.url, event)
+            if self.fresh is not None and result.extracted is not None:
+                await self.fresh.remember(task.url, result.extracted)
+                if event.pages[0].url != task.url:  # redirected: the target was read too
+                    await self.fresh.remember(event.pages[0].url, result.extracted)
+        elif completion.unsent is not None:  # an earlier attempt recorded it, then died
+            await self._publish_page(spec.job_id, task.url, completion.unsent)
         await self._after(spec, completion, result)
+
+    async def _publish_page(self, job_id: str, url: str, event: PagesCrawled) -> None:
+        """Publish a recorded page's event from the job's outbox, then take it out of there."""
+        await self.publisher.publish(self.topics.pages, event)
+        await self.jobs.sent(job_id, url)
 
     async def _claim(self, task: CrawlTask, entry: str, holder: str) -> Begin:
         while True:
@@ -510,11 +532,7 @@ class CrawlService:
             rendered=rendered,
         )
         links = await self._plan(spec, task, extracted, scope)
-        if self.fresh is not None:
-            await self.fresh.remember(task.url, extracted)
-            if document.url != task.url:  # redirected: the target was read too
-                await self.fresh.remember(document.url, extracted)
-        return _Result(Outcome.PAGE, page=page, links=links)
+        return _Result(Outcome.PAGE, page=page, links=links, extracted=extracted)
 
     async def _read_html(self, document: _Document, scope: Scope) -> tuple[ExtractedPage, bool]:
         """The page's content, and whether the browser had to run its scripts to get it.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from uuid import uuid4
@@ -9,7 +10,14 @@ from uuid import uuid4
 import pytest
 import redis.asyncio as aioredis
 
-from contracts.events import ContextInsufficient, CrawlBudget, CrawlPageSummary, new_id
+from contracts.events import (
+    ContextInsufficient,
+    CrawlBudget,
+    CrawledPage,
+    CrawlPageSummary,
+    PagesCrawled,
+    new_id,
+)
 from crawler.jobs import JobStore, Queued
 from crawler.urls import url_pattern
 
@@ -76,6 +84,64 @@ async def test_one_claim_per_url_and_one_completion(jobs: JobStore) -> None:
     meta = await jobs.meta(spec.job_id)
     assert (meta["published"], meta["outstanding"]) == ("1", "1")
     assert len(await jobs.pages(spec.job_id)) == 1
+
+
+def page_event(spec: ContextInsufficient, url: str) -> PagesCrawled:
+    page = CrawledPage(url=url, requested_url=url, title="t", content_hash="h", markdown="m")
+    return PagesCrawled(
+        correlation_id=spec.correlation_id,
+        conversation_id=spec.conversation_id,
+        job_id=spec.job_id,
+        pages=[page],
+    )
+
+
+async def test_a_page_event_waits_in_the_outbox_until_sent(jobs: JobStore) -> None:
+    spec = request(concurrency=1, max_pages=10)
+    _, [first] = await jobs.create(spec, [queued("/", depth=0)], "c")
+    assert await jobs.begin(spec.job_id, first.url, "1-0") == "go"
+    event = page_event(spec, first.url)
+    done = await jobs.complete(
+        spec.job_id, first.url, "1-0", "page", summary=summary(first.url), event=event
+    )
+    assert (done.state, done.unsent) == ("ok", None)  # the caller publishes its own event
+    assert await jobs.unsent(spec.job_id) == {first.url: event}
+    ttl = await jobs.redis.pttl(jobs.key(spec.job_id, "outbox"))
+    assert 0 < ttl <= 600_000  # expires with the job
+    # Its worker died before sending it: the redelivered entry gets it back, until it is sent.
+    assert await jobs.begin(spec.job_id, first.url, "1-0") == "done"
+    replay = await jobs.complete(spec.job_id, first.url, "1-0", "page")
+    assert (replay.state, replay.unsent) == ("again", event)
+    await jobs.sent(spec.job_id, first.url)
+    assert await jobs.unsent(spec.job_id) == {}
+    again = await jobs.complete(spec.job_id, first.url, "1-0", "page")
+    assert (again.state, again.unsent) == ("again", None)
+    assert (await jobs.meta(spec.job_id))["published"] == "1"
+
+
+async def test_a_page_recorded_by_no_one_is_never_in_the_outbox(jobs: JobStore) -> None:
+    """Two calls on one entry (the bus handed it over while the first was slow): the other
+    outcome was recorded first, so the page is not the job's; nor is a page of a job gone."""
+    spec = request(concurrency=1, max_pages=10)
+    _, [first] = await jobs.create(spec, [queued("/", depth=0)], "c")
+    assert await jobs.begin(spec.job_id, first.url, "1-0", "slow", lease_ms=1) == "go"
+    await asyncio.sleep(0.02)  # its lease ran out: it was only slow, not dead
+    assert await jobs.begin(spec.job_id, first.url, "1-0", "successor") == "go"
+    assert (await jobs.complete(spec.job_id, first.url, "1-0", "error")).state == "ok"
+    late = await jobs.complete(
+        spec.job_id, first.url, "1-0", "page", summary=summary(first.url),
+        event=page_event(spec, first.url),
+    )  # fmt: skip
+    assert (late.state, late.unsent) == ("again", None)
+    assert await jobs.unsent(spec.job_id) == {}
+    meta = await jobs.meta(spec.job_id)
+    assert (meta["published"], meta["skip:error"]) == ("0", "1")
+    gone = request()
+    stale = await jobs.complete(
+        gone.job_id, first.url, "1-0", "page", event=page_event(gone, first.url)
+    )
+    assert (stale.state, stale.unsent) == ("stale", None)
+    assert await jobs.unsent(gone.job_id) == {}
 
 
 async def test_links_are_queued_once_and_traps_are_capped(jobs: JobStore) -> None:
