@@ -18,6 +18,8 @@ What a handler can rely on:
   :data:`contracts.topics.SUBSCRIPTIONS`, so nothing published while a consumer restarts is lost.
 * Every publish trims its stream with an approximate MAXLEN.
 * On shutdown the broker stops reading and waits for in-flight handlers to finish and ack.
+* What it does is measured (:mod:`contracts.metrics`): events handled, handler time and failures,
+  redeliveries, dead letters and events published, and the lag of the groups it reads.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from faststream.redis.parser import BinaryMessageFormatV1
 from pydantic import ValidationError
 from redis.exceptions import NoPermissionError, RedisError, ResponseError
 
+from contracts import metrics
 from contracts.events import Event, SealedEvent
 from contracts.logs import conversation_id_var, correlation_id_var
 from contracts.periodic import every
@@ -122,6 +125,7 @@ class Bus:
         )
         self._groups: set[tuple[str, str]] = set()
         self._key_ring: KeyRing | None = None
+        self._lag_watch: int | None = None
 
     @property
     def key_ring(self) -> KeyRing:
@@ -192,6 +196,8 @@ class Bus:
     ) -> None:
         max_deliveries = self.settings.max_deliveries
         deliveries = await msg.get_delivery_count() if reclaimed else 1
+        if deliveries > 1:
+            metrics.REDELIVERIES.labels(self.service, topic, group).inc()
         if deliveries > max_deliveries:
             # Delivered this often without an outcome: its consumers keep dying on it.
             await self.dead_letter(
@@ -229,8 +235,9 @@ class Bus:
             delivery = Delivery(topic, entry_id, deliveries, msg)
             # A handler may run longer than reclaim_idle_ms; its entry must not look abandoned
             # to the reclaimers (this process's or a replica's) meanwhile.
-            async with self._keep_claimed(topic, group, entry_id):
-                await handler(event, delivery)
+            with metrics.handling(self.service, topic, group):
+                async with self._keep_claimed(topic, group, entry_id):
+                    await handler(event, delivery)
         except Exception as exc:
             if not reclaimed:
                 deliveries = await msg.get_delivery_count()
@@ -308,6 +315,7 @@ class Bus:
             maxlen=self.settings.stream_maxlen,
             approximate=True,
         )
+        metrics.DEAD_LETTERS.labels(self.service, topic, group).inc()
         if topic in RAW_TOPICS:
             await self.redis.xdel(topic, _entry_id(msg))
         log.error("message dead-lettered", extra={"topic": topic, "error": error})
@@ -327,6 +335,7 @@ class Bus:
             correlation_id=event.correlation_id,
             headers={"content-type": "application/json"},
         )
+        metrics.EVENTS_PUBLISHED.labels(self.service, topic).inc()
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -340,9 +349,14 @@ class Bus:
             log.info("raw topics sealed", extra={"seal_key": ring.sealing_key_id})
         await ensure_groups(self.redis, [*_all_known_groups(), *sorted(self._groups)])
         await self.broker.start()
+        if self._lag_watch is None:
+            self._lag_watch = metrics.LAG.watch(self.service, self.settings.redis_url, self._groups)
 
     async def stop(self) -> None:
         """Stop reading, let in-flight handlers finish and ack, then close connections."""
+        if self._lag_watch is not None:
+            metrics.LAG.unwatch(self._lag_watch)
+            self._lag_watch = None
         await self.broker.stop()
         await self.redis.aclose()
 

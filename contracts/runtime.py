@@ -2,7 +2,8 @@
 
 A service's ``app.py`` builds a :class:`Worker` from its bus and a ``resources`` context manager
 that loads heavy things once (models, clients), registers the handlers and yields the dependency
-probes its heartbeat reports. ``__main__`` calls :func:`run`.
+probes its heartbeat reports. ``__main__`` calls :func:`run`. Once the bus consumes, the worker
+serves its metrics on ``DESKPILOT_METRICS_PORT`` when one is set (:mod:`contracts.metrics`).
 
 Exit codes: 0 after SIGTERM/SIGINT (in-flight messages finished and acked); 3 when the bus stopped
 by itself (for example its consumer group vanished), so a supervisor restarts the process.
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from contracts.bus import Bus
 from contracts.heartbeat import Heartbeat, Probe
 from contracts.logs import configure_logging
+from contracts.metrics import serve_metrics
 from contracts.tracing import shutdown_tracing
 
 log = logging.getLogger("deskpilot.runtime")
@@ -54,6 +56,7 @@ class Worker:
                 {**probes, "bus": self._probe_bus},
             )
             heartbeat.start()
+            metrics_server = serve_metrics(self.bus.settings, self.service)
             log.info("started", extra={"consumer": self.bus.consumer})
             code = EXIT_OK
             try:
@@ -66,6 +69,8 @@ class Worker:
                         break
             finally:
                 log.info("stopping: finishing in-flight messages")
+                if metrics_server is not None:
+                    await asyncio.to_thread(metrics_server.close)
                 await heartbeat.stop()
                 await self.bus.stop()
                 log.info("stopped")

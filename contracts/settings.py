@@ -113,6 +113,22 @@ class ServiceSettings(BaseSettings):
         validation_alias=_shared("DESKPILOT_GRACEFUL_TIMEOUT"),
         description="How long shutdown waits for in-flight messages to finish and be acked.",
     )
+    metrics_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        validation_alias=_shared("DESKPILOT_METRICS_PORT"),
+        description="Port of this process's Prometheus metrics (`/metrics`, contracts/metrics.py); "
+        "0 serves none. Off unless asked for, so a process started by hand or by a test opens no "
+        "extra port; the Kubernetes and compose files set 9464 (one port per pod or container), "
+        "and `deskpilot up` gives each of its processes a free loopback port of its own.",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        validation_alias=_shared("DESKPILOT_METRICS_HOST"),
+        description="Interface the metrics port listens on; containers set `0.0.0.0` so "
+        "Prometheus can reach it (the gateway's public port never serves metrics).",
+    )
     fault_handler_delay_ms: int = Field(
         0,
         ge=0,
