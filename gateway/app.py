@@ -1,7 +1,12 @@
-"""Wires the gateway: FastAPI app, the bus started in its lifespan, the static chat page."""
+"""Wires the gateway: FastAPI app, the bus started in its lifespan, the static chat page.
+
+The public app serves no metrics: like every service, the gateway serves them on its own
+``DESKPILOT_METRICS_PORT`` listener (contracts/metrics.py), which no public Service or policy
+opens, so the scrape needs no credential and the admin token stays with its holders."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contracts.bus import Bus, create_group
 from contracts.heartbeat import Heartbeat
+from contracts.metrics import serve_metrics
 from contracts.topics import Group
 from gateway import analytics, feedback, handlers
 from gateway.api import api_router
@@ -81,9 +87,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         await bus.start()
         heartbeat = Heartbeat(bus.redis, SERVICE, settings.node_name, settings.heartbeat_interval_s)
         heartbeat.start()
+        metrics_server = serve_metrics(settings, SERVICE)
         try:
             yield
         finally:
+            if metrics_server is not None:
+                await asyncio.to_thread(metrics_server.close)
             await heartbeat.stop()
             await bus.stop()
 
