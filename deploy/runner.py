@@ -8,6 +8,10 @@ work), then Chroma and Redis. Everything lives in the data directory and survive
 
 Chroma runs as a server even here because several processes (indexer, orchestrator) use it: a
 persistent client per process would each keep a private, stale copy of the index.
+
+Each child serves its Prometheus metrics on a free loopback port of its own (one shared
+``DESKPILOT_METRICS_PORT`` would have seven processes on one port); ``up`` prints where, and
+``runtime.json`` keeps it under ``metrics``.
 """
 
 from __future__ import annotations
@@ -181,6 +185,8 @@ class Stack:
         self.redis_url = ""
         self.chroma_host = ""
         self.chroma_port = 0
+        self.metrics: dict[str, str] = {}
+        """Where each child serves its metrics, by child name."""
         self.stopping = False
 
     @property
@@ -201,15 +207,25 @@ class Stack:
             replicas = self.settings.crawler_workers if name == "crawler" else 1
             for replica in range(replicas):
                 label = name if replica == 0 else f"{name}-{replica + 1}"
+                metrics_port = free_port()
+                self.metrics[label] = f"http://127.0.0.1:{metrics_port}/metrics"
                 child = Child(
                     name=label,
                     argv=[sys.executable, "-m", name],
-                    env=env,
+                    env={
+                        **env,
+                        "DESKPILOT_METRICS_HOST": "127.0.0.1",
+                        "DESKPILOT_METRICS_PORT": str(metrics_port),
+                    },
                     log_path=None if self.verbose else self.data_dir / "logs" / f"{label}.log",
                 )
                 child.start()
                 self.children.append(child)
         self._write_runtime()
+        self.say(
+            "Metrics (Prometheus): "
+            + ", ".join(f"{name} {url}" for name, url in self.metrics.items())
+        )
 
     def wanted(self, name: str, env: dict[str, str]) -> bool:
         """Whether to start the optional service ``name`` (only the crawler, for now)."""
@@ -304,6 +320,7 @@ class Stack:
             "chroma_host": self.chroma_host,
             "chroma_port": self.chroma_port,
             "gateway_url": self.url,
+            "metrics": self.metrics,
             "children": {child.name: child.process.pid for child in self.children if child.process},
         }
         (self.data_dir / RUNTIME_FILE).write_text(json.dumps(runtime, indent=2))
