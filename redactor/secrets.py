@@ -10,9 +10,12 @@ Three sources, each a Presidio recogniser (the README says which rules are whose
   people write in chats, config files, logs and shell history. ``DB_PASSWORD=x``,
   ``db_password: x``, ``"password": "x"``, ``X-Api-Key: x``; "my password is x", "pw is x",
   "the password I use is x", "my password's x", "p/w: x", "password x" with no verb when x looks
-  like a password, "Kennwort: x" and the password words of other common languages; a passphrase
-  of several words, a password spaced out letter by letter, one described ("the word tulip then
-  1987"); PINs, passcodes and one-time codes; ``Authorization: Basic x``; and the shell's ways
+  like a password, "Kennwort: x" and the password words of other common languages; a remark
+  between the word and its verb ("my password, if needed, is x"); a passphrase of several words
+  (after "passphrase", the rest of its clause: "the passphrase: my cat likes warm milk"), a
+  password spaced out letter by letter, one described ("the word tulip then 1987"); a user and
+  password after "login" or "creds" (``admin/x``, ``admin:x``); PINs, passcodes and one-time
+  codes, also written in groups ("482 913"); ``Authorization: Basic x``; and the shell's ways
   of passing one (``curl -u user:x``, ``mysql -px``, ``sshpass -p x``, ``--password=x``...).
 * **detect-secrets** (:class:`DetectSecretsRecognizer`, Yelp's library): its keyword detector,
   its high-entropy string detectors and its vendor formats, run inside the redactor on the text
@@ -234,7 +237,9 @@ def key_recognizers(language: str) -> list[EntityRecognizer]:
 # The password words of English (with the abbreviations people type) and of other common
 # languages. Longest first where one is the start of another.
 KEY_WORDS_OF_PASSWORDS = (
-    r"pass\s?words?|pass-word|passwd|pass\s?phrase|pwrd|pword|pwd|pw|p/word|p/w|p\.w\.|"
+    r"pass\s?words?|pass-word|passwd|pass[\s-]?phrase|phrase\s+(?:secr[èe]te|de\s+passe)|"
+    r"frase\s+(?:secreta|de\s+contrase[ñn]a|de\s+paso)|wachtzin|"
+    r"pwrd|pword|pwd|pw|p/word|p/w|p\.w\.|"
     r"p\sa\ss\ss\sw\so\sr\sd|pass|kennwort|passwort|mot\s+de\s+passe|mdp|"
     r"contrase[ñn]a|clave|senha|wachtwoord|l[öo]senord|salasana|has[łl]o|"
     r"parola(?:\s+d'ordine)?|heslo|jelsz[óo]|adgangskode|passord|пароль|"
@@ -256,10 +261,11 @@ _VERBS = (
 # Verbs that are other words in English ("password on the laptop", "pass to"): only after the
 # word of their own language.
 _FOREIGN_VERBS: dict[str, str] = {
-    "on": "salasana", "oli": "salasana", "es": "contrase|clave", "era": "contrase|clave|senha",
+    "on": "salasana", "oli": "salasana", "es": "contrase|clave|frase",
+    "era": "contrase|clave|senha|frase",
     "war": "passwort|kennwort", "var": "l[öo]senord", "er": "passord|adgangskode",
     "je": "heslo", "to": "has[łl]o", "é": "senha|password", "è": "password|parola",
-    "est": "mot|mdp", "était": "mot|mdp",
+    "est": "mot|mdp|phrase", "était": "mot|mdp|phrase",
 }  # fmt: skip
 # Nouns that make the password word part of another thing ("password policy", "key ID").
 _COMPOUND_NOUNS: frozenset[str] = frozenset(
@@ -299,6 +305,14 @@ _USER_SLASH_PASSWORD = re.compile(
     r"(?P<user>[\w.@\\-]{2,40})\s?/\s?(?P<value>[^\s/]{4,64})",
     re.IGNORECASE,
 )
+# "using default credentials admin:Cam3ra99", "creds root:Toor2024!": a user name with a letter in
+# it, a colon, the password. Not "user@host:path" (a copy target), not "jdoe:1001:1001:..." (a
+# passwd line) nor "aa:bb:cc" (a MAC address): no "@" in the user, no ":" after the value.
+_USER_COLON_PASSWORD = re.compile(
+    r"\b(?:login|logon|user(?:name)?|account|creds?|credentials)\b[^\n:/]{0,40}?\s"
+    r"(?P<user>(?=[\w.\\-]*[^\W\d_])[\w.\\-]{1,40}):(?P<value>[^\s:/@]{4,64})(?![:/@])",
+    re.IGNORECASE,
+)
 # "tried Passw0rd! and P@ssw0rd1": values tried, when a password word is near.
 _TRIED = re.compile(
     r"\b(?:tried|try|typed?|entered|enter|used|use)\s+(?:with\s+)?(?P<values>[^\s,]{4,64}"
@@ -308,6 +322,14 @@ _TRIED = re.compile(
 _PASSWORD_NEAR = re.compile(r"pass\s?word|passwd|\bpwd?\b|\bp/w\b", re.IGNORECASE)
 _POSSESSIVE_S = re.compile(r"['’]s(?=\s)", re.IGNORECASE)
 _ASIDE_THEN_SIGN = re.compile(r"\s*\([^()\n]{1,40}\)\s*[:=]", re.IGNORECASE)
+# A remark between the word and its verb: "my password, if needed, is X", "the password (new
+# one) is X", "my password - just in case - is X".
+_ASIDE_THEN_VERB = re.compile(
+    r"(?:\s*,[ \t]*[^,\n]{1,40}?,|[ \t]+[-–—]{1,2}[ \t]+[^\n]{1,40}?[ \t]+[-–—]{1,2}|"
+    r"\s*\([^()\n]{1,40}\))"
+    r"(?=[ \t]+(?:is|was|ist|lautet|war|est|es|era|é|è|är|var|er|je|jest)[ \t])",
+    re.IGNORECASE,
+)
 _DASH_SIGN = re.compile(r"\s+[-–]\s+(?=\S)")
 
 # "the word tulip then 1987", "the letters abc then the numbers 4455", "orange followed by 2468"
@@ -361,12 +383,26 @@ _PIN_CUE = re.compile(
     r"entry\s+code|unlock\s+code|gate\s+code|lock\s+code|safe\s+code|verification\s+code|"
     r"confirmation\s+code|one[-\s]time\s+(?:code|password|passcode|pin)|otp|"
     r"(?:mfa|2fa|sms|auth|authenticator|login|sign-in)\s+code|security\s+code|cvv2?|cvc|"
-    r"code\s+(?:for|to|of)\s+(?:the\s+|my\s+)?[\w-]+(?:\s+[\w-]+)?)(?![^\W_])"
+    r"authenticator(?:\s+app)?|(?:mfa|2fa|totp)(?:\s+token)?|"
+    r"code\s+(?:for|to|of)\s+(?:the\s+|my\s+)?[\w-]+(?:\s+[\w-]+)?|"
+    r"(?P<bare>(?:(?<=\bthe\s)|(?<=\bmy\s)|(?<=\byour\s)|(?<=\bthis\s)|(?<=\bthat\s)|"
+    r"(?<=\ba\s)|(?<=\bnew\s))code))(?![^\W_])"
     r"(?P<link>(?:\s+[^\s\d:=]+){1,4}?\s+(?:is|was)\s+(?:now\s+)?|(?:\s+[^\s\d:=]+){1,3}?:\s*|"
     r"\s*(?:(?:is|was|:|=|-)\s*(?:now\s+)?)?)"
-    r"(?P<value>\d{3,10}#?)(?![\w.,/:-]\d|[\w/-])",
+    # A code in groups ("482 913", "48-29-13", "4829 1375"), or one run of digits.
+    r"(?P<value>\d{2,4}(?P<sep>[ -])\d{2,4}(?:(?P=sep)\d{2,4}){0,2}(?![ -]?\d)|\d{3,10}#?)"
+    r"(?![\w.,/:-]\d|[\w/-])",
     re.IGNORECASE,
 )
+
+# "the code is 404 503" names HTTP statuses, not a one-time code.
+_HTTP_STATUS_CODES: frozenset[str] = frozenset(
+    {
+        "200", "201", "202", "204", "301", "302", "304", "307", "308", "400", "401", "403",
+        "404", "405", "406", "408", "409", "410", "413", "415", "422", "429", "500", "501",
+        "502", "503", "504",
+    }
+)  # fmt: skip
 
 # The shell's ways of passing a password, each with the value in a group named "value".
 _SHELL_VALUE = (
@@ -480,7 +516,67 @@ _PHRASE_STOPS: frozenset[str] = frozenset(
         "worked", "fails", "failed", "says", "said", "gets", "got", "isn't", "wasn't",
     }
 )  # fmt: skip
+# A passphrase after its word ("the passphrase: my cat likes warm milk") runs to the end of its
+# clause: the line's or the sentence's end, a semicolon or colon, a comma before a word that goes
+# on with the sentence, or one of these words (or "and"/"or"/"so"/"then" before one of them).
+_CLAUSE_BREAKS: frozenset[str] = frozenset(
+    {
+        "but", "because", "since", "though", "although", "which", "whereas", "unless", "while",
+        "when", "if", "please", "pls", "plz", "thanks", "thank", "btw", "lol", "fyi", "is",
+        "was", "isn't", "wasn't", "does", "doesn't", "did", "didn't", "don't", "won't",
+        "can't", "cannot", "can", "could", "would", "should", "will", "works", "worked",
+        "fails", "failed", "keeps", "says", "said", "gets", "got", "has", "had", "still",
+        "anymore", "again", "apparently", "today", "yesterday", "it", "i", "i'm", "im", "you",
+        "we", "they", "he", "she", "me", "us", "them", "ok", "okay", "right",
+    }
+)  # fmt: skip
+_CLAUSE_JOINS: frozenset[str] = frozenset({"and", "or", "so", "then"})
+# Words that make the clause a sentence about the passphrase, not the passphrase ("the
+# passphrase is the same as the old one", "passphrase: four random words at least").
+_PASSPHRASE_PROSE: frozenset[str] = frozenset(
+    {
+        "not", "no", "never", "same", "usual", "one", "default", "expired", "wrong",
+        "incorrect", "invalid", "correct", "locked", "stored", "saved", "written", "kept",
+        "sent", "shared", "attached", "see", "check", "ask", "wiki", "vault", "keepass",
+        "manager", "email", "mail", "ticket", "screenshot", "too", "being", "been", "required",
+        "missing", "empty", "needed", "supposed", "forgot", "forgotten", "remember", "known",
+        "unknown", "something", "nothing", "anything", "what", "name", "words", "word",
+        "characters", "letters", "digits", "numbers", "long", "longer", "short", "shorter",
+        "random", "length", "minimum", "least", "policy", "rules", "enough", "different",
+        "also", "now", "very", "really", "case", "sensitive", "there", "here", "like", "as",
+    }
+)  # fmt: skip
+_DETERMINERS: frozenset[str] = frozenset(
+    {"my", "the", "a", "an", "our", "your", "his", "her", "their", "this", "that"}
+)
+_PLAIN_WORD = re.compile(r"[a-zà-ÿ][a-zà-ÿ'’-]*|\d{1,8}")
+_PASSPHRASE_WORDS = re.compile(
+    r"pass[\s-]?phrase|phrase\s+\S+(?:\s+passe)?|frase\s+.+|wachtzin", re.IGNORECASE
+)
 _SECRET_SYMBOLS = set("!@#$%^&*_+=~?<>|/\\.,;:-()[]{}'\"`€£§")
+
+
+_PROSE = -1  # what _passphrase_clause returns for a sentence about a passphrase
+_CLAUSE_WORD = re.compile(r"[^\s,;:.!?()\[\]{}<>\"`]+")
+
+
+def _skip_blanks(text: str, position: int) -> int:
+    """The position after the spaces and tabs at ``position`` (a line break is not skipped)."""
+    while position < len(text) and text[position] in " \t":
+        position += 1
+    return position
+
+
+def _goes_on_phrase(word: str) -> bool:
+    """Whether ``word``, after "and" or a comma, can still be part of a passphrase of plain
+    words ("salt and pepper"), not the start of the sentence's next part ("and it fails")."""
+    folded = word.casefold()
+    return (
+        bool(_PLAIN_WORD.fullmatch(word))
+        and folded not in _CLAUSE_BREAKS
+        and folded not in _CLAUSE_JOINS
+        and folded not in _PHRASE_STOPS
+    )
 
 
 @dataclass(frozen=True)
@@ -662,7 +758,7 @@ class CredentialRecognizer(EntityRecognizer):
             found = self._after_password_word(text, cue)
             if found is not None:
                 yield found
-        for rule in (_VALUE_BEFORE_WORD, _CHANGED_TO, _USER_SLASH_PASSWORD):
+        for rule in (_VALUE_BEFORE_WORD, _CHANGED_TO, _USER_SLASH_PASSWORD, _USER_COLON_PASSWORD):
             for match in rule.finditer(text):
                 start, end = self._trim(text, match.start("value"), match.end("value"))
                 value = text[start:end]
@@ -686,16 +782,23 @@ class CredentialRecognizer(EntityRecognizer):
     def _after_password_word(self, text: str, cue: re.Match[str]) -> _Span | None:
         position = cue.end()
         keyword = cue.group("kw")
+        passphrase = bool(_PASSPHRASE_WORDS.fullmatch(keyword))
         # "password (case sensitive): X"
         aside = _ASIDE_THEN_SIGN.match(text, position)
         if aside:
-            return self._password_value(text, aside.end(), phrase=True)
-        possessive = _POSSESSIVE_S.match(text, position)
+            return self._password_value(text, aside.end(), phrase=True, passphrase=passphrase)
+        # "my password, if needed, is X": the verb is looked for after the remark.
+        remark = _ASIDE_THEN_VERB.match(text, position)
+        if remark and looks_like_password(remark.group(0).strip(" \t,()-–—")):
+            remark = None  # "my password (Castle#909) is rejected": the value, not a remark
+        if remark:
+            position = remark.end()
+        possessive = None if remark else _POSSESSIVE_S.match(text, position)
         if possessive:
-            return self._password_value(text, possessive.end(), phrase=True)
-        dash = _DASH_SIGN.match(text, position)
+            return self._password_value(text, possessive.end(), phrase=True, passphrase=passphrase)
+        dash = None if remark else _DASH_SIGN.match(text, position)
         if dash:
-            return self._password_value(text, dash.end(), phrase=False)
+            return self._password_value(text, dash.end(), phrase=passphrase, passphrase=passphrase)
         # The verb or sign, directly or after a few words: "my password for the vpn is X".
         window_end = self._clause_end(text, position, limit=60)
         words_after = text[position:window_end].split()
@@ -720,7 +823,7 @@ class CredentialRecognizer(EntityRecognizer):
                 and not text[verb.end() : verb.end() + 1].isspace()
             ):
                 continue
-            found = self._password_value(text, verb.end(), phrase=True)
+            found = self._password_value(text, verb.end(), phrase=True, passphrase=passphrase)
             if found is not None:
                 return found
             if between.strip() == "":
@@ -745,9 +848,17 @@ class CredentialRecognizer(EntityRecognizer):
                         return _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
         return None
 
-    def _password_value(self, text: str, position: int, *, phrase: bool) -> _Span | None:
+    def _password_value(
+        self, text: str, position: int, *, phrase: bool, passphrase: bool = False
+    ) -> _Span | None:
         gap = re.compile(r"[ \t]*").match(text, position)
         start = gap.end() if gap else position
+        if passphrase:
+            clause_end = self._passphrase_clause(text, start)
+            if clause_end == _PROSE:
+                return None  # "the passphrase is four random words at least"
+            if clause_end is not None:
+                return _Span(PASSWORD, start, clause_end, self.PASSWORD_SCORE)
         described = _DESCRIBED.match(text, start)
         if described and described.group("rest"):
             return _Span(PASSWORD, described.start("first"), described.end(), self.PASSWORD_SCORE)
@@ -771,7 +882,26 @@ class CredentialRecognizer(EntityRecognizer):
             digits = match.group("value").rstrip("#")
             keyword = match.group("kw").casefold()
             short = keyword.startswith(("cvv", "cvc", "security"))
-            if (3 if short else 4) <= len(digits) <= (4 if short else 10):
+            if match.group("sep") is not None or match.group("bare") is not None:
+                # A one-time code: six to eight digits, in groups or not; "the code" only with
+                # its verb or sign right after it ("the code from the error is 80070005" names
+                # an error). Not a date written 2024-05-13.
+                count = sum(char.isdigit() for char in digits)
+                if (
+                    short
+                    or not 6 <= count <= 8
+                    or re.fullmatch(r"\d{4}-\d{2}-\d{2}", digits)
+                    or (
+                        match.group("bare")
+                        and (
+                            len(match.group("link").split()) > 2
+                            or set(re.split(r"[ -]", digits)) <= _HTTP_STATUS_CODES
+                        )
+                    )
+                ):
+                    continue
+                yield _Span(PIN, match.start("value"), match.end("value"), self.PIN_SCORE)
+            elif (3 if short else 4) <= len(digits) <= (4 if short else 10):
                 yield _Span(PIN, match.start("value"), match.end("value"), self.PIN_SCORE)
 
     def _shell(self, text: str) -> Iterator[_Span]:
@@ -846,6 +976,54 @@ class CredentialRecognizer(EntityRecognizer):
             words.append(end + word.end())
         if len(words) >= 3:  # a phrase of three words or more
             return words[-1]
+        return end
+
+    @staticmethod
+    def _passphrase_clause(text: str, start: int) -> int | None:
+        """The end of a passphrase of plain lower-case words that starts at ``start`` and runs to
+        the end of its clause ("my cat likes warm milk, and it fails" ends before the comma), or
+        None when the clause is not one: fewer than three words (four after "my", "the"...) or
+        a word no passphrase of plain words has ("Hunter2!", "Outlook"); :data:`_PROSE` when
+        its words make a sentence about the passphrase (:data:`_PASSPHRASE_PROSE`: "is the
+        same as before")."""
+        words: list[str] = []
+        end = position = start
+        while len(words) <= 10:
+            word = _CLAUSE_WORD.match(text, position)
+            if word is None:
+                break
+            folded = word.group(0).casefold()
+            if words and folded in _CLAUSE_BREAKS:
+                break
+            if words and folded in _CLAUSE_JOINS:
+                following = _CLAUSE_WORD.match(text, _skip_blanks(text, word.end()))
+                if following is None or not _goes_on_phrase(following.group(0)):
+                    break
+            if not _PLAIN_WORD.fullmatch(word.group(0)):
+                return None
+            words.append(folded)
+            end = word.end()
+            if text.startswith(",", end):
+                following = _CLAUSE_WORD.match(text, _skip_blanks(text, end + 1))
+                if following is None or not _goes_on_phrase(following.group(0)):
+                    break
+                position = following.start()
+                continue
+            position = _skip_blanks(text, end)
+            if position == end:
+                break  # the line's end, a sentence's end, a colon, a bracket or a quote
+        if len(words) < 3 or len(words) > 10 or all(word.isdigit() for word in words):
+            return None
+        first = words[0]
+        if first in _DETERMINERS:
+            if len(words) < 4:
+                return None
+        elif first in NOT_SECRETS or first in _PHRASE_STOPS:
+            return None
+        if len(first) >= 5 and first.endswith(("ed", "ing")):
+            return None  # "is printed on the router", "is missing"
+        if any(word in _PASSPHRASE_PROSE for word in words):
+            return _PROSE
         return end
 
     @staticmethod

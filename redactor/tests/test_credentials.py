@@ -211,3 +211,119 @@ def test_a_link_to_a_known_service_is_no_phishing(redactor: Redactor) -> None:
 )
 def test_what_looks_like_a_password_without_a_verb(value: str, password: bool) -> None:
     assert looks_like_password(value) is password
+
+
+# Forms the held-out set missed (a passphrase of ordinary words, a remark between the password
+# word and its verb, default credentials as user:password) and one-time codes written in groups.
+# Each case names the values that must be gone and the words that must stay.
+PROSE_FORMS: list[tuple[str, list[str], list[str]]] = [
+    # A passphrase of plain words after its word, to the end of its clause.
+    ("the passphrase: our old dog naps by the stove", ["old dog naps", "stove"], ["passphrase"]),
+    ("my passphrase is a lazy fox eats grapes, please reset it", ["lazy fox"], ["please reset"]),
+    ("pass phrase is the moon hums softly, and it fails", ["moon hums"], [", and it fails"]),
+    ("wifi pass-phrase: yellow kite over green hills", ["kite over green"], ["wifi"]),
+    ("our passphrase is salt and pepper grinder", ["salt and pepper"], ["our passphrase is"]),
+    (
+        "the passphrase is tall pines sway slowly and the key file is on the share",
+        ["pines sway"],
+        ["and the key file is on the share"],
+    ),  # found before too: a guard for where the clause ends
+    ("phrase secrète : le chat dort sur le tapis", ["chat dort"], ["phrase secrète"]),
+    # A remark between the password word and its verb.
+    ("my password, if you need it, is Quill#5150", ["Quill#5150"], ["if you need it"]),
+    ("the password, just so you know, is Harbor88x", ["Harbor88x"], ["just so you know"]),
+    ("my password - just in case - is Lamp0st!", ["Lamp0st!"], ["just in case"]),
+    ("the password (the new one) is Tiger#42x", ["Tiger#42x"], ["the new one"]),  # a guard
+    # Default or known credentials as user:password after a cue word; the user stays.
+    ("using default credentials admin:Cam3ra99 for the switch", ["Cam3ra99"], ["admin:"]),
+    ("creds root:Toor2024! on the lab box", ["Toor2024!"], ["root:"]),
+    ("ERROR login svc_print:Pr1nt!Q failed", ["Pr1nt!Q"], ["svc_print:"]),
+    ("login admin/Rout3r#1 for the branch router", ["Rout3r#1"], ["admin/"]),  # a guard
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "values", "kept"), PROSE_FORMS, ids=[f[0][:40] for f in PROSE_FORMS]
+)
+def test_passphrases_remarks_and_default_credentials(
+    redactor: Redactor, text: str, values: list[str], kept: list[str]
+) -> None:
+    redaction = redactor.redact(text)
+
+    for value in values:
+        assert value not in redaction.text, redaction.text
+    for words in kept:
+        assert words in redaction.text, redaction.text
+    assert "PASSWORD" in redaction.summary(), redaction.text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("my authenticator is 517 204", "my authenticator is <PIN_1>"),
+        ("the code is 517-204, it expires soon", "the code is <PIN_1>, it expires soon"),
+        ("OTP 51 72 04 please hurry", "OTP <PIN_1> please hurry"),
+        ("verification code: 5172 04", "verification code: <PIN_1>"),
+        (
+            "the sms code was 5172 0439 but it timed out",
+            "the sms code was <PIN_1> but it timed out",
+        ),
+        ("MFA is 517204", "MFA is <PIN_1>"),
+        # guards, found before too: "the code for ..." keeps its own rule
+        ("the code for the bike shed is 7731", "the code for the bike shed is <PIN_1>"),
+    ],
+)
+def test_one_time_codes_in_groups_are_pins(redactor: Redactor, text: str, expected: str) -> None:
+    assert redactor.redact(text).text == expected
+
+
+PROSE_NEAR_MISSES = [
+    "the passphrase is the same as the old one",
+    "the passphrase is printed on the router label",
+    "passphrase: see the wiki page for it",
+    "the passphrase is four random words at least",
+    "my passphrase is my first pet name",
+    "the passphrase is not accepted by bitlocker anymore",
+    "the passphrase is stored in the vault under wifi",
+    "the passphrase is on a sticky note in my desk",
+    "my passphrase is too short for the new policy",
+    "the passphrase prompt appears twice at boot",
+    "the password field is empty",
+    "password: see the wiki",
+    "reset your password via the portal",
+    "my password, as I said, has expired",
+    "the password, which expired, is not working",
+    "my password - the old one - was rejected",
+    "the meeting moved to 10 30 tomorrow",
+    "open port 8080 443 on the firewall",
+    "the code is 404 503 in the proxy log",
+    "the error code is 80070005",
+    "the zip code is 10115",
+    "the code review is at 10 30",
+    "the code for the door was changed on 2024-05-13",
+    "OTP arrived at 10 30",
+    "Teams meeting ID 123 456 789 012 doesn't open",
+    "my pin is 12 34 digits long?",
+    "login db01:5432 refused",
+    "user jdoe:1001:1001:/home/jdoe:/bin/bash",
+    "user root:root works on the test vm",
+    "login at 10:30am failed again",
+    "login failed for svc_backup at 09:15",
+    "commit 9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c fixed it, see KB5034441",
+    "the request id is 0f8fad5b-d9cb-469f-a165-70867728950e, version 4.18.2",
+    "error 0x80070005 when the authenticator app syncs",
+]
+
+
+@pytest.mark.parametrize("text", PROSE_NEAR_MISSES, ids=[t[:40] for t in PROSE_NEAR_MISSES])
+def test_sentences_about_passphrases_and_codes_stay(redactor: Redactor, text: str) -> None:
+    redaction = redactor.redact(text)
+
+    found = [e.entity_type for e in redaction.entities if e.entity_type in ALWAYS_REDACTED]
+    assert found == [], redaction.text
+
+
+def test_a_phone_number_near_a_code_stays_a_phone_number(redactor: Redactor) -> None:
+    redaction = redactor.redact("no verification code yet, call me on 0170 482 9133 please")
+
+    assert redaction.summary() == {"PHONE_NUMBER": 1}, redaction.text
