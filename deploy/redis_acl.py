@@ -122,7 +122,9 @@ DATA = (
 )
 """On the user's own keys. FUNCTION's subcommands touch no key (FLUSH drops every library), so
 they go; scripts are EVAL/EVALSHA, whose keys the ACL checks."""
-CONSUME = "+xreadgroup +xack +xautoclaim +xclaim +xpending +xgroup|create"
+CONSUME = "+xreadgroup +xack +xautoclaim +xclaim +xpending +xgroup|create +xinfo|groups"
+"""Reading a stream through a group, and its lag and pending counts (``XINFO GROUPS``) for the
+service's metrics (contracts/metrics.py), the same numbers KEDA scales on."""
 PUBLISH = "+xadd +xgroup|create"
 DEAD_LETTER = "+xadd"
 DELETE_RAW = "+xdel"

@@ -278,6 +278,11 @@ async def test_a_service_does_its_work_as_its_own_user(
 
         await wait_for(dead_lettered)
 
+        # Reads the lag and pending counts of its groups, for its metrics (contracts/metrics.py).
+        for stream in consumed:
+            groups = await bus.redis.xinfo_groups(stream)
+            assert any(g["name"].decode() == service for g in groups), groups
+
         # Appends to what it publishes.
         for stream in published_targets(service):
             await bus.publish(stream, event())
