@@ -37,9 +37,9 @@ from contracts.events import (
 )
 from contracts.settings import ServiceSettings
 from contracts.topics import DLQ_SUFFIX, RAW_TOPICS, SUBSCRIPTIONS, Group, Topic
-from deploy import asyncapi
-from deploy.asyncapi import TOPICS, build_document, render, topic_docstrings
-from deploy.cli import main as cli_main
+from deploy.cli import asyncapi
+from deploy.cli.asyncapi import TOPICS, build_document, render, topic_docstrings
+from deploy.cli.main import main as cli_main
 from tests.support import REPO_ROOT, deskpilot, unique_name, wait_until
 
 COMMITTED = REPO_ROOT / "contracts" / "asyncapi.yaml"
@@ -127,7 +127,7 @@ def test_yaml_holds_exactly_the_document(document: dict[str, Any], text: str) ->
 
 def test_every_topic_has_a_model() -> None:
     missing = sorted(str(topic) for topic in Topic if topic not in TOPICS)
-    assert not missing, f"add these topics to deploy.asyncapi.TOPICS: {missing}"
+    assert not missing, f"add these topics to deploy.cli.asyncapi.TOPICS: {missing}"
 
 
 def test_generation_refuses_a_topic_without_a_model() -> None:

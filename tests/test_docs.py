@@ -25,8 +25,9 @@ import pytest
 import yaml
 
 from contracts.topics import REPLY_PREFIX
-from deploy import asyncapi, envdoc
-from deploy.cli import build_parser
+from deploy import envdoc
+from deploy.cli import asyncapi
+from deploy.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from deploy import cases_cli, ingest_cli, reindex_cli
+from deploy.cli import cases, ingest, reindex
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def parse() -> Callable[[list[str]], argparse.Namespace]:
     """Parse a ``deskpilot`` command line made of the sub-commands under test."""
     parser = argparse.ArgumentParser(prog="deskpilot")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (cases_cli, ingest_cli, reindex_cli):
+    for module in (cases, ingest, reindex):
         module.add_parser(commands)
     return parser.parse_args
 

@@ -34,8 +34,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from deploy.crawlfleet import CrawlSetupError
-from deploy.stackaccess import add_data_dir_argument
+from deploy.cli.crawlfleet import CrawlSetupError
+from deploy.cli.stackaccess import add_data_dir_argument
 
 if TYPE_CHECKING:
     from crawler.config import IPNetwork
@@ -103,7 +103,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_crawl(args: argparse.Namespace) -> int:
-    from deploy.crawlfleet import reporting_errors
+    from deploy.cli.crawlfleet import reporting_errors
 
     def body() -> int:
         seeds = _seeds(args.urls)
@@ -181,10 +181,10 @@ async def _check_seeds(seeds: list[str], allow_networks: list[str]) -> None:
 
 
 async def _crawl(args: argparse.Namespace, seeds: list[str]) -> int:
-    from deploy.crawlfleet import redis_for
+    from deploy.cli.crawlfleet import redis_for
 
     if not args.use_running_fleet:
-        from deploy.crawlfleet import check_browser
+        from deploy.cli.crawlfleet import check_browser
 
         check_browser()
     with redis_for(args.redis_url, args.data_dir) as target:
@@ -197,7 +197,7 @@ async def _crawl(args: argparse.Namespace, seeds: list[str]) -> int:
 
 
 async def _on_own_fleet(args: argparse.Namespace, seeds: list[str], redis_url: str) -> Any:
-    from deploy.crawlfleet import Fleet, FleetOptions, JobClient, new_namespace, with_interrupt
+    from deploy.cli.crawlfleet import Fleet, FleetOptions, JobClient, new_namespace, with_interrupt
 
     workers = args.workers or 2
     contexts = 2
@@ -230,7 +230,7 @@ async def _on_own_fleet(args: argparse.Namespace, seeds: list[str], redis_url: s
 async def _on_running_fleet(
     args: argparse.Namespace, seeds: list[str], redis_url: str, private: bool
 ) -> Any:
-    from deploy.crawlfleet import JobClient, live_workers, with_interrupt
+    from deploy.cli.crawlfleet import JobClient, live_workers, with_interrupt
 
     if private or not await live_workers(redis_url):
         raise CrawlSetupError(

@@ -7,31 +7,26 @@ import asyncio
 import sys
 from collections.abc import Callable
 
-from deploy.stackaccess import add_data_dir_argument
+from deploy.cli.stackaccess import add_data_dir_argument
 
 Runner = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     """The parser, and for each command path ("eval intents") the function that runs it."""
-    from deploy import (
-        ask_cli,
+    from deploy.bench import crawl as bench_crawl
+    from deploy.cli import (
+        ask,
         asyncapi,
-        bench_crawl,
-        cases_cli,
-        crawl_cli,
-        eval_escalation,
-        eval_intents,
-        eval_ocr,
-        eval_redaction,
-        eval_retrieval,
-        ingest_cli,
-        purge_cli,
-        redact_cli,
-        reindex_cli,
-        screenshots,
-        tickets_cli,
+        cases,
+        crawl,
+        ingest,
+        purge,
+        redact,
+        reindex,
+        tickets,
     )
+    from deploy.evals import escalation, intents, ocr, redaction, retrieval, screenshots
 
     parser = argparse.ArgumentParser(prog="deskpilot", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -44,19 +39,19 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     add_data_dir_argument(up)
     runners["up"] = _up
 
-    ingest_cli.add_parser(commands)
-    runners["ingest"] = ingest_cli.run_ingest
-    reindex_cli.add_parser(commands)
-    runners["reindex"] = reindex_cli.run_reindex
-    cases_cli.add_parser(commands)
-    runners["cases"] = cases_cli.run_cases
-    tickets_cli.add_parser(commands)
-    runners["tickets"] = tickets_cli.run_tickets
-    crawl_cli.add_parser(commands)
-    runners["crawl"] = crawl_cli.run_crawl
+    ingest.add_parser(commands)
+    runners["ingest"] = ingest.run_ingest
+    reindex.add_parser(commands)
+    runners["reindex"] = reindex.run_reindex
+    cases.add_parser(commands)
+    runners["cases"] = cases.run_cases
+    tickets.add_parser(commands)
+    runners["tickets"] = tickets.run_tickets
+    crawl.add_parser(commands)
+    runners["crawl"] = crawl.run_crawl
 
-    ask_cli.add_parser(commands)
-    runners["ask"] = ask_cli.run_ask
+    ask.add_parser(commands)
+    runners["ask"] = ask.run_ask
 
     bench = commands.add_parser("bench", help="benchmarks")
     bench_kinds = bench.add_subparsers(dest="kind", required=True)
@@ -73,23 +68,23 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
 
     evaluate = commands.add_parser("eval", help="quality evaluations")
     evaluations = evaluate.add_subparsers(dest="kind", required=True)
-    eval_retrieval.add_parser(evaluations)
-    runners["eval retrieval"] = eval_retrieval.run_eval_retrieval
-    eval_intents.add_parser(evaluations)
-    runners["eval intents"] = eval_intents.run_eval_intents
-    eval_escalation.add_parser(evaluations)
-    runners["eval escalation"] = eval_escalation.run_eval_escalation
-    eval_redaction.add_parser(evaluations)
-    runners["eval redaction"] = eval_redaction.run_eval_redaction
-    eval_ocr.add_parser(evaluations)
-    runners["eval ocr"] = eval_ocr.run_eval_ocr
+    retrieval.add_parser(evaluations)
+    runners["eval retrieval"] = retrieval.run_eval_retrieval
+    intents.add_parser(evaluations)
+    runners["eval intents"] = intents.run_eval_intents
+    escalation.add_parser(evaluations)
+    runners["eval escalation"] = escalation.run_eval_escalation
+    redaction.add_parser(evaluations)
+    runners["eval redaction"] = redaction.run_eval_redaction
+    ocr.add_parser(evaluations)
+    runners["eval ocr"] = ocr.run_eval_ocr
     screenshots.add_parser(commands)
     runners["screenshots"] = screenshots.run_screenshots
 
-    redact_cli.add_parser(commands)
-    runners["redact"] = redact_cli.run_redact
-    purge_cli.add_parser(commands)
-    runners["purge"] = purge_cli.run_purge
+    redact.add_parser(commands)
+    runners["redact"] = redact.run_redact
+    purge.add_parser(commands)
+    runners["purge"] = purge.run_purge
     asyncapi.add_parser(commands)
     runners["asyncapi"] = asyncapi.run_asyncapi
 
@@ -123,13 +118,13 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _bench_chat(args: argparse.Namespace) -> int:
-    from deploy.bench import run_chat_bench
+    from deploy.bench.chat import run_chat_bench
 
     return run_chat_bench(args)
 
 
 def _dlq(args: argparse.Namespace) -> int:
-    from deploy.dlq import run_dlq
+    from deploy.cli.dlq import run_dlq
 
     return asyncio.run(run_dlq(args))
 

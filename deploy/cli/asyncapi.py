@@ -235,7 +235,9 @@ def check_topics(mapping: Mapping[Topic, TopicDoc]) -> None:
     """Refuse a mapping that leaves a topic out: its channel would be missing from the document."""
     missing = sorted(str(topic) for topic in Topic if topic not in mapping)
     if missing:
-        raise ValueError(f"no model for topic(s) {', '.join(missing)} in deploy.asyncapi.TOPICS")
+        raise ValueError(
+            f"no model for topic(s) {', '.join(missing)} in deploy.cli.asyncapi.TOPICS"
+        )
 
 
 # -- FastStream's generator ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ One run:
    along: the peak, and once idle after the first crawl (warmed up) and after the last, for the
    drift;
 4. crawls the same site with the baseline at the same concurrency in a process of its own
-   (:mod:`deploy.crawl_baseline`: crawl4ai's BFS deep crawl when crawl4ai is installed, else a
+   (:mod:`deploy.bench.crawl_baseline`: crawl4ai's BFS deep crawl when crawl4ai is installed, else a
    plain Playwright BFS, labelled as such) and samples its memory the same way;
 5. measures extraction coverage: for every page read, the share of the words of a direct
    HTML-to-text pass of the served file (BeautifulSoup ``get_text``) found in the extracted
@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from deploy.bench import percentile
+from deploy.bench.chat import percentile
 
 MB = 1024 * 1024
 BASELINES = ("auto", "crawl4ai", "playwright", "none")
@@ -336,7 +336,7 @@ def fetches_of(finished: Any) -> int:
 async def run_fleet(
     seed: str, workers: int, concurrency: int, args: argparse.Namespace, say: Any
 ) -> FleetRun:
-    from deploy.crawlfleet import Fleet, FleetOptions, JobClient, new_namespace, redis_for
+    from deploy.cli.crawlfleet import Fleet, FleetOptions, JobClient, new_namespace, redis_for
 
     options = FleetOptions(
         workers=workers,
@@ -417,7 +417,7 @@ def baseline_kind(choice: str) -> str | None:
 def run_baseline(
     kind: str, seed: str, concurrency: int, args: argparse.Namespace
 ) -> tuple[dict[str, Any], Memory]:
-    """Run :mod:`deploy.crawl_baseline` in its own process; its output and peak tree memory."""
+    """Run :mod:`deploy.bench.crawl_baseline` in its own process; its output, peak tree memory."""
     with tempfile.TemporaryDirectory(prefix="bench-baseline-") as folder:
         out = Path(folder) / "result.json"
         env = {
@@ -430,7 +430,7 @@ def run_baseline(
         command = [
             sys.executable,
             "-m",
-            "deploy.crawl_baseline",
+            "deploy.bench.crawl_baseline",
             kind,
             "--url",
             seed,
@@ -546,13 +546,13 @@ def _ratio(ours: float, theirs: float) -> float | None:
 
 
 def run_crawl_bench(args: argparse.Namespace) -> int:
-    from deploy.crawlfleet import reporting_errors
+    from deploy.cli.crawlfleet import reporting_errors
 
     return reporting_errors("deskpilot bench crawl", lambda: _bench(args))
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from deploy.crawlfleet import CrawlSetupError, check_browser
+    from deploy.cli.crawlfleet import CrawlSetupError, check_browser
 
     root: Path = args.site
     if not root.is_dir():

@@ -1,10 +1,10 @@
 """The reference crawlers of ``deskpilot bench crawl``: crawl4ai's BFS deep crawl, or a plain
 Playwright BFS where crawl4ai is not installed.
 
-``python -m deploy.crawl_baseline {crawl4ai,playwright} --url URL --concurrency C --max-pages N
---max-depth D --out FILE`` runs in a process of its own, so the benchmark measures its memory
-(this process, its Playwright driver and its Chromium) apart from the fleet's, and crawl4ai is
-imported nowhere else.
+``python -m deploy.bench.crawl_baseline {crawl4ai,playwright} --url URL --concurrency C
+--max-pages N --max-depth D --out FILE`` runs in a process of its own, so the benchmark measures
+its memory (this process, its Playwright driver and its Chromium) apart from the fleet's, and
+crawl4ai is imported nowhere else.
 
 Both use the system Chromium (``CHROMIUM_PATH``) with the fleet's own browser flags, and never a
 downloaded browser: crawl4ai attaches over CDP to a Chromium started here (left alone, it would
@@ -195,7 +195,7 @@ async def playwright_bfs(url: str, concurrency: int, max_pages: int, max_depth: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.crawl_baseline")
+    parser = argparse.ArgumentParser(prog="python -m deploy.bench.crawl_baseline")
     parser.add_argument("kind", choices=("crawl4ai", "playwright"))
     parser.add_argument("--url", required=True)
     parser.add_argument("--concurrency", type=int, default=2)

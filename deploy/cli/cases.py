@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from deploy.stackaccess import add_data_dir_argument, locate
+from deploy.cli.stackaccess import add_data_dir_argument, locate
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

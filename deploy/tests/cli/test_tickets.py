@@ -19,8 +19,8 @@ from contracts.events import (
     TranscriptLine,
     TriedStep,
 )
-from deploy.cli import main
-from deploy.tickets_cli import choose_resolution, is_deskpilot_note
+from deploy.cli.main import main
+from deploy.cli.tickets import choose_resolution, is_deskpilot_note
 from indexer.cases import open_cases_collection, parse_json, read_cases
 from indexer.config import IndexerSettings
 from tests.support.fake_jira import FakeJira

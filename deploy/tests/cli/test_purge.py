@@ -14,8 +14,8 @@ from contracts.bus import Bus, decode_entry
 from contracts.events import ConversationPurged, new_id
 from contracts.settings import ServiceSettings
 from contracts.topics import Topic
-from deploy.cli import main
-from deploy.purge_cli import PURGING_SERVICES
+from deploy.cli.main import main
+from deploy.cli.purge import PURGING_SERVICES
 
 
 def purge_requests(redis_url: str) -> list[ConversationPurged]:

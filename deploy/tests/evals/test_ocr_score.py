@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.eval_ocr import edit_distance, normalise, score
+from deploy.evals.ocr import edit_distance, normalise, score
 
 
 def test_normalise_strips_lines_collapses_spaces_and_drops_empty_lines() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.eval_retrieval import Query, add_parser, is_relevant, run_eval_retrieval, score
+from deploy.evals.retrieval import Query, add_parser, is_relevant, run_eval_retrieval, score
 
 VPN = """---
 title: Reset your VPN password

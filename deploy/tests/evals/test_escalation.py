@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.cli import build_parser, main
-from deploy.eval_escalation import evaluate, run_eval_escalation
+from deploy.cli.main import build_parser, main
+from deploy.evals.escalation import evaluate, run_eval_escalation
 
 RASA = """\
 version: "3.1"

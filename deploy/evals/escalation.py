@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deploy.eval_intents import DataError, Utterance, deduplicate, load_utterances
+from deploy.evals.intents import DataError, Utterance, deduplicate, load_utterances
 
 HANDOFF_LABEL = "human_handoff"
 TICKET_LABELS = ("open_incident",)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.eval_retrieval import add_parser, run_eval_retrieval
-from deploy.tests.test_eval_retrieval import PRINTER, VPN, WEBCAM
+from deploy.evals.retrieval import add_parser, run_eval_retrieval
+from deploy.tests.evals.test_retrieval import PRINTER, VPN, WEBCAM
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

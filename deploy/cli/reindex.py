@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from deploy.stackaccess import add_data_dir_argument, add_redis_url_argument, locate
+from deploy.cli.stackaccess import add_data_dir_argument, add_redis_url_argument, locate
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

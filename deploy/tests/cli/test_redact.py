@@ -90,7 +90,7 @@ Windows Update fails with 0x80070005 on KB5034441
 
 
 def test_marked_up_records_become_texts_and_spans() -> None:
-    from deploy.eval_redaction import parse_marked_up
+    from deploy.evals.redaction import parse_marked_up
 
     records = parse_marked_up(MARKED_UP)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deploy import eval_intents
-from deploy.eval_intents import (
+from deploy.evals import intents as eval_intents
+from deploy.evals.intents import (
     DataError,
     Utterance,
     add_parser,

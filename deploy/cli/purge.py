@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from deploy.stackaccess import add_data_dir_argument
+from deploy.cli.stackaccess import add_data_dir_argument
 
 PURGING_SERVICES = ("gateway", "redactor", "orchestrator", "indexer")
 
@@ -47,7 +47,7 @@ async def purge(args: argparse.Namespace) -> int:
     from contracts.ids import CONVERSATION_ID_MAX_LENGTH, is_conversation_id
     from contracts.settings import ServiceSettings
     from contracts.topics import Topic
-    from deploy.dlq import resolve_redis_url
+    from deploy.cli.dlq import resolve_redis_url
 
     conversation_id: str = args.conversation
     if not is_conversation_id(conversation_id):

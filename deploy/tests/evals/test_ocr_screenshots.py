@@ -1,4 +1,5 @@
-"""Real EasyOCR on screenshots rendered by ``deskpilot screenshots`` in the system Chromium."""
+"""``deskpilot eval ocr``'s target on screenshots rendered by ``deskpilot screenshots`` in the
+system Chromium, read by the ocr service's own reader (real EasyOCR)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy.eval_ocr import score
-from deploy.screenshots import build_scenes, render
+from deploy.evals.ocr import score
+from deploy.evals.screenshots import build_scenes, render
+from ocr.config import OcrSettings
 from ocr.images import ImageText, ScreenReader
 from tests.support.chromium import needs_chromium
 
@@ -16,6 +18,11 @@ pytestmark = needs_chromium
 
 # A Windows dialog, a terminal and a macOS dialog of the default set.
 SCENES = (0, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def screen_reader() -> ScreenReader:
+    return ScreenReader(OcrSettings())
 
 
 @pytest.fixture(scope="module")

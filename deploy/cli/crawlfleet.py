@@ -104,7 +104,7 @@ def redis_for(
     if redis_url:
         target = RedisTarget(redis_url, "--redis-url", private=False)
     elif not private:
-        from deploy.stackaccess import locate
+        from deploy.cli.stackaccess import locate
 
         located = locate(data_dir)
         if located.redis_url:
