@@ -1,4 +1,6 @@
-"""Services share only `contracts`: no service imports another service's package."""
+"""Services share only `contracts`: no service imports another service's package, nor `deploy`
+(the runner, the command line, the evaluations and benchmarks, which import the services); a
+service's tests count as its package (they take shared test helpers from `tests.support`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("gateway", "redactor", "ocr", "orchestrator", "crawler", "indexer", "ticketing")
+DEPLOY = "deploy"
 
 
 def imported_packages(source: str) -> set[str]:
@@ -23,7 +26,7 @@ def imported_packages(source: str) -> set[str]:
 
 
 def violations(package: str, files: dict[Path, str]) -> list[str]:
-    forbidden = set(SERVICES) - {package}
+    forbidden = (set(SERVICES) - {package}) | {DEPLOY}
     return [
         f"{path.relative_to(ROOT)} imports {other}"
         for path, source in files.items()
@@ -58,6 +61,14 @@ def test_the_check_catches_a_cross_service_import() -> None:
         "gateway/x.py imports orchestrator",
         "gateway/y.py imports indexer",
     ]
+
+
+def test_the_check_catches_an_import_of_deploy_in_a_service_or_its_tests() -> None:
+    in_tests = {ROOT / "ocr" / "tests" / "test_x.py": "from deploy.evals.ocr import score\n"}
+    in_code = {ROOT / "gateway" / "y.py": "def f():\n    import deploy.runner\n"}
+
+    assert violations("ocr", in_tests) == ["ocr/tests/test_x.py imports deploy"]
+    assert violations("gateway", in_code) == ["gateway/y.py imports deploy"]
 
 
 def test_at_least_the_platform_services_exist() -> None:

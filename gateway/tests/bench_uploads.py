@@ -38,7 +38,7 @@ import redis
 
 from conftest import start_valkey
 from contracts.topics import Topic
-from deploy.runner import free_port
+from tests.support import free_port
 
 MIB = 1024 * 1024
 IMAGE_BYTES = 10 * MIB - 4096

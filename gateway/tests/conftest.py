@@ -42,12 +42,11 @@ from redis import Redis
 from contracts.bus import Bus, decode_entry
 from contracts.events import Action, AnswerBody, AuditRecorded, Citation, Event, TurnReply
 from contracts.topics import Group, Topic, reply_stream
-from deploy.runner import free_port
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.conversations import INDEX_PREFIX
 from gateway.service import Submitted, TurnStore
-from tests.support import wait_until_sync
+from tests.support import free_port, wait_until_sync
 from tests.support.stack import StackUser
 
 E = TypeVar("E", bound=Event)

@@ -1,5 +1,6 @@
 """Helpers for Deskpilot's cross-service tests, importable by tests and by the programs they start.
 
+* :func:`free_port` gives a server started by a test a port of its own.
 * :func:`unique_name` gives every test its own streams, groups and keys, so tests never see each
   other's messages on the shared server.
 * :func:`wait_until` (async) and :func:`wait_until_sync` (for sync tests, and where another event
@@ -44,6 +45,14 @@ def deskpilot(
         stdin=subprocess.DEVNULL if stdin is None else None,
         timeout=timeout,
     )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now, chosen as the embedded runner chooses its children's ports
+    (:func:`deploy.runner.free_port`), for services' tests, which may not import ``deploy``."""
+    from deploy.runner import free_port as runner_free_port
+
+    return runner_free_port(host)
 
 
 def unique_name(prefix: str = "t") -> str:
