@@ -309,10 +309,11 @@ _USER_SLASH_PASSWORD = re.compile(
 # it, a colon, the password. Not "user@host:path" (a copy target), not "jdoe:1001:1001:..." (a
 # passwd line) nor "aa:bb:cc" (a MAC address): no "@" in the user, no ":" after the value.
 _USER_COLON_PASSWORD = re.compile(
-    r"\b(?:login|logon|user(?:name)?|account|creds?|credentials)\b[^\n:/]{0,40}?\s"
+    r"\b(?:login|logon|user(?:name)?|account|creds?|credentials)\b[^\n:/;&|]{0,40}?\s"
     r"(?P<user>(?=[\w.\\-]*[^\W\d_])[\w.\\-]{1,40}):(?P<value>[^\s:/@]{4,64})(?![:/@])",
     re.IGNORECASE,
 )
+_IMAGE_TAG = re.compile(r"v?\d+(?:\.\d+)+[\w.-]*", re.IGNORECASE)
 # "tried Passw0rd! and P@ssw0rd1": values tried, when a password word is near.
 _TRIED = re.compile(
     r"\b(?:tried|try|typed?|entered|enter|used|use)\s+(?:with\s+)?(?P<values>[^\s,]{4,64}"
@@ -383,7 +384,7 @@ _PIN_CUE = re.compile(
     r"entry\s+code|unlock\s+code|gate\s+code|lock\s+code|safe\s+code|verification\s+code|"
     r"confirmation\s+code|one[-\s]time\s+(?:code|password|passcode|pin)|otp|"
     r"(?:mfa|2fa|sms|auth|authenticator|login|sign-in)\s+code|security\s+code|cvv2?|cvc|"
-    r"authenticator(?:\s+app)?|(?:mfa|2fa|totp)(?:\s+token)?|"
+    r"(?P<otp>authenticator(?:\s+app)?|(?:mfa|2fa|totp)(?:\s+token)?)|"
     r"code\s+(?:for|to|of)\s+(?:the\s+|my\s+)?[\w-]+(?:\s+[\w-]+)?|"
     r"(?P<bare>(?:(?<=\bthe\s)|(?<=\bmy\s)|(?<=\byour\s)|(?<=\bthis\s)|(?<=\bthat\s)|"
     r"(?<=\ba\s)|(?<=\bnew\s))code))(?![^\W_])"
@@ -544,6 +545,8 @@ _PASSPHRASE_PROSE: frozenset[str] = frozenset(
         "characters", "letters", "digits", "numbers", "long", "longer", "short", "shorter",
         "random", "length", "minimum", "least", "policy", "rules", "enough", "different",
         "also", "now", "very", "really", "case", "sensitive", "there", "here", "like", "as",
+        "sentence", "phrase", "quote", "favourite", "favorite", "birthday", "pet", "backwards",
+        "reversed", "combination", "lowercase", "uppercase", "spaces",
     }
 )  # fmt: skip
 _DETERMINERS: frozenset[str] = frozenset(
@@ -766,6 +769,8 @@ class CredentialRecognizer(EntityRecognizer):
                     window = text[max(0, match.start() - 80) : match.end() + 80]
                     if not _PASSWORD_NEAR.search(window):
                         continue
+                if rule is _USER_COLON_PASSWORD and _IMAGE_TAG.fullmatch(value):
+                    continue  # "login ... && docker pull nginx:1.25-alpine"
                 if looks_like_password(value) and not _DATE_OR_PATH.search(value):
                     yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
         for match in _TRIED.finditer(text):
@@ -882,11 +887,12 @@ class CredentialRecognizer(EntityRecognizer):
             digits = match.group("value").rstrip("#")
             keyword = match.group("kw").casefold()
             short = keyword.startswith(("cvv", "cvc", "security"))
-            if match.group("sep") is not None or match.group("bare") is not None:
+            if any(match.group(g) is not None for g in ("sep", "bare", "otp")):
                 # A one-time code: six to eight digits, in groups or not; "the code" only with
-                # its verb or sign right after it ("the code from the error is 80070005" names
-                # an error). Not a date written 2024-05-13.
+                # its verb or sign right after it ("the code 80070005 appears", "the code from
+                # the error is 80070005" name an error). Not a date written 2024-05-13.
                 count = sum(char.isdigit() for char in digits)
+                link = match.group("link").split()
                 if (
                     short
                     or not 6 <= count <= 8
@@ -894,7 +900,8 @@ class CredentialRecognizer(EntityRecognizer):
                     or (
                         match.group("bare")
                         and (
-                            len(match.group("link").split()) > 2
+                            not link
+                            or len(link) > 2
                             or set(re.split(r"[ -]", digits)) <= _HTTP_STATUS_CODES
                         )
                     )

@@ -312,6 +312,10 @@ PROSE_NEAR_MISSES = [
     "commit 9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c fixed it, see KB5034441",
     "the request id is 0f8fad5b-d9cb-469f-a165-70867728950e, version 4.18.2",
     "error 0x80070005 when the authenticator app syncs",
+    "the code 80070005 appears after the update",
+    "Microsoft Authenticator 2024 update broke it",
+    "my passphrase is a sentence from my favourite book",
+    "docker login registry.example.com && docker pull nginx:1.25-alpine",
 ]
 
 
