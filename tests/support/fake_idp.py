@@ -1,6 +1,6 @@
 """A local OpenID Connect identity provider over real HTTP, for tests: it publishes its signing
 keys as a JWK Set (RFC 7517) and issues tokens signed with them, as Entra ID, Okta or Keycloak
-would.
+would. It is a Starlette app served by :mod:`tests.support.served`.
 
 ``GET /.well-known/openid-configuration`` answers the discovery document (``issuer``,
 ``jwks_uri``, ``id_token_signing_alg_values_supported``); ``GET /jwks`` the public keys, each
@@ -10,23 +10,29 @@ path is a 404 and any other method a 405, with an OAuth-style JSON error body.
 Key rotation works as at real providers: :meth:`FakeIdP.rotate` adds a new key and signs with it
 from then on while the old one stays published until :meth:`FakeIdP.retire` removes it. Fault
 knobs: :meth:`fail_next` (answer the next JWKS requests with a status, such as 500 or 503),
-``down`` (every request refused with 503), ``delay_s`` (a slow JWKS answer). Every JWKS
+``down`` (every GET refused with 503), ``delay_s`` (a slow JWKS answer). Every JWKS
 request is counted (:attr:`FakeIdP.jwks_requests`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.support.served import ServedFake
 
 KeyKind = Literal["RSA", "EC"]
 AUDIENCE = "api://deskpilot"
@@ -60,7 +66,9 @@ def new_key(kind: KeyKind = "RSA", kid: str | None = None) -> SigningKey:
     return SigningKey(kid or uuid.uuid4().hex[:16], kind, private)
 
 
-class FakeIdP:
+class FakeIdP(ServedFake):
+    """The provider and its keys; ``with FakeIdP() as idp:`` serves it at ``idp.issuer``."""
+
     def __init__(self, audience: str = AUDIENCE, kind: KeyKind = "RSA") -> None:
         self.audience = audience
         self._lock = threading.Lock()
@@ -70,8 +78,6 @@ class FakeIdP:
         self.down = False
         self.delay_s = 0.0
         self._faults: list[int] = []
-        self._server: ThreadingHTTPServer | None = None
-        self.base_url = ""
 
     # -- keys and tokens -------------------------------------------------------------------
 
@@ -144,74 +150,50 @@ class FakeIdP:
 
     # -- server ----------------------------------------------------------------------------
 
-    def __enter__(self) -> FakeIdP:
-        fake = self
+    def build_app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/.well-known/openid-configuration", self._discovery, methods=["GET"]),
+                Route("/jwks", self._jwks, methods=["GET"]),
+            ],
+            exception_handlers={404: self._no_route, 405: self._no_route},
+        )
 
-        class Handler(_Handler):
-            idp = fake
+    def _down(self) -> Response | None:
+        return _answer(503, {"error": "temporarily_unavailable"}) if self.down else None
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        host, port = self._server.server_address[:2]
-        self.base_url = f"http://{host!s}:{port}"
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-        return self
+    async def _discovery(self, request: Request) -> Response:
+        if refused := self._down():
+            return refused
+        return _answer(
+            200,
+            {
+                "issuer": self.issuer,
+                "jwks_uri": self.jwks_url,
+                "id_token_signing_alg_values_supported": ["RS256", "ES256"],
+            },
+        )
 
-    def __exit__(self, *_: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+    async def _jwks(self, request: Request) -> Response:
+        if refused := self._down():
+            return refused
+        with self._lock:
+            self.jwks_requests += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        fault = self._next_fault()
+        if fault is not None:
+            return _answer(fault, {"error": "server_error"})
+        return _answer(200, self.jwks(), {"Cache-Control": "public, max-age=3600"})
+
+    async def _no_route(self, request: Request, exc: Exception) -> Response:
+        """Starlette's 404 and 405, in the provider's words: only GET is served."""
+        if request.method not in ("GET", "HEAD"):
+            return _answer(405, {"error": "method_not_allowed"}, {"Allow": "GET"})
+        if refused := self._down():
+            return refused
+        return _answer(404, {"error": "not_found"})
 
 
-class _Handler(BaseHTTPRequestHandler):
-    idp: FakeIdP
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _answer(
-        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        idp = self.idp
-        if idp.down:
-            self._answer(503, {"error": "temporarily_unavailable"})
-            return
-        path = self.path.split("?", 1)[0]
-        if path == "/.well-known/openid-configuration":
-            self._answer(
-                200,
-                {
-                    "issuer": idp.issuer,
-                    "jwks_uri": idp.jwks_url,
-                    "id_token_signing_alg_values_supported": ["RS256", "ES256"],
-                },
-            )
-        elif path == "/jwks":
-            with idp._lock:
-                idp.jwks_requests += 1
-            time.sleep(idp.delay_s)
-            fault = idp._next_fault()
-            if fault is not None:
-                self._answer(fault, {"error": "server_error"})
-                return
-            self._answer(200, idp.jwks(), {"Cache-Control": "public, max-age=3600"})
-        else:
-            self._answer(404, {"error": "not_found"})
-
-    def _not_allowed(self) -> None:
-        self._answer(405, {"error": "method_not_allowed"}, {"Allow": "GET"})
-
-    do_POST = do_PUT = do_DELETE = _not_allowed
+def _answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse(body, status_code=status, headers=headers)

@@ -30,7 +30,7 @@ forms Deskpilot writes itself, so a test can assert that user text arrived inert
 
 Fault knobs: :meth:`FakeJira.fail_next` (the next N requests answer 500, 503 or 429),
 :meth:`FakeJira.reject_credentials` (every request 401), and :attr:`FakeJira.requests`, a log of
-every request.
+every request. It is a Starlette app served by :mod:`tests.support.served`.
 
     with FakeJira() as jira:
         ...  # JIRA_BASE_URL=jira.base_url, JIRA_EMAIL=jira.email, JIRA_API_TOKEN=jira.token
@@ -46,18 +46,26 @@ import json
 import re
 import socket
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.support.served import ServedFake
 
 EMAIL = "deskpilot-bot@northwind.example"
 TOKEN = "ATATT-test-token-0123456789"
 NOT_FOUND = "Issue does not exist or you do not have permission to see it."
 MAX_DESCRIPTION = 32_767
 MAX_SUMMARY = 255
+API = "/rest/api/2"
 
 STATUS_CATEGORIES = {
     "new": {"id": 2, "key": "new", "colorName": "blue-gray", "name": "To Do"},
@@ -195,8 +203,13 @@ def _jira_time(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}+0000"
 
 
-class FakeJira:
-    """The server and its state; thread-safe (the HTTP server answers on threads)."""
+Action = Callable[[], tuple[int, Any]]
+"""What a request asks for, once it passed the faults and the authentication."""
+
+
+class FakeJira(ServedFake):
+    """The server and its state; thread-safe (the server answers on its own thread while the
+    test drives the state from another)."""
 
     def __init__(
         self,
@@ -220,37 +233,8 @@ class FakeJira:
         self._faults: list[tuple[int, str | None]] = []
         self._credentials_rejected = False
         self._clock_offset = 0
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.base_url = ""
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    def __enter__(self) -> FakeJira:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        fake = self
-
-        class Handler(_Handler):
-            jira = fake
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        host, port = self._server.server_address[:2]
-        self.base_url = f"http://{host!s}:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
     def closed_port_url(self) -> str:
         """A loopback URL nobody listens on (connection refused)."""
@@ -295,9 +279,73 @@ class FakeJira:
         self._clock_offset += 1
         return datetime.now(UTC) + timedelta(milliseconds=self._clock_offset)
 
-    # -- request handling (called on server threads) ---------------------------------------
+    # -- request handling (called on the server's thread) ---------------------------------
 
-    def handle(self, req: RecordedRequest) -> tuple[int, Any, dict[str, str]]:
+    def build_app(self) -> Starlette:
+        routes: list[tuple[str, str, Callable[..., tuple[int, Any]]]] = [
+            ("GET", "serverInfo", self._server_info),
+            ("GET", "myself", self._myself),
+            ("GET", "field", self._fields),
+            ("GET", "issueLinkType", self._link_types),
+            ("POST", "issue", self._create),
+            ("GET", "issue/{key}", self._get),
+            ("PUT", "issue/{key}", self._edit),
+            ("POST", "issue/{key}/comment", self._comment),
+            ("POST", "issueLink", self._link),
+            ("GET", "search", self._search),
+            ("POST", "search", self._search),
+            ("GET", "search/jql", self._search_jql),
+            ("POST", "search/jql", self._search_jql),
+            ("GET", "issue/{key}/properties/{name}", self._get_property),
+            ("PUT", "issue/{key}/properties/{name}", self._put_property),
+            ("POST", "issue/{key}/attachments", self._attach),
+            ("GET", "issue/{key}/transitions", self._transitions),
+            ("POST", "issue/{key}/transitions", self._transition),
+        ]
+        app = Starlette(
+            routes=[
+                Route(f"{API}/{path}", self._endpoint(action), methods=[verb])
+                for verb, path, action in routes
+            ],
+            exception_handlers={404: self._no_route, 405: self._no_route},
+        )
+        app.router.redirect_slashes = False  # Jira answers 404, it does not redirect
+        return app
+
+    def _endpoint(
+        self, action: Callable[..., tuple[int, Any]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            req = await _recorded(request)
+            return self._answer(req, lambda: action(req, **request.path_params))
+
+        return endpoint
+
+    async def _no_route(self, request: Request, exc: Exception) -> Response:
+        """Starlette's 404 and 405 in Jira's error shape, after the faults and the auth."""
+        req = await _recorded(request)
+        status = exc.status_code if isinstance(exc, HTTPException) else 404
+        message = "Method not allowed" if status == 405 else f"No resource at {req.path}"
+
+        def refuse() -> tuple[int, Any]:
+            raise JiraError(status, [message])
+
+        return self._answer(req, refuse)
+
+    def _answer(self, req: RecordedRequest, action: Action) -> Response:
+        status, payload, headers = self.handle(req, action)
+        req.status = status
+        if payload is None:
+            return Response(status_code=status, headers=headers)
+        return Response(
+            json.dumps(payload),
+            status_code=status,
+            headers=headers,
+            media_type="application/json;charset=UTF-8",
+        )
+
+    def handle(self, req: RecordedRequest, action: Action) -> tuple[int, Any, dict[str, str]]:
+        """Record ``req``, then answer a scripted fault, a 401, or what ``action`` returns."""
         with self._lock:
             self.requests.append(req)
             if self._faults:
@@ -312,7 +360,7 @@ class FakeJira:
                     {"WWW-Authenticate": 'Basic realm="protected-area"'},
                 )
             try:
-                status, body = self._route(req)
+                status, body = action()
             except JiraError as exc:
                 return exc.status, exc.body, {}
             return status, body, {}
@@ -325,41 +373,6 @@ class FakeJira:
         except ValueError:
             return False
         return decoded == f"{self.email}:{self.token}"
-
-    def _route(self, req: RecordedRequest) -> tuple[int, Any]:
-        path = req.path.removeprefix("/rest/api/2/")
-        method = req.method
-        routes: list[tuple[str, str, Any]] = [
-            ("GET", r"serverInfo", self._server_info),
-            ("GET", r"myself", self._myself),
-            ("GET", r"field", self._fields),
-            ("GET", r"issueLinkType", self._link_types),
-            ("POST", r"issue", self._create),
-            ("GET", r"issue/([^/]+)", self._get),
-            ("PUT", r"issue/([^/]+)", self._edit),
-            ("POST", r"issue/([^/]+)/comment", self._comment),
-            ("POST", r"issueLink", self._link),
-            ("GET", r"search", self._search),
-            ("POST", r"search", self._search),
-            ("GET", r"search/jql", self._search_jql),
-            ("POST", r"search/jql", self._search_jql),
-            ("GET", r"issue/([^/]+)/properties/([^/]+)", self._get_property),
-            ("PUT", r"issue/([^/]+)/properties/([^/]+)", self._put_property),
-            ("POST", r"issue/([^/]+)/attachments", self._attach),
-            ("GET", r"issue/([^/]+)/transitions", self._transitions),
-            ("POST", r"issue/([^/]+)/transitions", self._transition),
-        ]
-        known_path = False
-        for verb, pattern, action in routes:
-            match = re.fullmatch(pattern, path)
-            if match:
-                known_path = True
-                if verb == method:
-                    result: tuple[int, Any] = action(req, *match.groups())
-                    return result
-        if known_path:
-            raise JiraError(405, ["Method not allowed"])
-        raise JiraError(404, [f"No resource at {req.path}"])
 
     # -- endpoints -------------------------------------------------------------------------
 
@@ -806,38 +819,11 @@ def query_jql(jql: str, issues: list[Issue], project_key: str, current_user: str
     return found
 
 
-class _Handler(BaseHTTPRequestHandler):
-    jira: FakeJira
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out at once, as a real server's do
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        url = urlsplit(self.path)
-        req = RecordedRequest(
-            method=self.command,
-            path=url.path,
-            query=parse_qs(url.query, keep_blank_values=True),
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body,
-        )
-        status, payload, headers = self.jira.handle(req)
-        req.status = status
-        data = b"" if payload is None else json.dumps(payload).encode()
-        self.send_response(status, HTTPStatus(status).phrase)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        if data:
-            self.send_header("Content-Type", "application/json;charset=UTF-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_GET = _serve
-    do_POST = _serve
-    do_PUT = _serve
-    do_DELETE = _serve
+async def _recorded(request: Request) -> RecordedRequest:
+    return RecordedRequest(
+        method=request.method,
+        path=request.url.path,
+        query=parse_qs(request.url.query, keep_blank_values=True),
+        headers=dict(request.headers.items()),
+        body=await request.body(),
+    )

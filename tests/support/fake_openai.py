@@ -9,7 +9,9 @@ authentication, request validation (model, messages, temperature, response_forma
 What it answers is scripted per test: :meth:`FakeOpenAI.enqueue` queues the next replies (text,
 errors, delays, broken streams); with nothing queued, ``responder`` chooses the reply (text or a
 :class:`Reply`) from the request, which suits callers whose requests interleave, such as a whole
-stack. Every request is recorded with its headers for assertions.
+stack. Every request is recorded with its headers for assertions. Other paths answer 404 and
+other methods 405, in the same error shape. It is a Starlette app served by
+:mod:`tests.support.served`.
 
     with FakeOpenAI() as server:
         server.enqueue(Reply("Hello [1]"), rate_limited(retry_after="1"))
@@ -20,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 import time
 import uuid
 from collections import deque
@@ -29,9 +29,13 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.support.served import ServedFake
 
 TEST_KEY = "sk-test-0123456789abcdef"
 """The API key the server accepts unless told otherwise."""
@@ -128,7 +132,7 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-class FakeOpenAI:
+class FakeOpenAI(ServedFake):
     """The server; start it with ``with`` or :meth:`start`, stop it with :meth:`stop`."""
 
     def __init__(
@@ -141,10 +145,6 @@ class FakeOpenAI:
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.responder: Responder = lambda body: "OK"
-        self.app = self._build_app()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
 
     # --- scripting ---------------------------------------------------------------------------
 
@@ -160,106 +160,81 @@ class FakeOpenAI:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    # --- lifecycle -----------------------------------------------------------------------------
-
-    def start(self, ready_timeout_s: float = 10.0) -> FakeOpenAI:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + ready_timeout_s
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the fake OpenAI server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        """What an OpenAI client takes as its base URL: the API lives under ``/v1``."""
+        return f"{self.origin}/v1"
 
     # --- the endpoint --------------------------------------------------------------------------
 
-    def _build_app(self) -> FastAPI:
-        app = FastAPI()
+    def build_app(self) -> Starlette:
+        return Starlette(
+            routes=[Route("/v1/chat/completions", self._chat_completions, methods=["POST"])],
+            exception_handlers={404: self._no_route, 405: self._no_route},
+        )
 
-        @app.post("/v1/chat/completions")
-        async def chat_completions(request: Request) -> Response:
-            try:
-                body = json.loads(await request.body())
-            except ValueError:
-                body = None
-            self.requests.append(
-                Recorded(body=body if isinstance(body, dict) else {}, headers=dict(request.headers))
+    async def _no_route(self, request: Request, exc: Exception) -> Response:
+        """Starlette's 404 and 405 as OpenAI words them."""
+        where = f"({request.method} {request.url.path})"
+        if isinstance(exc, HTTPException) and exc.status_code == 405:
+            return JSONResponse(
+                error_body(f"Invalid method for URL {where}", "invalid_request_error"),
+                status_code=405,
             )
-            if problem := self._unauthorized(request.headers.get("authorization")):
-                return JSONResponse(problem, status_code=401)
-            if not isinstance(body, dict):
-                return JSONResponse(
-                    error_body(
-                        "We could not parse the JSON body of your request. (HINT: This likely "
-                        "means you aren't using your HTTP library correctly.)",
-                        "invalid_request_error",
-                    ),
-                    status_code=400,
-                )
-            if problem := self._invalid(body):
-                return JSONResponse(problem, status_code=400)
-            if body["model"] not in self.models:
-                return JSONResponse(
-                    error_body(
-                        f"The model `{body['model']}` does not exist or you do not have access "
-                        "to it.",
-                        "invalid_request_error",
-                        code="model_not_found",
-                    ),
-                    status_code=404,
-                )
-            if self.replies:
-                reply = self.replies.popleft()
-            else:
-                chosen = self.responder(body)
-                reply = chosen if isinstance(chosen, Reply) else Reply(chosen)
-            if reply.delay_s:
-                await asyncio.sleep(reply.delay_s)
-            if reply.status != 200:
-                return JSONResponse(
-                    reply.error or error_body("error", "server_error"),
-                    status_code=reply.status,
-                    headers=reply.headers,
-                )
-            if reply.raw_body is not None:
-                return Response(reply.raw_body, media_type="application/json")
-            if body.get("stream"):
-                return StreamingResponse(
-                    self._events(body, reply),
-                    media_type="text/event-stream",
-                    headers={"cache-control": "no-cache", **reply.headers},
-                )
-            return JSONResponse(self._completion(body, reply), headers=reply.headers)
+        return JSONResponse(
+            error_body(f"Invalid URL {where}", "invalid_request_error"), status_code=404
+        )
 
-        return app
+    async def _chat_completions(self, request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            body = None
+        self.requests.append(
+            Recorded(body=body if isinstance(body, dict) else {}, headers=dict(request.headers))
+        )
+        if problem := self._unauthorized(request.headers.get("authorization")):
+            return JSONResponse(problem, status_code=401)
+        if not isinstance(body, dict):
+            return JSONResponse(
+                error_body(
+                    "We could not parse the JSON body of your request. (HINT: This likely "
+                    "means you aren't using your HTTP library correctly.)",
+                    "invalid_request_error",
+                ),
+                status_code=400,
+            )
+        if problem := self._invalid(body):
+            return JSONResponse(problem, status_code=400)
+        if body["model"] not in self.models:
+            return JSONResponse(
+                error_body(
+                    f"The model `{body['model']}` does not exist or you do not have access to it.",
+                    "invalid_request_error",
+                    code="model_not_found",
+                ),
+                status_code=404,
+            )
+        if self.replies:
+            reply = self.replies.popleft()
+        else:
+            chosen = self.responder(body)
+            reply = chosen if isinstance(chosen, Reply) else Reply(chosen)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if reply.status != 200:
+            return JSONResponse(
+                reply.error or error_body("error", "server_error"),
+                status_code=reply.status,
+                headers=reply.headers,
+            )
+        if reply.raw_body is not None:
+            return Response(reply.raw_body, media_type="application/json")
+        if body.get("stream"):
+            return StreamingResponse(
+                self._events(body, reply),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache", **reply.headers},
+            )
+        return JSONResponse(self._completion(body, reply), headers=reply.headers)
 
     def _unauthorized(self, authorization: str | None) -> dict[str, Any] | None:
         if self.api_key is None:

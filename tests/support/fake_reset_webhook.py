@@ -27,11 +27,13 @@ Then it resets (records a :class:`Reset`, after ``delay_s`` when slowed) and ans
 outcome and ``Idempotent-Replayed: true``, without resetting again. Every request is recorded
 (:attr:`FakeResetWebhook.requests`), whatever its outcome. Fault knobs: :meth:`fail_next` (500,
 401, 503...), ``delay_s`` (slow), ``leak_password`` (the answer wrongly carries the new
-password), ``raw_answer`` (a 200 whose body is given as is, such as invalid JSON).
+password), ``raw_answer`` (a 200 whose body is given as is, such as invalid JSON). It is a
+Starlette app served by :mod:`tests.support.served`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -39,8 +41,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.support.served import ServedFake
 
 PATH = "/hooks/password-reset"
 # What a misbehaving endpoint would send back: a new password it should never disclose.
@@ -78,7 +86,10 @@ class _Stored:
     done: bool = False
 
 
-class FakeResetWebhook:
+class FakeResetWebhook(ServedFake):
+    """The operator's endpoint; ``with FakeResetWebhook(secret) as hook:`` serves it at
+    ``hook.url``."""
+
     def __init__(
         self,
         secret: str,
@@ -100,30 +111,10 @@ class FakeResetWebhook:
         self.delay_s = 0.0
         self.leak_password = False
         self.raw_answer: bytes | None = None
-        self._server: ThreadingHTTPServer | None = None
-        self.base_url = ""
 
     @property
     def url(self) -> str:
         return self.base_url + PATH
-
-    def __enter__(self) -> FakeResetWebhook:
-        fake = self
-
-        class Handler(_Handler):
-            webhook = fake
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        host, port = self._server.server_address[:2]
-        self.base_url = f"http://{host!s}:{port}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
 
     # -- driving it ------------------------------------------------------------------------
 
@@ -149,15 +140,34 @@ class FakeResetWebhook:
 
     # -- serving ---------------------------------------------------------------------------
 
-    def handle(self, record: RecordedRequest) -> tuple[int, dict[str, str], bytes]:
-        status, headers, answer = self._decide(record)
+    def build_app(self) -> Starlette:
+        # Other paths and methods are recorded and answered in the protocol's words too.
+        return Starlette(
+            routes=[Route(PATH, self._serve, methods=["POST"])],
+            exception_handlers={404: self._serve, 405: self._serve},
+        )
+
+    async def _serve(self, request: Request, exc: Exception | None = None) -> Response:
+        record = RecordedRequest(
+            method=request.method,
+            path=request.url.path,
+            headers=dict(request.headers.items()),
+            body=await request.body(),
+        )
+        status, headers, body = await self.handle(record)
+        return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+    async def handle(self, record: RecordedRequest) -> tuple[int, dict[str, str], bytes]:
+        status, headers, answer = await self._decide(record)
         body = json.dumps(answer).encode() if answer is not None else self.raw_answer or b""
         record.status = status
         if answer is not None and "error" in answer:
             record.error = str(answer["error"])
         return status, headers, body
 
-    def _decide(self, record: RecordedRequest) -> tuple[int, dict[str, str], dict[str, Any] | None]:
+    async def _decide(
+        self, record: RecordedRequest
+    ) -> tuple[int, dict[str, str], dict[str, Any] | None]:
         with self._lock:
             self.requests.append(record)
             fault = self._faults.pop(0) if self._faults else None
@@ -207,7 +217,7 @@ class FakeResetWebhook:
             status, headers, answer = _error(404, "unknown_user", "no such user")
         else:
             if self.delay_s:
-                time.sleep(self.delay_s)
+                await asyncio.sleep(self.delay_s)
             with self._lock:
                 self.resets.append(Reset(payload["user_id"], payload["request_id"], key))
             status, headers = 200, {}
@@ -223,34 +233,3 @@ class FakeResetWebhook:
 
 def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], dict[str, Any]]:
     return status, {}, {"error": code, "message": message}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    webhook: FakeResetWebhook
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out at once, as a real server's do
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        record = RecordedRequest(
-            method=self.command,
-            path=self.path.split("?", 1)[0],
-            headers={key: value for key, value in self.headers.items()},
-            body=body,
-        )
-        status, headers, data = self.webhook.handle(record)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_POST = _serve
-    do_GET = _serve
-    do_PUT = _serve

@@ -7,7 +7,8 @@ major_outage, ...), ``incidents`` (the unresolved ones, each with ``id``, ``name
 ``impact``, ``shortlink``, timestamps, ``components`` and ``incident_updates`` newest first) and
 ``scheduled_maintenances``. Tests drive it with :meth:`FakeStatusPage.open_incident`,
 :meth:`FakeStatusPage.post_update` and :meth:`FakeStatusPage.resolve`; :meth:`fail_next`
-answers 503 a number of times.
+answers 503 a number of times. Any other path is a 404 and any other method a 405. It is a
+Starlette app served by :mod:`tests.support.served`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ import itertools
 import json
 import threading
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.support.served import ServedFake
 
 PAGE_ID = "y2j98763l56x"
 COMPONENT_STATUSES = (
@@ -39,7 +46,10 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class FakeStatusPage:
+class FakeStatusPage(ServedFake):
+    """The status page and its incidents; ``with FakeStatusPage() as page:`` serves it at
+    ``page.base_url``."""
+
     def __init__(self, components: tuple[str, ...] = ("VPN", "Email", "Wi-Fi", "SSO")) -> None:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -63,26 +73,6 @@ class FakeStatusPage:
         self.incidents: dict[str, dict[str, Any]] = {}
         self.requests = 0
         self._failures = 0
-        self._server: ThreadingHTTPServer | None = None
-        self.base_url = ""
-
-    def __enter__(self) -> FakeStatusPage:
-        fake = self
-
-        class Handler(_Handler):
-            page = fake
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        host, port = self._server.server_address[:2]
-        self.base_url = f"http://{host!s}:{port}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
 
     # -- driving it ------------------------------------------------------------------------
 
@@ -185,6 +175,7 @@ class FakeStatusPage:
             }
 
     def respond(self, path: str) -> tuple[int, Any]:
+        """The status and JSON body for a GET of ``path`` (every request counts)."""
         with self._lock:
             self.requests += 1
             if self._failures:
@@ -197,19 +188,27 @@ class FakeStatusPage:
             return 200, {"page": summary["page"], "incidents": summary["incidents"]}
         return 404, {"error": "Not Found"}
 
+    def build_app(self) -> Starlette:
+        paths = ("/api/v2/summary.json", "/api/v2/incidents/unresolved.json")
+        return Starlette(
+            routes=[Route(path, self._get, methods=["GET"]) for path in paths],
+            exception_handlers={404: self._no_route, 405: self._no_route},
+        )
 
-class _Handler(BaseHTTPRequestHandler):
-    page: FakeStatusPage
-    protocol_version = "HTTP/1.1"
+    async def _get(self, request: Request) -> Response:
+        return _json(*self.respond(request.url.path))
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    async def _no_route(self, request: Request, exc: Exception) -> Response:
+        """Starlette's 404 and 405 in Statuspage's shape; a GET still counts (and may fail)."""
+        if request.method not in ("GET", "HEAD"):
+            return _json(405, {"error": "Method Not Allowed"}, {"Allow": "GET"})
+        return _json(*self.respond(request.url.path))
 
-    def do_GET(self) -> None:
-        status, payload = self.page.respond(self.path.split("?", 1)[0])
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+
+def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse(
+        payload,
+        status_code=status,
+        headers=headers,
+        media_type="application/json; charset=utf-8",
+    )
