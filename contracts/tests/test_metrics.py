@@ -29,8 +29,7 @@ from contracts.metrics import REGISTRY, serve_metrics
 from contracts.runtime import Worker, no_resources
 from contracts.settings import ServiceSettings
 from contracts.topics import dead_letter_stream
-from deploy.runner import free_port
-from tests.support import unique_name, wait_until
+from tests.support import free_port, unique_name, wait_until
 
 TIMEOUT_S = 20.0
 

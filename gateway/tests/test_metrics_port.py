@@ -10,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.runner import free_port
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import admin
+from tests.support import free_port
 
 
 @pytest.fixture

@@ -66,7 +66,12 @@ def test_eval_redaction_counts_overlaps_per_type(tmp_path: Path) -> None:
     assert report["per_type"]["US_SSN"]["recall"] == 0.0  # labelled, not reported
     assert report["recall"] == 0.6667  # 2 of the 3 in-scope gold spans
     assert report["precision"] == 1.0  # everything it reported overlaps a labelled span
-    assert report["targets"] == {"recall_at_least_0_92": False, "precision_at_least_0_85": True}
+    assert report["pii_recall"] == 0.6667  # the same three spans are all personal data
+    assert report["targets"] == {
+        "recall_at_least_0_92": False,
+        "precision_at_least_0_85": True,
+        "pii_recall_at_least_0_95": False,
+    }
 
 
 def test_eval_redaction_refuses_a_file_of_another_format(tmp_path: Path) -> None:
