@@ -48,10 +48,12 @@ def served(
     app: ASGIApp,
     *,
     host: str = HOST,
+    port: int = 0,
     ready_timeout_s: float = 10.0,
     stop_timeout_s: float = 10.0,
 ) -> Iterator[str]:
-    """Serve ``app`` on ``host`` at a free port while the block runs; yields its base URL.
+    """Serve ``app`` on ``host`` at a free port (or ``port``, such as another loopback
+    address's) while the block runs; yields its base URL.
 
     Raises :class:`RuntimeError` when the server does not start within ``ready_timeout_s``.
     Requests still running at the end get one second to finish before they are cancelled."""
@@ -59,7 +61,7 @@ def served(
     # TCP, and without it every answer sent in two writes waits for a delayed ACK (~40 ms).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.bind((host, port))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,
