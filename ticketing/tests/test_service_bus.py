@@ -200,7 +200,8 @@ async def test_jira_401_defers_with_the_support_address_and_tells_the_operator(
     async with running(jira_settings):
         await publish(redis, Topic.ESCALATION_REQUESTED, escalation())
         deferred = await wait_for(lambda: ticket_events(redis, TicketChange.DEFERRED))
-        assert await settled(redis, Topic.ESCALATION_REQUESTED)  # acked: stored in Redis
+        # Acked once stored in Redis (the event is published just before the handler returns).
+        assert await wait_for(lambda: settled(redis, Topic.ESCALATION_REQUESTED))
         assert await redis.zcard(PENDING) == 1
         # The operator fixes the token: the kept request is filed, nothing lost.
         fake_jira.reject_credentials(False)
