@@ -111,9 +111,12 @@ def _turn_until_answered(stack: Stack, user: StackUser, text: str, deadline: flo
             turn_id = response.json()["turn_id"]  # accepted; the answer comes later
             break
         if response.status_code == 503:
-            return "refused"  # not accepted: the client was told to retry
+            time.sleep(0.5)  # not accepted: the client was told to retry, and does
+            continue
         raise AssertionError(f"unexpected {response.status_code}: {response.text}")
-    while turn_id and time.monotonic() < deadline:
+    if turn_id is None:
+        return "refused"  # told to retry until the deadline: never accepted, so nothing lost
+    while time.monotonic() < deadline:
         try:
             body = httpx.get(
                 f"{stack.url}/api/turns/{turn_id}", headers=user.headers, timeout=10

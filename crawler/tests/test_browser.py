@@ -26,12 +26,19 @@ from crawler.tests.siteserver import Reply, SiteServer
 pytestmark = needs_chromium
 
 
+def is_chromium(name: str) -> bool:
+    """A Chromium process's name (``chromium``, ``chrome``, ``chrome_crashpad_handler``), not
+    another child of the test process such as a Chroma server (``chroma``) of a stack that an
+    earlier test of the same worker started."""
+    return name.startswith(("chromium", "chrome"))
+
+
 def browser_processes() -> list[psutil.Process]:
     """Chromium processes descended from this test process (through Playwright's driver)."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if "chrom" in child.name():
+            if is_chromium(child.name()):
                 found.append(child)
         except psutil.NoSuchProcess:
             continue
@@ -39,10 +46,11 @@ def browser_processes() -> list[psutil.Process]:
 
 
 def zombies() -> list[psutil.Process]:
+    """Chromium processes left as zombies (nobody waited for them)."""
     out = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if child.status() == psutil.STATUS_ZOMBIE:
+            if child.status() == psutil.STATUS_ZOMBIE and is_chromium(child.name()):
                 out.append(child)
         except psutil.NoSuchProcess:
             continue
@@ -52,7 +60,7 @@ def zombies() -> list[psutil.Process]:
 def main_browser_process() -> psutil.Process:
     """The browser process itself: the Chromium whose parent is not a Chromium."""
     for process in browser_processes():
-        if "chrom" not in process.parent().name():
+        if not is_chromium(process.parent().name()):
             return process
     raise AssertionError("no browser process found")
 
@@ -72,7 +80,7 @@ async def test_the_browser_is_recycled_after_k_pages(crawler_settings: CrawlerSe
             rendered = await pool.render(url, body, "text/html", fetch_nothing)
             assert f"Page {n}" in rendered.html
         assert pool.launches == 3  # pages 1-2, 3-4, 5
-        assert len([p for p in browser_processes() if "chrom" not in p.parent().name()]) == 1
+        assert len([p for p in browser_processes() if not is_chromium(p.parent().name())]) == 1
     finally:
         await pool.close()
     assert browser_processes() == []

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 from crawler.tests.siteserver import Reply, SiteServer
-from tests.support import deskpilot, wait_until_sync
+from tests.support import REPO_ROOT, deskpilot, wait_until_sync
 from tests.support.chromium import needs_chromium
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 
 
 def html(title: str, body: str) -> str:

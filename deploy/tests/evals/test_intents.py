@@ -32,8 +32,9 @@ from deploy.evals.intents import (
 )
 from orchestrator.config import OrchestratorSettings
 from orchestrator.intent import embed
+from tests.support import REPO_ROOT
 
-SHARED_RASA = Path(__file__).resolve().parents[3] / "shared/data/intents/rasa-helpdesk-nlu.yml"
+SHARED_RASA = REPO_ROOT.parent / "shared/data/intents/rasa-helpdesk-nlu.yml"
 
 RASA = """\
 version: "3.1"
