@@ -8,9 +8,9 @@ without this cache every rendered page would download them again through the cra
 What a caller can rely on:
 
 * Only plain ``GET`` answers ``200`` to ``script`` and ``stylesheet`` requests that were not
-  redirected and do not say ``no-store`` or ``private`` are kept: what any page of any job may be
-  served. The job's scope is still checked by the caller before the cache is asked, so a URL a job
-  may not reach is refused whatever another job fetched.
+  redirected, do not say ``no-store`` or ``private`` and set no cookie are kept: what any page of
+  any job may be served. The job's scope is still checked by the caller before the cache is
+  asked, so a URL a job may not reach is refused whatever another job fetched.
 * Entries live at most ``ttl_s`` (the crawler's freshness window) and the cache holds at most
   ``max_bytes`` of bodies, the least recently used going first.
 * Pages rendered at the same time that ask for the same script share one download: the others
@@ -104,6 +104,7 @@ class SubresourceCache:
             or fulfilment.status != 200
             or "no-store" in cache_control
             or "private" in cache_control
+            or "set-cookie" in fulfilment.headers  # one visitor's cookie, not every page's
             or len(fulfilment.body) > self.max_bytes // 4
         ):
             return False

@@ -1,5 +1,6 @@
 """A worker that dies around a page's publication: the job still publishes exactly the pages it
-counts, never more than ``max_pages``, and loses none (the outbox of :mod:`crawler.jobs`).
+counts, never more than ``max_pages``, and loses none (the outbox of :mod:`crawler.jobs`). Also
+what a worker's jobs share: its cache of scripts and stylesheets, within each job's scope.
 
 Deterministic, without killing a process: workers here are :class:`CrawlService` objects on the
 real valkey, fetching a loopback site, and one "dies" by raising out of its bus at the moment a
@@ -16,7 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from contracts.events import CrawlFinished, CrawlTask, Event, PagesCrawled
-from crawler.browser import BrowserPool
+from crawler.browser import BrowserPool, Fulfilment, SubRequest, SubrequestRefused
 from crawler.config import CrawlerSettings
 from crawler.fetch import Fetcher
 from crawler.fresh import FreshPages
@@ -28,6 +29,7 @@ from crawler.robots import RobotsCache
 from crawler.service import CrawlService, Publisher, Topics
 from crawler.tests.conftest import CrawlClient, decode_entries
 from crawler.tests.siteserver import Reply, SiteServer
+from crawler.urls import Scope
 
 Moment = Literal["before", "after"]
 
@@ -239,3 +241,19 @@ async def test_the_end_is_announced_after_a_page_its_worker_did_not_publish(
         await second.handle_task(CrawlTask.model_validate(payload), entry_id.decode())
         assert await client.pages(request) == pages
         assert len(await client.page_events(request)) == 1
+
+
+async def test_a_script_another_job_kept_is_served_only_within_this_jobs_scope(
+    fleet: Fleet, client: CrawlClient
+) -> None:
+    """The worker's script cache is shared by its jobs: a job whose allowed domains leave the
+    script's host out is refused it, however it came into memory (:mod:`crawler.subresources`)."""
+    worker = fleet.worker("w1", client.bus)
+    worker.subresources.ttl_s = 600  # the tests' freshness window is 0: nothing would be kept
+    script = SubRequest("http://127.0.0.1:9/app.js", "GET", {}, None, "script")  # port 9: closed
+    kept = Fulfilment(200, {"content-type": "application/javascript"}, b"window.x = 1;")
+    assert worker.subresources.put(script, kept, redirected=False)
+
+    assert await worker._subrequest(script, Scope.build(["127.0.0.1"], [])) == kept  # no fetch
+    with pytest.raises(SubrequestRefused, match="not under an allowed domain"):
+        await worker._subrequest(script, Scope.build(["docs.example"], []))

@@ -37,8 +37,9 @@ def test_a_script_is_served_from_memory_the_second_time() -> None:
         (request(), answer(**{"cache-control": "no-store"}), False),
         (request(), answer(**{"cache-control": "private, max-age=60"}), False),
         (request(), answer(), True),  # the hops were judged for the job that fetched it
+        (request(), answer(**{"set-cookie": "session=abc; Path=/"}), False),
     ],
-    ids=["fetch", "document", "post", "404", "no-store", "private", "redirected"],
+    ids=["fetch", "document", "post", "404", "no-store", "private", "redirected", "cookie"],
 )
 def test_only_what_any_page_may_be_served_is_kept(
     sub: SubRequest, reply: Fulfilment, redirected: bool
