@@ -32,6 +32,16 @@ Close other apps that use the camera, such as Teams or Zoom, then slide the priv
 """
 
 
+def write_corpus(tmp_path: Path) -> Path:
+    """The three articles above as a knowledge-base folder (one in a subfolder)."""
+    corpus = tmp_path / "kb"
+    (corpus / "hardware").mkdir(parents=True)
+    (corpus / "vpn-password.md").write_text(VPN)
+    (corpus / "hardware" / "printer.md").write_text(PRINTER)
+    (corpus / "webcam.md").write_text(WEBCAM)
+    return corpus
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="deskpilot eval")
     add_parser(parser.add_subparsers(dest="kind", required=True))
@@ -41,11 +51,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def test_eval_indexes_the_corpus_and_scores_the_queries(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    corpus = tmp_path / "kb"
-    (corpus / "hardware").mkdir(parents=True)
-    (corpus / "vpn-password.md").write_text(VPN)
-    (corpus / "hardware" / "printer.md").write_text(PRINTER)
-    (corpus / "webcam.md").write_text(WEBCAM)
+    corpus = write_corpus(tmp_path)
     queries = tmp_path / "queries.jsonl"
     lines = [
         {"query": "How do I reset my VPN password?", "relevant": ["vpn-password.md"]},

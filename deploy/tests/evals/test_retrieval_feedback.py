@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deploy.evals.retrieval import add_parser, run_eval_retrieval
-from deploy.tests.evals.test_retrieval import PRINTER, VPN, WEBCAM
+from deploy.tests.evals.test_retrieval import write_corpus
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -21,11 +21,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 @pytest.fixture
 def labelled(tmp_path: Path) -> tuple[Path, Path]:
-    corpus = tmp_path / "kb"
-    (corpus / "hardware").mkdir(parents=True)
-    (corpus / "vpn-password.md").write_text(VPN)
-    (corpus / "hardware" / "printer.md").write_text(PRINTER)
-    (corpus / "webcam.md").write_text(WEBCAM)
+    corpus = write_corpus(tmp_path)
     queries = tmp_path / "queries.jsonl"
     lines = [
         {"query": "How do I reset my VPN password?", "relevant": ["vpn-password.md"]},
