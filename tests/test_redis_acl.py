@@ -11,7 +11,6 @@ is refused other services' keys and streams and administrative commands.
 from __future__ import annotations
 
 import ast
-import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from contracts.runtime_config import (
 from contracts.settings import ServiceSettings
 from contracts.topics import RAW_TOPICS, REPLY_PREFIX, SUBSCRIPTIONS, Group, Topic
 from deploy import redis_acl
+from tests.support import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 KEY_LITERAL = re.compile(r"^(deskpilot|crawler):[\w{}.-]+(:|$)")
@@ -208,13 +208,6 @@ async def refused(call: Any) -> bool:
     return False
 
 
-async def wait_for(condition: Any, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await condition():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.05)
-
-
 def consumed_streams(service: str) -> list[str]:
     streams = [s for s in redis_acl.access(service).consumes if s != redis_acl.REPLY_STREAMS]
     return [*streams, REPLY_STREAM] if service == "gateway" else streams
@@ -259,12 +252,12 @@ async def test_a_service_does_its_work_as_its_own_user(
         async def all_received() -> bool:
             return all(received[stream] for stream in consumed)
 
-        await wait_for(all_received)
+        await wait_until(all_received)
 
         async def all_acknowledged() -> bool:  # the bus acks once the handler returned
             return all([(await admin.xpending(s, service))["pending"] == 0 for s in consumed])
 
-        await wait_for(all_acknowledged)
+        await wait_until(all_acknowledged)
         for stream in consumed:
             if stream in RAW_TOPICS:
                 assert not await admin.xrange(stream, sent[stream], sent[stream])
@@ -276,7 +269,7 @@ async def test_a_service_does_its_work_as_its_own_user(
         async def dead_lettered() -> bool:
             return all([await admin.xlen(f"{stream}.dlq") > 0 for stream in consumed])
 
-        await wait_for(dead_lettered)
+        await wait_until(dead_lettered)
 
         # Reads the lag and pending counts of its groups, for its metrics (contracts/metrics.py).
         for stream in consumed:

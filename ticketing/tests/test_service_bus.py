@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +29,7 @@ from contracts.events import (
     TriedStep,
 )
 from contracts.topics import Group, Topic, dead_letter_stream
+from tests.support import wait_until
 from tests.support.fake_jira import FakeJira
 from ticketing.app import create_worker
 from ticketing.backends.base import TicketDraft, request_reference
@@ -57,17 +57,6 @@ async def read(redis: aioredis.Redis, topic: str, model: type[E]) -> list[E]:
         model.model_validate_json(BinaryMessageFormatV1.parse(fields[RAW_FIELD])[0])
         for _, fields in entries
     ]
-
-
-async def wait_for(check: Callable[[], Awaitable[Any]], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 async def ticket_events(redis: aioredis.Redis, change: TicketChange) -> list[TicketEvent]:
@@ -106,7 +95,7 @@ async def running(settings: Any) -> AsyncIterator[None]:
     task = asyncio.create_task(worker.serve(stop))
     try:
         # The heartbeat is written once the bus consumes (groups created, subscribers running).
-        await wait_for(lambda: worker.bus.redis.keys("deskpilot:heartbeat:ticketing:*"))
+        await wait_until(lambda: worker.bus.redis.keys("deskpilot:heartbeat:ticketing:*"))
         yield
     finally:
         stop.set()
@@ -146,8 +135,8 @@ async def test_a_duplicate_delivery_files_one_ticket(
         event = escalation()
         await publish(redis, Topic.ESCALATION_REQUESTED, event)
         await publish(redis, Topic.ESCALATION_REQUESTED, event)  # redelivered by a producer
-        await wait_for(lambda: settled(redis, Topic.ESCALATION_REQUESTED))
-        await wait_for(lambda: ticket_events(redis, TicketChange.CREATED))
+        await wait_until(lambda: settled(redis, Topic.ESCALATION_REQUESTED))
+        await wait_until(lambda: ticket_events(redis, TicketChange.CREATED))
     assert len(fake_jira.issues) == 1
     assert len(fake_jira.calls("POST", r"/issue$")) == 1
     issue = next(iter(fake_jira.issues.values()))
@@ -177,7 +166,7 @@ async def test_jira_500_then_recovery_files_exactly_one_ticket(
     fake_jira.fail_next(3, status=500)
     async with running(jira_settings):
         await publish(redis, Topic.ESCALATION_REQUESTED, escalation())
-        created = await wait_for(lambda: ticket_events(redis, TicketChange.CREATED))
+        created = await wait_until(lambda: ticket_events(redis, TicketChange.CREATED))
     deferred = await ticket_events(redis, TicketChange.DEFERRED)
     assert len(deferred) == 1  # told once, however many retries
     assert deferred[0].detail is not None
@@ -199,13 +188,13 @@ async def test_jira_401_defers_with_the_support_address_and_tells_the_operator(
     caplog.set_level(logging.INFO)
     async with running(jira_settings):
         await publish(redis, Topic.ESCALATION_REQUESTED, escalation())
-        deferred = await wait_for(lambda: ticket_events(redis, TicketChange.DEFERRED))
+        deferred = await wait_until(lambda: ticket_events(redis, TicketChange.DEFERRED))
         # Acked once stored in Redis (the event is published just before the handler returns).
-        assert await wait_for(lambda: settled(redis, Topic.ESCALATION_REQUESTED))
+        assert await wait_until(lambda: settled(redis, Topic.ESCALATION_REQUESTED))
         assert await redis.zcard(PENDING) == 1
         # The operator fixes the token: the kept request is filed, nothing lost.
         fake_jira.reject_credentials(False)
-        await wait_for(lambda: ticket_events(redis, TicketChange.CREATED))
+        await wait_until(lambda: ticket_events(redis, TicketChange.CREATED))
     assert deferred[0].detail is not None
     assert SUPPORT in deferred[0].detail
     assert deferred[0].reply_to == "reply.gw-1"
@@ -231,7 +220,7 @@ async def test_given_up_requests_fail_visibly_and_are_dead_lettered(
     settings = jira_settings.model_copy(update={"max_attempts": 2})
     async with running(settings):
         await publish(redis, Topic.ESCALATION_REQUESTED, escalation())
-        failed = await wait_for(lambda: ticket_events(redis, TicketChange.FAILED))
+        failed = await wait_until(lambda: ticket_events(redis, TicketChange.FAILED))
     assert failed[0].detail is not None
     assert SUPPORT in failed[0].detail
     letters = await redis.xrange(dead_letter_stream(Topic.ESCALATION_REQUESTED))
@@ -264,10 +253,10 @@ async def test_an_incident_comments_on_and_links_every_matching_open_ticket(
             environment={"application": "Printer"},
         )
         await publish(redis, Topic.ESCALATION_REQUESTED, unrelated)
-        await wait_for(
+        await wait_until(
             lambda: asyncio.sleep(0, result=len(fake_jira.issues) == 5)  # 4 + the incident's
         )
-        await wait_for(lambda: settled(redis, Topic.ESCALATION_REQUESTED))
+        await wait_until(lambda: settled(redis, Topic.ESCALATION_REQUESTED))
         incident = Incident(
             id="inc-9",
             title="VPN gateway outage",
@@ -281,15 +270,15 @@ async def test_an_incident_comments_on_and_links_every_matching_open_ticket(
         )
         await publish(redis, Topic.INCIDENT_REPORTED, report)
         await publish(redis, Topic.INCIDENT_REPORTED, report)  # redelivered: nothing twice
-        linked = await wait_for(lambda: _at_least(ticket_events(redis, TicketChange.LINKED), 3))
-        await wait_for(lambda: settled(redis, Topic.INCIDENT_REPORTED))
+        linked = await wait_until(lambda: _at_least(ticket_events(redis, TicketChange.LINKED), 3))
+        await wait_until(lambda: settled(redis, Topic.INCIDENT_REPORTED))
         resolved = incident.model_copy(update={"status": "resolved", "resolved": True})
         await publish(
             redis,
             Topic.INCIDENT_REPORTED,
             IncidentReported(correlation_id="inc-9", conversation_id="inc-9", incident=resolved),
         )
-        await wait_for(lambda: settled(redis, Topic.INCIDENT_REPORTED))
+        await wait_until(lambda: settled(redis, Topic.INCIDENT_REPORTED))
     matching = {
         key
         for key, issue in fake_jira.issues.items()
@@ -322,7 +311,7 @@ async def test_status_request_reads_the_users_tickets_back(
 ) -> None:
     async with running(jira_settings):
         await publish(redis, Topic.ESCALATION_REQUESTED, escalation(1))
-        created = await wait_for(lambda: ticket_events(redis, TicketChange.CREATED))
+        created = await wait_until(lambda: ticket_events(redis, TicketChange.CREATED))
         key = created[0].ticket.key if created[0].ticket else ""
         fake_jira.set_status(key, "In Progress")
         await publish(
@@ -342,7 +331,7 @@ async def test_status_request_reads_the_users_tickets_back(
                 correlation_id="turn-10", conversation_id="conv-2", user_id="user-2", key=key
             ),
         )
-        answers = await wait_for(lambda: _at_least(ticket_events(redis, TicketChange.STATUS), 2))
+        answers = await wait_until(lambda: _at_least(ticket_events(redis, TicketChange.STATUS), 2))
     mine = next(a for a in answers if a.user_id == "user-1")
     assert [(t.key, t.status) for t in mine.tickets] == [(key, "In Progress")]
     assert mine.reply_to == "reply.gw-1"
