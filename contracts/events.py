@@ -11,9 +11,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Literal
-from uuid import NAMESPACE_URL, uuid4, uuid5
+from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from contracts.ids import derived_event_id
 
 
 def new_id() -> str:
@@ -318,7 +320,7 @@ class ConversationPurged(Event):
         """The audit record a service writes once it deleted its part (``deskpilot purge`` waits
         for them); its id is derived, so a redelivered purge confirms once."""
         return AuditRecorded(
-            event_id=uuid5(NAMESPACE_URL, f"purge-{service}:{self.event_id}").hex,
+            event_id=derived_event_id(f"purge-{service}", self.event_id),
             correlation_id=self.correlation_id,
             conversation_id=self.conversation_id,
             service=service,

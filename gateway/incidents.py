@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import uuid
 
 from redis.exceptions import RedisError
 
 from contracts.bus import Bus
 from contracts.events import Incident, IncidentReported
+from contracts.ids import derived_event_id
 from contracts.topics import Topic
 from gateway.errors import ApiError, ErrorCode
 from gateway.models import IncidentAccepted, IncidentCreate
@@ -31,7 +31,7 @@ SOURCE = "api"
 def report_event_id(incident: Incident) -> str:
     """The same report gives the same event id; any change gives another."""
     digest = hashlib.sha256(incident.model_dump_json().encode()).hexdigest()
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot-incident:{incident.id}:{digest}").hex
+    return derived_event_id("deskpilot-incident", incident.id, digest)
 
 
 class IncidentService:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 
 from contracts.bus import Bus, Delivery
 from contracts.events import AttachmentError, AttachmentExtracted, AttachmentReceived, TurnReply
+from contracts.ids import derived_event_id
 from contracts.topics import Group, Topic
 from ocr.errors import AttachmentRefused
 from ocr.service import AttachmentReader, Extracted
@@ -17,12 +17,12 @@ log = logging.getLogger("deskpilot.ocr")
 
 def extracted_event_id(received_event_id: str) -> str:
     """Deterministic, so a redelivered attachment yields the same downstream event id."""
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot:attachment-extracted:{received_event_id}").hex
+    return derived_event_id("deskpilot", "attachment-extracted", received_event_id)
 
 
 def error_event_id(received_event_id: str) -> str:
     """Deterministic too: a redelivery repeats the same error reply, which the gateway de-dups."""
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot:attachment-error:{received_event_id}").hex
+    return derived_event_id("deskpilot", "attachment-error", received_event_id)
 
 
 FAILED_DETAIL = (

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import uuid
 
 from contracts.events import (
     Citation,
@@ -22,6 +21,7 @@ from contracts.events import (
     TranscriptLine,
     TriedStep,
 )
+from contracts.ids import derived_event_id
 from orchestrator.dialogue import ERROR_CODE, subject_words
 from orchestrator.memory import Conversation
 from orchestrator.sentiment import word_set
@@ -121,7 +121,7 @@ def build_escalation(
     problem = conversation.topic or turn.question
     transcript = [*conversation.transcript, TranscriptLine(role="user", text=turn.question)]
     return EscalationRequested(
-        event_id=uuid.uuid5(uuid.NAMESPACE_URL, f"escalation:{turn.correlation_id}").hex,
+        event_id=derived_event_id("escalation", turn.correlation_id),
         correlation_id=turn.correlation_id,
         conversation_id=turn.conversation_id,
         user_id=requester(turn),

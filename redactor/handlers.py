@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 
+from contracts import ids
 from contracts.bus import Bus, Delivery
 from contracts.events import (
     AttachmentExtracted,
@@ -41,7 +41,7 @@ EXCERPT_CHARS = 600
 
 def derived_event_id(kind: str, source_event_id: str) -> str:
     """Deterministic, so a redelivered input yields the same downstream event id."""
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"deskpilot:{kind}:{source_event_id}").hex
+    return ids.derived_event_id("deskpilot", kind, source_event_id)
 
 
 def query_event_id(message_event_id: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from typing import Protocol
 
 import redis.asyncio as aioredis
@@ -28,6 +27,7 @@ from contracts.events import (
     TicketRecord,
     TicketRef,
 )
+from contracts.ids import derived_event_id
 from contracts.topics import Topic
 from ticketing.backends.base import TicketBackend, TicketNotFound, incident_label
 from ticketing.content import (
@@ -71,7 +71,7 @@ def resolved_marker(incident_id: str) -> str:
 
 def ticket_event_id(*parts: str) -> str:
     """Deterministic, so a repeated step publishes the same event id (consumers de-duplicate)."""
-    return uuid.uuid5(uuid.NAMESPACE_URL, "deskpilot:ticketing:" + ":".join(parts)).hex
+    return derived_event_id("deskpilot", "ticketing", *parts)
 
 
 def ticket_ref(record: TicketRecord) -> TicketRef:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -11,6 +10,7 @@ from typing import TypedDict
 from pydantic import BaseModel, Field
 
 from contracts.events import AuditRecorded
+from contracts.ids import derived_event_id
 
 
 class Outcome(StrEnum):
@@ -160,9 +160,13 @@ def audit_event(
 ) -> AuditRecorded:
     """The audit-stream event of one step; its id is derived from the request and outcome, so a
     redelivered turn records it once."""
-    key = f"automation:{entry['action']}:{entry['request_id'] or correlation_id}:{entry['outcome']}"
     return AuditRecorded(
-        event_id=uuid.uuid5(uuid.NAMESPACE_URL, key).hex,
+        event_id=derived_event_id(
+            "automation",
+            entry["action"],
+            entry["request_id"] or correlation_id,
+            entry["outcome"],
+        ),
         correlation_id=correlation_id,
         conversation_id=conversation_id,
         service="orchestrator",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from typing import assert_never
 
 from contracts.events import (
@@ -18,6 +17,7 @@ from contracts.events import (
     EscalationReason,
     TicketStatusRequested,
 )
+from contracts.ids import derived_event_id
 from orchestrator.dialogue import readable
 from orchestrator.memory import Conversation
 from orchestrator.state import TurnStatus
@@ -124,7 +124,7 @@ async def record_resolved(turn: Turn, resolved: Conversation) -> None:
         sentiment=None,
         incident_id=resolved.incident_id,
     )
-    silent.event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"resolved:{state.correlation_id}").hex
+    silent.event_id = derived_event_id("resolved", state.correlation_id)
     silent.idempotency_key = f"resolved:{state.correlation_id}"
     silent.reply_to = None
     await desk.request(silent)
