@@ -1,5 +1,9 @@
 """URLs as the crawler compares them: normalised, scoped to the allowed domains, grouped by pattern.
 
+The allowed-domain rule itself (:class:`contracts.domains.DomainRule`: a domain allows its
+subdomains, ``domain:port`` that port only) is shared with the gateway, which checks seed URLs
+against it; :class:`Scope` applies it to a job.
+
 Two spellings of one page must become one string, or the visited set lets the page through twice:
 :func:`normalise` drops the fragment and tracking parameters, lower-cases the scheme and host, drops
 default ports, sorts the query and removes a trailing slash (the root path stays ``/``). It does not
@@ -12,6 +16,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+
+from contracts.domains import DEFAULT_PORTS, DomainRule
 
 TRACKING_PARAMS = frozenset(
     {
@@ -36,7 +42,6 @@ TRACKING_PARAMS = frozenset(
 )
 """Query parameters that only say where a visitor came from; ``utm_*`` are dropped as well."""
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 _DIGITS = re.compile(r"\d+")
 _WORDS = re.compile(r"[a-z][a-z0-9]+")
@@ -97,36 +102,6 @@ def host_key(url: str) -> str:
 
 
 @dataclass(frozen=True)
-class DomainRule:
-    """One allowed domain: ``example.com`` allows it and its subdomains, on any port;
-    ``example.com:8080`` allows that host and its subdomains on that port only."""
-
-    domain: str
-    port: int | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> DomainRule:
-        text = text.strip().lower()
-        if "://" in text:
-            parts = urlsplit(text)
-            return cls((parts.hostname or "").strip("."), parts.port)
-        host, _, port = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
-        if host and port.isdigit():
-            return cls(host.strip("."), int(port))
-        return cls(text.strip("."))
-
-    def matches(self, url: str) -> bool:
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        if not host or not (host == self.domain or host.endswith("." + self.domain)):
-            return False
-        if self.port is None:
-            return True
-        port = parts.port or DEFAULT_PORTS.get(parts.scheme.lower())
-        return port == self.port
-
-
-@dataclass(frozen=True)
 class Scope:
     """The hosts a job may fetch from (documents and sub-requests alike)."""
 
@@ -141,7 +116,7 @@ class Scope:
         for seed in seed_urls:
             parts = urlsplit(seed)
             if parts.hostname:
-                rules.append(DomainRule(parts.hostname.lower(), parts.port))
+                rules.append(DomainRule(parts.hostname, parts.port))
         return cls(tuple(dict.fromkeys(rules)))
 
     def allows(self, url: str) -> bool:

@@ -13,12 +13,12 @@ import json
 import logging
 from datetime import datetime
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.bus import Bus
+from contracts.domains import within
 from contracts.events import AuditRecorded, new_id
 from contracts.runtime_config import (
     AUDIT_CONVERSATION,
@@ -194,21 +194,6 @@ def shown(value: Any) -> str:
     if value is None:
         return "unset"
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def within(url: str, domains: list[str]) -> bool:
-    """Whether the crawler's scope rules (a domain allows its subdomains; ``host:port`` that
-    port only) let a crawl start at ``url``."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
-    for rule in domains:
-        domain, _, rule_port = rule.partition(":")
-        if (host == domain or host.endswith("." + domain)) and (
-            not rule_port or int(rule_port) == port
-        ):
-            return True
-    return False
 
 
 def describe(stored: StoredConfig, defaults: dict[str, Any]) -> ConfigRead:
