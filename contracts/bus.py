@@ -165,8 +165,16 @@ class Bus:
         # A read takes no more entries than the handler can work on at once. Unbounded, the
         # first XREADGROUP moves a whole backlog into this consumer's pending list: replicas
         # started for it find nothing to do, and the group's lag (what KEDA scales on) reads 0.
+        # A read waits up to read_block_ms for new entries (FastStream's 100 ms default had each
+        # idle subscription ask ten times a second); an entry arriving meanwhile ends the wait.
         self.broker.subscriber(
-            stream=StreamSub(topic, group=group, consumer=self.consumer, max_records=concurrency),
+            stream=StreamSub(
+                topic,
+                group=group,
+                consumer=self.consumer,
+                max_records=concurrency,
+                polling_interval=self.settings.read_block_ms,
+            ),
             ack_policy=AckPolicy.NACK_ON_ERROR,
             max_workers=concurrency,
             title=f"{topic}:{group}",

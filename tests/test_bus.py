@@ -224,6 +224,29 @@ async def test_handled_message_is_acked_once(
     assert await dlq_entries(redis, topic) == []
 
 
+async def test_a_long_read_block_still_delivers_an_entry_as_it_arrives(make_bus: MakeBus) -> None:
+    """An idle subscription waits read_block_ms per read; an entry published during that wait is
+    delivered at once, not when the wait runs out (the block only sets how often idle reads ask)."""
+    topic, group = unique_name(), unique_name("g")
+    block_s = 30.0
+    arrived = asyncio.Event()
+
+    async def handle(event: ProbeEvent, delivery: Delivery) -> None:
+        arrived.set()
+
+    consumer = make_bus(read_block_ms=int(block_s * 1000))
+    consumer.subscribe(topic, ProbeEvent, handle, group=group)
+    await consumer.start()
+    await asyncio.sleep(1.0)  # the first blocking read is waiting now
+    producer = make_bus("bus-test-producer")
+    await producer.start()
+    await producer.publish(topic, new_event("now"))
+    await asyncio.wait_for(arrived.wait(), block_s / 3)
+    stopping = time.monotonic()
+    await consumer.stop()
+    assert time.monotonic() - stopping < block_s / 3, "stop does not wait for a read's block"
+
+
 # -- 2. a failed handler is retried through reclaim --------------------------------------------
 
 
