@@ -22,9 +22,7 @@ from contracts.domains import DomainRule, canonical_host, within
         ("example.com", "/relative/path", False),
     ],
 )
-def test_a_domain_allows_itself_and_its_subdomains_only(
-    rule: str, url: str, allowed: bool
-) -> None:
+def test_a_domain_allows_itself_and_its_subdomains_only(rule: str, url: str, allowed: bool) -> None:
     assert DomainRule.parse(rule).matches(url) is allowed
 
 

@@ -2,11 +2,11 @@
 
 Every stream is a :class:`contracts.topics.Topic`, read by the consumer groups in
 :data:`contracts.topics.SUBSCRIPTIONS`; every payload is a pydantic model of
-:mod:`contracts.events`. :data:`TOPICS` says which model each topic carries and which services
-write it. From these, a FastStream ``RedisBroker`` declares a publisher per (topic, producer) and
-a ``StreamSub`` subscriber per (topic, group), and FastStream's own AsyncAPI 3.0 generator turns
-them into channels, operations, messages and payload schemas (each model's JSON schema, with its
-field descriptions and examples).
+:mod:`contracts.events`, and :data:`contracts.payloads.PAYLOADS` says which model each topic
+carries; :data:`TOPICS` adds which services write it. From these, a FastStream ``RedisBroker``
+declares a publisher per (topic, producer) and a ``StreamSub`` subscriber per (topic, group), and
+FastStream's own AsyncAPI 3.0 generator turns them into channels, operations, messages and payload
+schemas (each model's JSON schema, with its field descriptions and examples).
 
 FastStream gives every subscriber and publisher a channel of its own. The document is then
 regrouped so that a stream is one channel (named by its address) with one message per model,
@@ -36,9 +36,10 @@ from typing import Any
 from faststream.redis import RedisBroker, StreamSub
 from faststream.specification import AsyncAPI
 
-from contracts import events, topics
+from contracts import topics
 from contracts.bus import RAW_FIELD, WITHHELD_FIELD
 from contracts.events import Event
+from contracts.payloads import PAYLOADS, REPLY_PAYLOAD
 from contracts.settings import ServiceSettings
 from contracts.topics import (
     DLQ_SUFFIX,
@@ -58,81 +59,87 @@ CONSUMER_NAME = "{service}-{node}-{pid}"
 
 @dataclass(frozen=True)
 class TopicDoc:
-    """What the contracts do not say about a topic: its model and who writes it."""
+    """What the contracts do not say about a topic: who writes it. Its payload model is the one
+    :data:`contracts.payloads.PAYLOADS` gives it."""
 
-    model: type[Event]
+    topic: Topic
     producers: tuple[str, ...]
     note: str = ""
     """Said after the topic's own docstring; the only description when the contracts have none."""
 
+    @property
+    def model(self) -> type[Event]:
+        return PAYLOADS[self.topic]
 
-TOPICS: dict[Topic, TopicDoc] = {
-    Topic.MESSAGE_RECEIVED: TopicDoc(events.MessageReceived, (Group.GATEWAY,)),
-    Topic.ATTACHMENT_RECEIVED: TopicDoc(events.AttachmentReceived, (Group.GATEWAY,)),
-    Topic.ATTACHMENT_EXTRACTED: TopicDoc(events.AttachmentExtracted, (Group.OCR,)),
-    Topic.ATTACHMENT_REDACTED: TopicDoc(events.AttachmentRedacted, (Group.REDACTOR,)),
-    Topic.CONVERSATION_PURGED: TopicDoc(
-        events.ConversationPurged,
+
+_TOPIC_DOCS = (
+    TopicDoc(Topic.MESSAGE_RECEIVED, (Group.GATEWAY,)),
+    TopicDoc(Topic.ATTACHMENT_RECEIVED, (Group.GATEWAY,)),
+    TopicDoc(Topic.ATTACHMENT_EXTRACTED, (Group.OCR,)),
+    TopicDoc(Topic.ATTACHMENT_REDACTED, (Group.REDACTOR,)),
+    TopicDoc(
+        Topic.CONVERSATION_PURGED,
         (Group.GATEWAY, CLI),
         "Published by the admin API (gateway) and by `deskpilot purge` (`cli`).",
     ),
-    Topic.QUERY_RECEIVED: TopicDoc(events.QueryReceived, (Group.REDACTOR,)),
-    Topic.CONTEXT_INSUFFICIENT: TopicDoc(
-        events.ContextInsufficient,
+    TopicDoc(Topic.QUERY_RECEIVED, (Group.REDACTOR,)),
+    TopicDoc(
+        Topic.CONTEXT_INSUFFICIENT,
         (Group.ORCHESTRATOR, CLI),
         "Also published by `deskpilot crawl` and `deskpilot bench crawl` (`cli`).",
     ),
-    Topic.PAGES_CRAWLED: TopicDoc(events.PagesCrawled, (Group.CRAWLER,)),
-    Topic.CRAWL_TASKS: TopicDoc(events.CrawlTask, (Group.CRAWLER,)),
-    Topic.CRAWL_STOP: TopicDoc(
-        events.CrawlStop,
+    TopicDoc(Topic.PAGES_CRAWLED, (Group.CRAWLER,)),
+    TopicDoc(Topic.CRAWL_TASKS, (Group.CRAWLER,)),
+    TopicDoc(
+        Topic.CRAWL_STOP,
         (Group.ORCHESTRATOR, CLI),
         "`deskpilot crawl` (`cli`) stops its own job this way when it is interrupted.",
     ),
-    Topic.CRAWL_FINISHED: TopicDoc(events.CrawlFinished, (Group.CRAWLER,)),
-    Topic.CHUNKS_INDEXED: TopicDoc(events.ChunksIndexed, (Group.INDEXER,)),
-    Topic.ESCALATION_REQUESTED: TopicDoc(events.EscalationRequested, (Group.ORCHESTRATOR,)),
-    Topic.TICKET_STATUS_REQUESTED: TopicDoc(events.TicketStatusRequested, (Group.ORCHESTRATOR,)),
-    Topic.TICKET_EVENTS: TopicDoc(
-        events.TicketEvent,
+    TopicDoc(Topic.CRAWL_FINISHED, (Group.CRAWLER,)),
+    TopicDoc(Topic.CHUNKS_INDEXED, (Group.INDEXER,)),
+    TopicDoc(Topic.ESCALATION_REQUESTED, (Group.ORCHESTRATOR,)),
+    TopicDoc(Topic.TICKET_STATUS_REQUESTED, (Group.ORCHESTRATOR,)),
+    TopicDoc(
+        Topic.TICKET_EVENTS,
         (Group.TICKETING,),
         "Every change of every ticket goes out here, with the ticket as it now is in `record`; "
         "`change` says what happened and `idempotency_key` ties it to the escalation that asked "
         "for it.",
     ),
-    Topic.INCIDENT_REPORTED: TopicDoc(
-        events.IncidentReported,
+    TopicDoc(
+        Topic.INCIDENT_REPORTED,
         (Group.GATEWAY, Group.TICKETING),
         "Written by the gateway (`POST /api/incidents`) and the ticketing service's status-page "
         "watcher; an internal system may publish here too.",
     ),
-    Topic.AUDIT: TopicDoc(
-        events.AuditRecorded,
+    TopicDoc(
+        Topic.AUDIT,
         (Group.GATEWAY, Group.REDACTOR, Group.ORCHESTRATOR, Group.TICKETING),
         "`action` says what kind of step it was, `reason` why, and `details` holds counts, ids, "
         "kinds and, for decisions, the redacted question (never raw user text). The admin API "
         "reads it with XREVRANGE, without a consumer group.",
     ),
-    Topic.FEEDBACK_RECEIVED: TopicDoc(events.FeedbackReceived, (Group.GATEWAY,)),
-    Topic.FEEDBACK_RECORDED: TopicDoc(events.FeedbackRecorded, (Group.REDACTOR,)),
-    Topic.PROPOSALS: TopicDoc(
-        events.ProposalDrafted,
+    TopicDoc(Topic.FEEDBACK_RECEIVED, (Group.GATEWAY,)),
+    TopicDoc(Topic.FEEDBACK_RECORDED, (Group.REDACTOR,)),
+    TopicDoc(
+        Topic.PROPOSALS,
         (Group.INDEXER,),
         "The indexer's knowledge-base update proposals from recurring gaps; the gateway's review "
         "queue keeps the highest `revision` per `proposal_id`.",
     ),
-    Topic.DOCUMENT_SUBMITTED: TopicDoc(events.DocumentSubmitted, (Group.GATEWAY,)),
-    Topic.DOCUMENT_DELETED: TopicDoc(
-        events.DocumentDeleted,
+    TopicDoc(Topic.DOCUMENT_SUBMITTED, (Group.GATEWAY,)),
+    TopicDoc(
+        Topic.DOCUMENT_DELETED,
         (Group.GATEWAY,),
         "An admin deleted an uploaded document; the indexer removes every chunk of it.",
     ),
-    Topic.DOCUMENT_STATUS: TopicDoc(events.DocumentStatus, (Group.INDEXER,)),
-}
-"""Each topic's payload model and producers. A topic missing here fails the generation (and a
-test): the document must describe every stream."""
+    TopicDoc(Topic.DOCUMENT_STATUS, (Group.INDEXER,)),
+)
+TOPICS: dict[Topic, TopicDoc] = {doc.topic: doc for doc in _TOPIC_DOCS}
+"""Each topic's producers (and its payload model, from contracts). A topic missing here fails the
+generation (and a test): the document must describe every stream."""
 
-REPLY_MODEL = events.TurnReply
+REPLY_MODEL = REPLY_PAYLOAD
 REPLY_PRODUCERS: tuple[str, ...] = (Group.ORCHESTRATOR, Group.REDACTOR, Group.OCR, Group.CRAWLER)
 REPLY_PARAMETER = "gatewayInstance"
 TOPIC_PARAMETER = "topic"
@@ -236,7 +243,7 @@ def check_topics(mapping: Mapping[Topic, TopicDoc]) -> None:
     missing = sorted(str(topic) for topic in Topic if topic not in mapping)
     if missing:
         raise ValueError(
-            f"no model for topic(s) {', '.join(missing)} in deploy.cli.asyncapi.TOPICS"
+            f"no producers for topic(s) {', '.join(missing)} in deploy.cli.asyncapi.TOPICS"
         )
 
 
