@@ -328,6 +328,59 @@ class Bus:
             await self.redis.xdel(topic, _entry_id(msg))
         log.error("message dead-lettered", extra={"topic": topic, "error": error})
 
+    async def dead_letter_event(
+        self,
+        topic: str,
+        event: Event,
+        error: str,
+        deliveries: int,
+        *,
+        group: str | None = None,
+        original_id: str | None = None,
+    ) -> str:
+        """Dead-letter ``event`` of ``topic`` after its message was acknowledged, for a service
+        that retries on its own schedule and gives up later (ticketing: a ticket backend down
+        for hours); returns the dead letter's entry id.
+
+        The entry is the one :meth:`dead_letter` writes: the event in the message format
+        :meth:`publish` writes, so ``deskpilot dlq replay`` appends it to ``topic`` again as it
+        came (same event id: consumers stay idempotent); on a raw topic the event's ids only.
+        ``group`` is the consumer group that gave up (default: this service's),
+        ``original_id`` the stream entry id when known, else the event id.
+        """
+        group = group or self.service
+        body = event.model_dump_json().encode()
+        content: tuple[bytes, bytes] = (
+            (WITHHELD_FIELD, _envelope_only(body))
+            if topic in RAW_TOPICS
+            else (
+                RAW_FIELD,
+                await self.broker.message_format.encode(
+                    message=body,
+                    reply_to=None,
+                    headers={"content-type": "application/json"},
+                    correlation_id=event.correlation_id,
+                ),
+            )
+        )
+        entry_id = await self.redis.xadd(
+            dead_letter_stream(topic),
+            {
+                content[0]: content[1],
+                b"error": error.encode(),
+                b"group": group.encode(),
+                b"consumer": self.consumer.encode(),
+                b"original_id": (original_id or event.event_id).encode(),
+                b"deliveries": str(deliveries).encode(),
+                b"failed_at": datetime.now(UTC).isoformat().encode(),
+            },
+            maxlen=self.settings.stream_maxlen,
+            approximate=True,
+        )
+        metrics.DEAD_LETTERS.labels(self.service, topic, group).inc()
+        log.error("event dead-lettered", extra={"topic": topic, "error": error})
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
     # -- producing -------------------------------------------------------------------------
 
     async def publish(self, topic: str, event: Event) -> str:

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from faststream.redis.parser import BinaryMessageFormatV1
-
-from contracts.bus import RAW_FIELD, Bus, Delivery
+from contracts.bus import Bus, Delivery
 from contracts.events import (
     EscalationRequested,
     Event,
     IncidentReported,
     TicketStatusRequested,
 )
-from contracts.topics import Group, Topic, dead_letter_stream
+from contracts.topics import Group, Topic
 from ticketing.incidents import IncidentLinker
 from ticketing.service import TicketingService
 
 
 class BusOutbox:
-    """Publishes on the bus; dead letters go to ``escalation.requested.dlq`` in the bus's own
-    entry format, so ``deskpilot dlq replay`` puts them back as they came."""
+    """Publishes on the bus; a request given up goes to ``escalation.requested.dlq`` through the
+    bus (:meth:`contracts.bus.Bus.dead_letter_event`), so ``deskpilot dlq replay`` puts it back
+    as it came."""
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
@@ -29,25 +26,8 @@ class BusOutbox:
         return await self.bus.publish(topic, event)
 
     async def dead_letter(self, event: EscalationRequested, error: str, attempts: int) -> None:
-        entry = await BinaryMessageFormatV1.encode(
-            message=event.model_dump_json().encode(),
-            reply_to=None,
-            headers={"content-type": "application/json"},
-            correlation_id=event.correlation_id,
-        )
-        await self.bus.redis.xadd(
-            dead_letter_stream(Topic.ESCALATION_REQUESTED),
-            {
-                RAW_FIELD: entry,
-                b"error": error.encode(),
-                b"group": Group.TICKETING.value.encode(),
-                b"consumer": self.bus.consumer.encode(),
-                b"original_id": event.event_id.encode(),
-                b"deliveries": str(attempts).encode(),
-                b"failed_at": datetime.now(UTC).isoformat().encode(),
-            },
-            maxlen=self.bus.settings.stream_maxlen,
-            approximate=True,
+        await self.bus.dead_letter_event(
+            Topic.ESCALATION_REQUESTED, event, error, attempts, group=Group.TICKETING
         )
 
 
