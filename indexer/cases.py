@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from indexer.extract import decode_text
+from indexer.extract import NotText, decode_text
 from indexer.store import open_collection
 
 if TYPE_CHECKING:
@@ -156,6 +156,8 @@ def read_cases(path: Path) -> CaseFile:
         text = decode_text(path.read_bytes())
     except OSError as exc:
         raise CaseFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except NotText as exc:
+        raise CaseFileError(f"{path.name}: {exc}") from None
     return parse_csv(text) if suffix == ".csv" else parse_json(text)
 
 

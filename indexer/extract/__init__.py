@@ -9,7 +9,8 @@ styles, forms.
 Supported: HTML (``.html``, ``.htm``), Markdown (``.md``, ``.markdown``, with optional
 ``key: value`` front matter), plain text (``.txt``) and PDF (``.pdf``, its text layer only: a
 scanned PDF without one yields no text). Anything else raises :class:`UnsupportedDocument`; a PDF
-that cannot be parsed or is password-protected raises :class:`UnreadableDocument`. Nothing here
+that cannot be parsed or is password-protected, or a text file that holds binary data, raises
+:class:`UnreadableDocument`. Nothing here
 touches the network.
 
 One module per part: :mod:`~indexer.extract.model` (the extracted form and the section builder),
@@ -41,7 +42,7 @@ from indexer.extract.model import (
     join_blocks,
 )
 from indexer.extract.pdf import extract_pdf
-from indexer.extract.text import decode_text, extract_plain_text
+from indexer.extract.text import NotText, decode_text, extract_plain_text
 
 __all__ = [
     "HTML_SUFFIXES",
@@ -53,6 +54,7 @@ __all__ = [
     "Block",
     "BlockKind",
     "ExtractedDocument",
+    "NotText",
     "Section",
     "UnreadableDocument",
     "UnsupportedDocument",
@@ -72,8 +74,9 @@ def extract_document(path: Path) -> ExtractedDocument:
     """Read ``path`` and extract its title, URL, metadata and sectioned text.
 
     Raises :class:`UnsupportedDocument` for file types other than HTML, Markdown, plain text and
-    PDF (and its subclass :class:`UnreadableDocument` for a PDF that cannot be read). The URL falls
-    back to the file's ``file://`` URI, so every document has a stable identity.
+    PDF (and its subclass :class:`UnreadableDocument` for a PDF that cannot be read or a text
+    file that holds binary data). The URL falls back to the file's ``file://`` URI, so every
+    document has a stable identity.
     """
     if path.suffix.lower() not in SUPPORTED_SUFFIXES:
         raise UnsupportedDocument(path)
@@ -103,7 +106,10 @@ def _extract(data: bytes, path: Path, *, fallback_url: str) -> ExtractedDocument
         return extract_pdf(
             data, fallback_title=fallback_title, fallback_url=fallback_url, path=path
         )
-    text = decode_text(data)
+    try:
+        text = decode_text(data)
+    except NotText as exc:
+        raise UnreadableDocument(path, str(exc)) from None
     if suffix in HTML_SUFFIXES:
         return extract_html(text, fallback_title=fallback_title, fallback_url=fallback_url)
     if suffix in MARKDOWN_SUFFIXES:

@@ -134,6 +134,7 @@ def test_a_pdf_upload_is_indexed_from_its_text_layer(
         ("slides.pptx", b64(b"SECRET-CONTENT-1234"), "unsupported file type '.pptx'"),
         ("empty.md", b64(b"   \n\n"), "no text found"),
         ("note.md", "not base64!!", "not valid base64"),
+        ("notes.txt", b64(b"\x89PNG\r\n\x1a\n\x00SECRET-CONTENT-1234\x00\x01" * 40), "binary data"),
     ],
 )
 def test_bad_files_fail_with_a_reason_that_quotes_nothing(
