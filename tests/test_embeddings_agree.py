@@ -26,7 +26,7 @@ LONG = " ".join(
     f"Step {n}: open the GlobalProtect client, sign out, wait ten seconds and sign in again."
     for n in range(1, 60)
 )
-"""About 1,000 word pieces, far over the model's window of 256: every loader cuts it alike."""
+"""About 1,300 word pieces, five times the model's window of 256: every loader cuts it alike."""
 TEXTS = [
     QUESTION,
     f"  {QUESTION}\n",
