@@ -40,8 +40,8 @@ from gateway.incidents import IncidentService
 from gateway.origins import OriginPolicy
 from gateway.proposals import ProposalService, ProposalStore
 from gateway.ratelimit import ClientAddress, RateLimiter
-from gateway.service import TurnService, TurnStore
 from gateway.tickets import TicketReadModel
+from gateway.turns import TurnService, TurnStore
 from gateway.uploads import UploadGate
 
 SERVICE = "gateway"

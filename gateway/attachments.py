@@ -30,7 +30,7 @@ from gateway.conversations import ATTACHMENT_PREFIX, ConversationIndex, OwnedRec
 from gateway.documents import safe_filename
 from gateway.errors import ApiError, ErrorCode
 from gateway.models import AttachmentRead
-from gateway.service import TurnService
+from gateway.turns import TurnService
 from gateway.uploads import Upload
 
 log = logging.getLogger("deskpilot.gateway.attachments")

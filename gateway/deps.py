@@ -34,8 +34,8 @@ from gateway.identity import (
 from gateway.incidents import IncidentService
 from gateway.origins import OriginPolicy
 from gateway.ratelimit import ClientAddress, RateLimiter, kind_of
-from gateway.service import TurnService
 from gateway.tickets import TicketReadModel
+from gateway.turns import TurnService
 from gateway.uploads import UploadGate
 
 

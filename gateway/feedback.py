@@ -30,7 +30,7 @@ from gateway.analytics import AnalyticsRecorder, RatingFacts
 from gateway.conversations import FEEDBACK_PREFIX, TURN_PREFIX
 from gateway.errors import ApiError, ErrorCode
 from gateway.models import FeedbackCreate, FeedbackRead
-from gateway.service import TurnStore
+from gateway.turns import TurnStore
 
 log = logging.getLogger("deskpilot.gateway.feedback")
 

@@ -17,8 +17,8 @@ from gateway.attachments import AttachmentService
 from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
 from gateway.proposals import ProposalStore
-from gateway.service import TurnService
 from gateway.tickets import TicketReadModel
+from gateway.turns import TurnService
 
 
 def register(bus: Bus, turns: TurnService, attachments: AttachmentService) -> None:

@@ -43,7 +43,7 @@ from gateway.errors import STATUS, ApiError, ErrorCode
 from gateway.identity import AnonymousToken, Identity, IdentityResolver, owner_identity
 from gateway.models import ChatCreate, ChatRead
 from gateway.ratelimit import Decision, LimitKind, RateLimiter
-from gateway.service import TurnService
+from gateway.turns import TurnService
 
 router = APIRouter(tags=["chat"])
 log = logging.getLogger("deskpilot.gateway.chat")

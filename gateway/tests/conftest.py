@@ -45,7 +45,7 @@ from contracts.topics import Group, Topic, reply_stream
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.conversations import INDEX_PREFIX
-from gateway.service import Submitted, TurnStore
+from gateway.turns import Submitted, TurnStore
 from tests.support import free_port, wait_until_sync
 from tests.support.stack import StackUser
 
