@@ -37,12 +37,27 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import redis.asyncio as aioredis
-from pydantic import BaseModel, ConfigDict, Field
 from redis.exceptions import ResponseError
 
 from contracts.bus import Bus, Delivery
 from contracts.events import Action, AuditRecorded, CrawlFinished, EscalationReason
 from contracts.topics import REPLY_PREFIX, Group, Topic, dead_letter_stream
+from gateway.models import (
+    AnalyticsRead,
+    BusRead,
+    CitedDocumentRead,
+    Count,
+    CrawlRead,
+    CsatRead,
+    DayRead,
+    DeadLetterRead,
+    DeflectionRead,
+    EscalationRead,
+    GroupLag,
+    LatencyRead,
+    StreamRead,
+    UnansweredTopic,
+)
 
 log = logging.getLogger("deskpilot.gateway.analytics")
 
@@ -323,127 +338,6 @@ def register(bus: Bus, recorder: AnalyticsRecorder) -> None:
 # -- reading: the report ---------------------------------------------------------------------------
 
 
-class Count(BaseModel):
-    """A name and how often it occurred."""
-
-    name: str
-    count: int
-
-
-class DeflectionRead(BaseModel):
-    rate: float | None = Field(description="deflected / support_turns; null without turns.")
-    deflected: int
-    support_turns: int
-    definition: str
-
-
-class EscalationRead(BaseModel):
-    rate: float | None
-    escalated: int
-    reasons: list[Count] = Field(description="By EscalationReason, most frequent first.")
-    definition: str
-
-
-class CsatRead(BaseModel):
-    average: float | None = Field(description="Average rating 1-5; null without ratings.")
-    ratings: int
-    distribution: dict[str, int] = Field(description='Ratings per score, "1" to "5".')
-    definition: str
-
-
-class UnansweredTopic(BaseModel):
-    topic: str = Field(description="The group: content words of the questions.")
-    count: int
-    example: str = Field(description="The latest question of the group, redacted.")
-
-
-class CrawlRead(BaseModel):
-    jobs: int
-    pages: int
-    endings: list[Count] = Field(description="Why jobs ended: max_pages, deadline, ...")
-    crawl_turns: int = Field(description="Turns that had the help sites read for them.")
-    answered: int = Field(description="Of those, turns then answered (answer or checklist).")
-    hit_rate: float | None
-    definition: str
-
-
-class LatencyRead(BaseModel):
-    answers: int
-    p50_ms: float | None
-    p95_ms: float | None
-    definition: str
-
-
-class DocumentRead(BaseModel):
-    url: str
-    cited: int
-    ratings: int
-    average: float | None
-
-
-class GroupLag(BaseModel):
-    group: str
-    lag: int | None = Field(description="Entries not yet read by the group (null: unknown).")
-    pending: int = Field(description="Read but not acknowledged.")
-    consumers: int
-
-
-class StreamRead(BaseModel):
-    stream: str
-    length: int
-    groups: list[GroupLag]
-
-
-class DeadLetterRead(BaseModel):
-    stream: str
-    depth: int
-
-
-class BusRead(BaseModel):
-    streams: list[StreamRead]
-    dead_letters: list[DeadLetterRead] = Field(description="Only dead-letter streams not empty.")
-    dead_letter_total: int
-    definition: str
-
-
-class DayRead(BaseModel):
-    day: date
-    turns: int
-    support_turns: int
-    deflected: int
-    deflection_rate: float | None
-    escalated: int
-    no_answer: int
-    ratings: int
-    csat_average: float | None
-    p50_ms: float | None
-    p95_ms: float | None
-
-
-class AnalyticsRead(BaseModel):
-    """Support analytics of a period of whole UTC days."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    from_: date = Field(alias="from", serialization_alias="from")
-    to: date
-    generated_at: datetime
-    turns: int = Field(description="Every answered turn, whatever its action.")
-    support_turns: int
-    deflection: DeflectionRead
-    escalation: EscalationRead
-    csat: CsatRead
-    intents: list[Count] = Field(description="Turns per action the assistant took.")
-    categories: list[Count]
-    unanswered: list[UnansweredTopic]
-    crawl: CrawlRead
-    latency: LatencyRead
-    documents: list[DocumentRead] = Field(description="Most cited documents, with ratings.")
-    bus: BusRead
-    daily: list[DayRead] = Field(description="One entry per day of the period, oldest first.")
-    definitions: dict[str, str]
-
-
 def _ints(raw: Mapping[Any, Any]) -> dict[str, int]:
     return {_text(k): int(v) for k, v in raw.items()}
 
@@ -537,7 +431,7 @@ class AnalyticsReader:
         distribution, ratings, average = _csat(totals)
         crawl_turns, crawl_hits = totals.get("crawl_turns", 0), totals.get("crawl_hits", 0)
         documents = [
-            DocumentRead(
+            CitedDocumentRead(
                 url=url,
                 cited=count,
                 ratings=rated.get(url, 0),

@@ -1,9 +1,14 @@
-"""Request and response models of the gateway's API."""
+"""Request and response models of the gateway's API, all of them in one place.
+
+What a client sends and reads is defined here (a test holds every model of the OpenAPI document
+to it); what the gateway stores or computes internally (stored ratings, turn records, analytics
+facts) stays with the module that keeps it.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal
+from datetime import date, datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +24,7 @@ from contracts.events import (
     TicketRecord,
 )
 from contracts.ids import ConversationId
+from contracts.runtime_config import RuntimeOverrides
 
 
 class ChatCreate(BaseModel):
@@ -281,3 +287,171 @@ class ProposalReject(BaseModel):
     """Why a proposal is dismissed."""
 
     reason: str = Field(min_length=1, max_length=500, examples=["Covered by the VPN article."])
+
+
+# -- analytics (GET /api/admin/analytics) ----------------------------------------------------------
+
+
+class Count(BaseModel):
+    """A name and how often it occurred."""
+
+    name: str
+    count: int
+
+
+class DeflectionRead(BaseModel):
+    rate: float | None = Field(description="deflected / support_turns; null without turns.")
+    deflected: int
+    support_turns: int
+    definition: str
+
+
+class EscalationRead(BaseModel):
+    rate: float | None
+    escalated: int
+    reasons: list[Count] = Field(description="By EscalationReason, most frequent first.")
+    definition: str
+
+
+class CsatRead(BaseModel):
+    average: float | None = Field(description="Average rating 1-5; null without ratings.")
+    ratings: int
+    distribution: dict[str, int] = Field(description='Ratings per score, "1" to "5".')
+    definition: str
+
+
+class UnansweredTopic(BaseModel):
+    topic: str = Field(description="The group: content words of the questions.")
+    count: int
+    example: str = Field(description="The latest question of the group, redacted.")
+
+
+class CrawlRead(BaseModel):
+    jobs: int
+    pages: int
+    endings: list[Count] = Field(description="Why jobs ended: max_pages, deadline, ...")
+    crawl_turns: int = Field(description="Turns that had the help sites read for them.")
+    answered: int = Field(description="Of those, turns then answered (answer or checklist).")
+    hit_rate: float | None
+    definition: str
+
+
+class LatencyRead(BaseModel):
+    answers: int
+    p50_ms: float | None
+    p95_ms: float | None
+    definition: str
+
+
+class CitedDocumentRead(BaseModel):
+    """A document answers cited: how often, and how users rated the answers that cited it."""
+
+    url: str
+    cited: int
+    ratings: int
+    average: float | None
+
+
+class GroupLag(BaseModel):
+    group: str
+    lag: int | None = Field(description="Entries not yet read by the group (null: unknown).")
+    pending: int = Field(description="Read but not acknowledged.")
+    consumers: int
+
+
+class StreamRead(BaseModel):
+    stream: str
+    length: int
+    groups: list[GroupLag]
+
+
+class DeadLetterRead(BaseModel):
+    stream: str
+    depth: int
+
+
+class BusRead(BaseModel):
+    streams: list[StreamRead]
+    dead_letters: list[DeadLetterRead] = Field(description="Only dead-letter streams not empty.")
+    dead_letter_total: int
+    definition: str
+
+
+class DayRead(BaseModel):
+    day: date
+    turns: int
+    support_turns: int
+    deflected: int
+    deflection_rate: float | None
+    escalated: int
+    no_answer: int
+    ratings: int
+    csat_average: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+
+
+class AnalyticsRead(BaseModel):
+    """Support analytics of a period of whole UTC days."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    from_: date = Field(alias="from", serialization_alias="from")
+    to: date
+    generated_at: datetime
+    turns: int = Field(description="Every answered turn, whatever its action.")
+    support_turns: int
+    deflection: DeflectionRead
+    escalation: EscalationRead
+    csat: CsatRead
+    intents: list[Count] = Field(description="Turns per action the assistant took.")
+    categories: list[Count]
+    unanswered: list[UnansweredTopic]
+    crawl: CrawlRead
+    latency: LatencyRead
+    documents: list[CitedDocumentRead] = Field(description="Most cited documents, with ratings.")
+    bus: BusRead
+    daily: list[DayRead] = Field(description="One entry per day of the period, oldest first.")
+    definitions: dict[str, str]
+
+
+# -- runtime configuration (/api/admin/config) -----------------------------------------------------
+
+
+class ConfigFieldRead(BaseModel):
+    """One editable setting: its effective value, its default and how to edit it."""
+
+    name: str = Field(examples=["relevance_threshold"])
+    service: str = Field(description="The service it tunes.", examples=["orchestrator"])
+    kind: str = Field(description="int, float, urls, domains or queues.", examples=["float"])
+    description: str
+    minimum: float | None = Field(None, description="Smallest value allowed, when bounded.")
+    maximum: float | None = Field(None, description="Largest value allowed, when bounded.")
+    value: Any = Field(description="In force now (the override, else the default).")
+    default: Any = Field(
+        description="The service's own setting; null when the service never started."
+    )
+    overridden: bool
+
+
+class ConfigRead(BaseModel):
+    """The runtime configuration: effective values, defaults and what admins overrode."""
+
+    version: int = Field(description="Send it back with a change; 0 before the first change.")
+    updated_at: datetime | None
+    updated_by: str | None
+    values: dict[str, Any] = Field(description="Every setting's value in force.")
+    overridden: list[str] = Field(description="Settings an admin changed from the default.")
+    fields: list[ConfigFieldRead]
+
+
+class ConfigUpdate(BaseModel):
+    """A partial change: only the settings named in ``changes`` change; null restores the
+    service's default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(ge=0, description="The version the change is based on (from GET).")
+    changes: RuntimeOverrides = Field(
+        examples=[{"relevance_threshold": 0.5, "clarify_cap": None}],
+    )

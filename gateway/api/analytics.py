@@ -7,9 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from gateway.analytics import MAX_DAYS, AnalyticsRead
+from gateway.analytics import MAX_DAYS
 from gateway.deps import AnalyticsDep, require_admin
 from gateway.errors import ApiError, ErrorCode
+from gateway.models import AnalyticsRead
 
 router = APIRouter(
     prefix="/api/admin/analytics", tags=["admin"], dependencies=[Depends(require_admin)]

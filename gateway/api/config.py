@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.bus import Bus
 from contracts.domains import within
@@ -35,51 +33,12 @@ from contracts.topics import Topic
 from gateway.config import GatewaySettings
 from gateway.deps import AdminDep, AuditDep, require_admin
 from gateway.errors import ApiError, ErrorCode
-from gateway.models import AuditRead
+from gateway.models import AuditRead, ConfigFieldRead, ConfigRead, ConfigUpdate
 
 log = logging.getLogger("deskpilot.gateway.config")
 
 ADMIN_TOKEN_ACTOR = "admin token"  # noqa: S105 - a label, not a secret  # nosec B105
 """Who changed the configuration when the request carries no admin identity, only the token."""
-
-
-class ConfigFieldRead(BaseModel):
-    """One editable setting: its effective value, its default and how to edit it."""
-
-    name: str = Field(examples=["relevance_threshold"])
-    service: str = Field(description="The service it tunes.", examples=["orchestrator"])
-    kind: str = Field(description="int, float, urls, domains or queues.", examples=["float"])
-    description: str
-    minimum: float | None = Field(None, description="Smallest value allowed, when bounded.")
-    maximum: float | None = Field(None, description="Largest value allowed, when bounded.")
-    value: Any = Field(description="In force now (the override, else the default).")
-    default: Any = Field(
-        description="The service's own setting; null when the service never started."
-    )
-    overridden: bool
-
-
-class ConfigRead(BaseModel):
-    """The runtime configuration: effective values, defaults and what admins overrode."""
-
-    version: int = Field(description="Send it back with a change; 0 before the first change.")
-    updated_at: datetime | None
-    updated_by: str | None
-    values: dict[str, Any] = Field(description="Every setting's value in force.")
-    overridden: list[str] = Field(description="Settings an admin changed from the default.")
-    fields: list[ConfigFieldRead]
-
-
-class ConfigUpdate(BaseModel):
-    """A partial change: only the settings named in ``changes`` change; null restores the
-    service's default."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    version: int = Field(ge=0, description="The version the change is based on (from GET).")
-    changes: RuntimeOverrides = Field(
-        examples=[{"relevance_threshold": 0.5, "clarify_cap": None}],
-    )
 
 
 class ConfigService:
