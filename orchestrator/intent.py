@@ -262,7 +262,10 @@ class IntentClassifier:
         *,
         scope_threshold: float = 0.5,
         request_human_threshold: float = 0.5,
+        training_encoder: Encoder | None = None,
     ) -> None:
+        """``training_encoder`` embeds the examples (the vector cache's, for a faster start);
+        ``encoder`` embeds what is classified later. Both must be the same model."""
         self.encoder = encoder
         self.queues: dict[str, str] = {str(name): queue for name, queue in examples.queues.items()}
         self.file_queues = dict(self.queues)
@@ -271,7 +274,7 @@ class IntentClassifier:
 
         scope = examples.scope_examples()
         texts = list(dict.fromkeys(text for text, _ in scope))
-        matrix = embed(encoder, texts)
+        matrix = embed(training_encoder or encoder, texts)
         row = {text: i for i, text in enumerate(texts)}
 
         def fit(samples: list[tuple[str, str]]) -> Any:
@@ -290,13 +293,19 @@ class IntentClassifier:
         self._human = fit([(text, str(text in asks)) for text in texts])
 
     @classmethod
-    def from_settings(cls, encoder: Encoder, settings: OrchestratorSettings) -> IntentClassifier:
+    def from_settings(
+        cls,
+        encoder: Encoder,
+        settings: OrchestratorSettings,
+        training_encoder: Encoder | None = None,
+    ) -> IntentClassifier:
         """The classifier the settings describe; raises :class:`IntentExamplesError`."""
         return cls(
             encoder,
             load_examples(settings.intents_file),
             scope_threshold=settings.scope_threshold,
             request_human_threshold=settings.request_human_threshold,
+            training_encoder=training_encoder,
         )
 
     def route(self, overrides: Mapping[str, str]) -> None:

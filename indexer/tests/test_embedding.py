@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
-from indexer.embedding import Embedder
+import pytest
+from chromadb.api.models.Collection import Collection
+
+from indexer.config import IndexerSettings
+from indexer.embedding import Embedder, seed_embedder
+from indexer.service import Ingestor, demo_kb_path
+from indexer.store import open_collection
 
 
 def _dot(a: list[float], b: list[float]) -> float:
@@ -52,3 +59,37 @@ def test_similar_requests_are_closer_than_unrelated_ones(embedder: Embedder) -> 
 def test_the_model_is_loaded_once_per_process(embedder: Embedder) -> None:
     another = Embedder(batch_size=4)
     assert another._model is embedder._model
+
+
+def test_demo_articles_seeded_from_the_vector_cache_get_the_same_chunks_and_vectors(
+    embedder: Embedder, settings: IndexerSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    articles = sorted(demo_kb_path().glob("*.md"))[:3]
+    cache = tmp_path / "vector-cache"
+
+    def stored(collection: Collection) -> list[tuple[str, str, list[float]]]:
+        got = collection.get(include=["documents", "embeddings"])
+        embeddings = got["embeddings"]
+        assert embeddings is not None
+        rows = zip(got["ids"], got["documents"] or [], list(embeddings), strict=True)
+        return sorted((i, d, [float(x) for x in e]) for i, d, e in rows)
+
+    def ingested(ingest_with: Embedder, name: str) -> list[tuple[str, str, list[float]]]:
+        own = settings.model_copy(
+            update={"chroma_collection": f"{settings.chroma_collection}-{name}"}
+        )
+        collection = open_collection(own)
+        Ingestor(ingest_with, collection, own).ingest_files(articles)
+        return stored(collection)
+
+    plain = ingested(embedder, "plain")
+    cold = ingested(seed_embedder(embedder, cache), "cold")
+
+    def no_model(texts: object) -> list[list[float]]:
+        raise AssertionError("a warm cache embeds nothing")
+
+    monkeypatch.setattr(embedder, "encode", no_model)
+    warm = ingested(seed_embedder(embedder, cache), "warm")
+    assert plain
+    assert cold == plain
+    assert warm == plain

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from orchestrator.config import OrchestratorSettings
-from orchestrator.embedding import QueryEncoder
+from orchestrator.embedding import QueryEncoder, seed_encoder
 from orchestrator.intent import (
     CATEGORIES,
     KINDS,
@@ -217,3 +218,37 @@ def test_a_missing_examples_file_fails_at_start_up(encoder: QueryEncoder, tmp_pa
     settings = OrchestratorSettings(intents_file=tmp_path / "nope.yaml")
     with pytest.raises(IntentExamplesError, match="cannot read intents file"):
         IntentClassifier.from_settings(encoder, settings)
+
+
+class Untouchable:
+    """An encoder that must not be asked: every training text should come from the cache."""
+
+    def __init__(self, encoder: QueryEncoder) -> None:
+        self.encoder = encoder
+        self.asked = 0
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        self.asked += len(texts)
+        return self.encoder.encode(texts)
+
+
+def test_a_classifier_trained_from_the_vector_cache_classifies_exactly_alike(
+    encoder: QueryEncoder, classifier: IntentClassifier, tmp_path: Path
+) -> None:
+    settings = OrchestratorSettings()
+    IntentClassifier.from_settings(encoder, settings, seed_encoder(encoder, tmp_path))  # fills it
+    watched = Untouchable(encoder)
+    warm = IntentClassifier.from_settings(
+        encoder,
+        settings,
+        seed_encoder(cast(QueryEncoder, watched), tmp_path),
+    )
+    assert watched.asked == 0, "a second start embeds no example again"
+    messages = [
+        "my VPN keeps dropping every ten minutes",
+        "how do I order a new docking station",
+        "what's a good lasagne recipe",
+        "I want to talk to a person",
+        "hello",
+    ]
+    assert warm.classify_many(messages) == classifier.classify_many(messages)

@@ -18,7 +18,10 @@ Starting a stack costs about a minute of both cores, so modules share one where 
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +33,18 @@ import httpx
 
 from deploy.runner import Child, RunnerSettings, Stack, free_port
 from tests.support.chromium import require_chromium
+
+VECTOR_CACHE_VARIABLE = "DESKPILOT_TEST_VECTOR_CACHE"
+"""Set by the root conftest.py for the whole test run (xdist workers inherit it)."""
+
+
+@functools.cache
+def vector_cache_dir() -> Path:
+    """One vector cache (``DESKPILOT_EMBEDDING_CACHE_DIR``) for every stack of this test run, both
+    xdist workers included: the first stack embeds the intent examples and demo articles, the
+    others read them. The root conftest.py makes it and removes it when the run ends."""
+    return Path(os.environ.get(VECTOR_CACHE_VARIABLE) or tempfile.mkdtemp(prefix="deskpilot-"))
+
 
 FAST_ENV = {
     "DESKPILOT_HEARTBEAT_INTERVAL": "0.5",
@@ -90,7 +105,11 @@ def running_stack(
     stack = Stack(
         settings,
         port=free_port(),
-        extra_env={**FAST_ENV, **(extra_env or {})},
+        extra_env={
+            **FAST_ENV,
+            "DESKPILOT_EMBEDDING_CACHE_DIR": str(vector_cache_dir()),
+            **(extra_env or {}),
+        },
         say=lambda _: None,
     )
     try:
