@@ -9,10 +9,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import httpx
 import pytest
@@ -21,10 +20,12 @@ import redis.asyncio as aioredis
 from crawler.ratelimit import HostLimiter
 from deploy.runner import Stack
 from orchestrator.compose import CAP_TEXT
+from tests.admin import ADMIN
 from tests.support import unique_name, wait_until_sync
-from tests.support.stack import ask, running_stack
+from tests.support.stack import ask
 
-ADMIN = f"admin-{uuid4().hex}"
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("admin-stack")]
+
 QUESTION = "How do I connect to the office Wi-Fi?"
 VAGUE = "it's not working"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic"]
@@ -66,13 +67,6 @@ async def test_the_limiter_takes_rate_limits_per_request(redis_url: str) -> None
 
 
 # -- the stack ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    env = {"DESKPILOT_ADMIN_TOKEN": ADMIN, "ORCHESTRATOR_CLARIFY_CAP": "2"}
-    with running_stack(tmp_path_factory.mktemp("runtime-config"), env) as running:
-        yield running
 
 
 def admin() -> dict[str, str]:

@@ -4,36 +4,24 @@ queue, and the article is indexed like any uploaded document."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from deploy.runner import Stack
+from tests.admin import ADMIN
 from tests.support import wait_until_sync
-from tests.support.stack import ask, running_stack
+from tests.support.stack import ask
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("admin-stack")]
 
-ADMIN = "proposals-stack-admin-token-0123456789"
 QUESTIONS = (
     "How do I configure the SAP GUI transaction ME21N shortcuts?",
     "How can I set up keyboard shortcuts for the SAP GUI transaction ME21N?",
     "How do I change the SAP GUI shortcuts in transaction ME21N?",
 )
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    env = {
-        "DESKPILOT_ADMIN_TOKEN": ADMIN,
-        "GATEWAY_RATE_LIMIT_ENABLED": "false",
-        "INDEXER_GAPS_INTERVAL_S": "1",
-        "INDEXER_GAPS_MIN_SIZE": "3",
-    }
-    with running_stack(tmp_path_factory.mktemp("stack"), env) as running:
-        yield running
 
 
 def admin_get(stack: Stack, path: str) -> Any:
@@ -56,7 +44,10 @@ def test_recurring_unanswered_questions_become_a_proposal_an_admin_approves(stac
 
     def drafted() -> list[dict[str, Any]]:
         listing: list[dict[str, Any]] = admin_get(stack, "/api/admin/proposals")["proposals"]
-        return [p for p in listing if p["questions"] >= len(QUESTIONS)]
+        # Other modules' questions on this stack may make gaps of their own (low ratings).
+        return [
+            p for p in listing if p["questions"] >= len(QUESTIONS) and "sap" in p["title"].lower()
+        ]
 
     [summary] = until(drafted)
     assert summary["status"] == "pending"

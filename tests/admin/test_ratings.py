@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,11 @@ import redis
 from contracts.bus import decode_entry
 from contracts.events import FeedbackRecorded
 from deploy.runner import Stack, wait_for
-from tests.support.stack import StackUser, ask, new_user, running_stack
+from tests.admin import ADMIN
+from tests.support.stack import StackUser, ask, new_user
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("admin-stack")]
 
-ADMIN = "ratings-admin-token-0123456789"
 QUESTIONS = (
     # Questions more than one demo article speaks to (VPN password / account password, office /
     # guest Wi-Fi): the first that gets an answer is used.
@@ -34,13 +33,6 @@ QUESTIONS = (
     "How do I reset my password?",
     "How do I connect to the office Wi-Fi?",
 )
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    env = {"DESKPILOT_ADMIN_TOKEN": ADMIN, "GATEWAY_RATE_LIMIT_ENABLED": "false"}
-    with running_stack(tmp_path_factory.mktemp("stack"), env) as running:
-        yield running
 
 
 def analytics(stack: Stack) -> dict[str, Any]:
