@@ -377,16 +377,35 @@ class PageLink(BaseModel):
 
 
 class CrawledPage(BaseModel):
+    """A page as the crawler read it. The crawler does not extract the knowledge base's content:
+    the indexer reads ``html`` (or a PDF's ``content_b64``) with the extractor it uses for
+    uploaded files. Events from crawlers before that change carry ``markdown``/``text`` instead;
+    the indexer still reads them, so indexers are upgraded before crawlers."""
+
     url: str = Field(description="The page's normalised URL after redirects: the one to cite.")
     title: str
     html: str = Field(
-        "", description="Raw HTML; left empty by the crawler (the Markdown carries the content)."
+        "",
+        description="The page's HTML as read: the DOM after its scripts ran when it was rendered, "
+        "else the document as served, decoded. Empty for a PDF.",
     )
-    content_hash: str = Field(description="SHA-256 of the extracted text.")
+    content_b64: str = Field(
+        "",
+        description="A PDF's bytes as downloaded, base64-encoded (at most CRAWLER_MAX_PAGE_BYTES "
+        "before encoding). Empty for HTML.",
+    )
+    content_hash: str = Field(
+        description="SHA-256 of the content's visible text, whitespace folded (of a PDF's bytes): "
+        "the crawler's check for the same content under two URLs."
+    )
     fetched_at: datetime = Field(default_factory=utcnow)
     requested_url: str | None = Field(None, description="The URL asked for, before redirects.")
-    markdown: str = Field("", description="The readable content as Markdown, title first.")
-    text: str = Field("", description="The readable content as plain text.")
+    markdown: str = Field(
+        "", description="Deprecated, no longer written: the crawler's own Markdown of the page."
+    )
+    text: str = Field(
+        "", description="Deprecated, no longer written: the crawler's own plain text of the page."
+    )
     links: list[PageLink] = Field(default_factory=list, description="Outgoing links, in order.")
     depth: int = Field(0, ge=0, description="Links followed from a seed to reach the page.")
     status: int = Field(200, description="HTTP status of the document.")

@@ -15,9 +15,11 @@ Start a job
 What is published
     * ``pages.crawled``: one :class:`~contracts.events.PagesCrawled` per page with the job id and
       the request's correlation id; its single :class:`~contracts.events.CrawledPage` carries the
-      URL after redirects, title, Markdown, text, links, depth, status, content type, bytes, ms and
-      the content hash (no raw HTML). Its event id is derived from job and URL, so a page that is
-      published again after a worker died has the same id: consumers de-duplicate on it.
+      URL after redirects, title, the page's HTML as read (its DOM when rendered) or a PDF's bytes
+      (base64), links, depth, status, content type, bytes, ms and the content hash. The fleet
+      extracts no content: the indexer does, as it does for uploaded files. Its event id is
+      derived from job and URL, so a page that is published again after a worker died has the
+      same id: consumers de-duplicate on it.
     * ``reply_to`` (when set): ``TurnReply(kind="progress", stage="crawling",
       detail="3/10 pages")`` after every page.
     * ``crawl.finished``: one :class:`~contracts.events.CrawlFinished` per job with the ``reason``

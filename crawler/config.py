@@ -82,12 +82,12 @@ class CrawlerSettings(LLMEndpointSettings):
         description="A rendered page is read once its DOM has not changed for this long.",
     )
     max_page_bytes: int = Field(
-        5 * 1024 * 1024, ge=1024, description="Larger documents are refused (`too_large`)."
+        5 * 1024 * 1024,
+        ge=1024,
+        description="Larger documents, and rendered pages whose DOM is larger, are refused "
+        "(`too_large`); a page's HTML or PDF travels whole on `pages.crawled`.",
     )
     max_redirects: int = Field(5, ge=0, description="Longer redirect chains are refused.")
-    max_markdown_chars: int = Field(
-        400_000, ge=1000, description="Extracted Markdown or text past this length is cut."
-    )
     user_agent: str = Field(
         "DeskpilotCrawler/0.1 (+https://github.com/deskpilot)",
         description="User-Agent of every request; its first word is the robots.txt agent name.",

@@ -1,25 +1,29 @@
-"""A rendered page in, what the knowledge base needs out: title, clean Markdown, plain text, links.
+"""A page as the crawler reads it: its title, its links and the text crawling decisions need.
 
-The Markdown keeps the structure a chunker and a reader rely on (headings, numbered steps, bullets,
-code blocks, tables) and leaves out what every page of a site repeats (navigation, header, footer,
-cookie banners, scripts). Links are taken from the whole page, navigation included, because that
-is where a crawler finds the rest of the site; each comes with its anchor text and the text around
-it, which the link planner scores against the question.
+The knowledge base's content is not made here: a page's HTML (or a PDF's bytes) goes out on
+``pages.crawled`` as read, and the indexer extracts it with the structured extractor it uses for
+uploaded files, so a crawled page and the same page uploaded keep the same headings, steps, code
+and tables. The crawler reads only what crawling needs:
 
-PDF documents (served as ``application/pdf``) yield the text of their text layer.
+* **links**, from the whole page, navigation included, because that is where a crawler finds the
+  rest of the site; each with its anchor text and the text around it, which the link planner
+  scores against the question;
+* **the title**, for progress and the job's summary;
+* **the visible text of the content** (``<main>``, ``[role=main]``, ``<article>``, else
+  ``<body>``, without navigation, header, footer, asides, dialogs, scripts and hidden elements):
+  how many words it has tells whether the served HTML holds the content or the page must be
+  rendered, and its hash (whitespace folded) finds the same content under two URLs.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urljoin
+from urllib.parse import unquote, urljoin, urlsplit
 
-from bs4 import BeautifulSoup
-from bs4.element import Comment, NavigableString, PageElement, Tag
+from bs4 import BeautifulSoup, UnicodeDammit
+from bs4.element import Tag
 
 from crawler.urls import normalise
 
@@ -61,6 +65,7 @@ _BLOCK_TAGS = frozenset(
         "dt",
         "td",
         "th",
+        "tr",
         "blockquote",
         "figcaption",
         "h1",
@@ -70,12 +75,18 @@ _BLOCK_TAGS = frozenset(
         "h5",
         "h6",
         "pre",
+        "br",
+        "hr",
+        "ul",
+        "ol",
+        "table",
     }
 )
-_HEADINGS = {f"h{n}": n for n in range(1, 7)}
+"""Elements whose text is a line of its own: words either side of them never run together."""
+_LINK_CONTEXT_TAGS = _BLOCK_TAGS - {"br", "hr", "tr", "table"}
 _SPACE = re.compile(r"[ \t\r\f\v\u00a0]+")
-_BLANK_LINES = re.compile(r"\n{3,}")
 CONTEXT_CHARS = 200
+PDF_MAGIC = b"%PDF-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,39 +98,39 @@ class Link:
 
 @dataclass(frozen=True, slots=True)
 class ExtractedPage:
+    """What the crawler read from a page (never the knowledge base's form of it)."""
+
     title: str
-    markdown: str
     text: str
+    """The visible text of the content, a line per block (:func:`visible_text`)."""
+    content_hash: str
     links: tuple[Link, ...] = field(default=())
     asks_for_javascript: bool = False
     """The page says, in a ``<noscript>``, that it needs JavaScript."""
+    html: str = ""
+    """The page's HTML as read (decoded), which the ``pages.crawled`` event carries."""
 
     @property
     def words(self) -> int:
         return len(self.text.split())
 
-    @property
-    def content_hash(self) -> str:
-        """SHA-256 of the text with whitespace folded: the same content under two URLs (or with
-        different markup) hashes alike."""
-        folded = " ".join(self.text.split())
-        return hashlib.sha256(folded.encode("utf-8")).hexdigest()
+
+def text_hash(text: str) -> str:
+    """SHA-256 of ``text`` with whitespace folded: the same content under two URLs (or with
+    different markup) hashes alike."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()
+
+
+def decode_html(body: bytes, charset: str | None = None) -> str:
+    """A served document's text: the HTTP ``charset`` when given, else what the document
+    declares (``<meta charset>``, a BOM) or looks like."""
+    known = [charset] if charset else []
+    decoded = UnicodeDammit(body, known_definite_encodings=known, is_html=True).unicode_markup
+    return decoded if decoded is not None else body.decode("utf-8", errors="replace")
 
 
 def _clean(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
-
-
-def _code_text(pre: Tag) -> str:
-    """The text of a code block, a line break for each ``<br>``: highlighters (Docusaurus's
-    Prism among them) write one element per line ending in ``<br>``, not a newline."""
-    parts: list[str] = []
-    for node in pre.descendants:
-        if isinstance(node, Tag) and node.name == "br":
-            parts.append("\n")
-        elif isinstance(node, NavigableString) and not isinstance(node, Comment):
-            parts.append(str(node))
-    return "".join(parts)
 
 
 def _hidden(tag: Tag) -> bool:
@@ -134,142 +145,30 @@ def _hidden(tag: Tag) -> bool:
     return "display:none" in style or "visibility:hidden" in style
 
 
-class _Markdown:
-    """Walks the content tree once, writing Markdown and plain text side by side."""
+def visible_text(root: Tag) -> str:
+    """The text a reader sees in ``root``, one line per block element, chrome and hidden
+    elements left out. Changes ``root`` (it drops those elements): pass a tree read for this."""
+    for tag in [tag for tag in root.find_all(True) if _hidden(tag)]:
+        if not tag.decomposed:  # a hidden ancestor already took it along
+            tag.decompose()
+    for tag in root.find_all(_BLOCK_TAGS):
+        tag.insert_before("\n")
+        tag.insert_after("\n")
+    lines = (_clean(line) for line in root.get_text().split("\n"))
+    return "\n".join(line for line in lines if line)
 
-    def __init__(self) -> None:
-        self.md: list[str] = []
-        self.txt: list[str] = []
 
-    def block(self, md: str, txt: str | None = None) -> None:
-        if md.strip():
-            self.md.append(md.rstrip())
-            self.txt.append((txt if txt is not None else md).rstrip())
+def html_text(html: str) -> str:
+    """:func:`visible_text` of an HTML document's content root."""
+    return visible_text(_content_root(BeautifulSoup(html, "html.parser")))
 
-    def joined(self, nodes: Iterable[PageElement], *, markup: bool = True) -> str:
-        """The inline text of ``nodes`` in a row. An element that is only a number, right after a
-        letter (a count badge, a footnote mark: "Getting started<span>1</span>"), is set apart by
-        a space, as it is on the screen, so that it does not glue onto the word."""
-        text = ""
-        for node in nodes:
-            piece = self.inline(node, markup=markup)
-            if isinstance(node, Tag) and text[-1:].isalpha() and piece.strip("*`").isdigit():
-                text += " "
-            text += piece
-        return text
 
-    def inline(self, node: PageElement, *, markup: bool = True) -> str:
-        """The text of an inline run, with emphasis and code marked when ``markup``."""
-        if isinstance(node, Comment):
-            return ""
-        if isinstance(node, NavigableString):
-            return str(node)
-        if not isinstance(node, Tag) or _hidden(node):
-            return ""
-        if node.name == "br":
-            return "\n"
-        if node.name == "img":
-            return ""
-        inner = self.joined(node.children, markup=markup)
-        if not markup or not inner.strip():
-            return inner
-        mark = {"strong": "**", "b": "**", "em": "*", "i": "*", "code": "`"}.get(node.name)
-        if mark is None:
-            return inner
-        # Whitespace at the edges stays outside the marks, or "**90 days **" would not render.
-        lead = " " if inner[:1].isspace() else ""
-        trail = " " if inner[-1:].isspace() else ""
-        return f"{lead}{mark}{inner.strip()}{mark}{trail}"
-
-    def walk(self, node: Tag, depth: int = 0) -> None:
-        inline_run: list[PageElement] = []
-
-        def flush() -> None:
-            if inline_run:
-                md = _clean(self.joined(inline_run))
-                txt = _clean(self.joined(inline_run, markup=False))
-                self.block(md, txt)
-                inline_run.clear()
-
-        for child in node.children:
-            if isinstance(child, Comment):
-                continue
-            if isinstance(child, NavigableString):
-                inline_run.append(child)
-                continue
-            if not isinstance(child, Tag) or _hidden(child):
-                continue
-            name = child.name
-            if name in _HEADINGS:
-                flush()
-                text = _clean(self.inline(child, markup=False))
-                if text:
-                    self.block(f"{'#' * _HEADINGS[name]} {text}", text)
-            elif name == "pre":
-                flush()
-                code = _code_text(child)
-                if code.strip():
-                    self.block(f"```\n{code.strip(chr(10))}\n```", code.strip("\n"))
-            elif name in ("ul", "ol"):
-                flush()
-                self.list(child, ordered=name == "ol", level=0)
-            elif name == "table":
-                flush()
-                self.table(child)
-            elif name == "blockquote":
-                flush()
-                inner = _Markdown()
-                inner.walk(child, depth + 1)
-                if inner.md:
-                    quoted = "\n".join(f"> {line}" for line in "\n\n".join(inner.md).splitlines())
-                    self.block(quoted, "\n\n".join(inner.txt))
-            elif name == "dl":
-                flush()
-                for item in child.find_all(["dt", "dd"], recursive=False):
-                    text = _clean(self.inline(item, markup=False))
-                    if text:
-                        self.block(f"**{text}**" if item.name == "dt" else text, text)
-            elif name in _BLOCK_TAGS or name in ("hr", "details", "summary", "figure"):
-                flush()
-                self.walk(child, depth + 1)
-            else:
-                inline_run.append(child)
-        flush()
-
-    def list(self, node: Tag, *, ordered: bool, level: int) -> None:
-        number = 0
-        for item in node.find_all("li", recursive=False):
-            if _hidden(item):
-                continue
-            number += 1
-            marker = f"{number}." if ordered else "-"
-            parts = [
-                c for c in item.children if not (isinstance(c, Tag) and c.name in ("ul", "ol"))
-            ]
-            md = _clean("".join(self.inline(p) for p in parts))
-            txt = _clean("".join(self.inline(p, markup=False) for p in parts))
-            if md:
-                indent = "  " * level
-                self.block(f"{indent}{marker} {md}", f"{indent}{marker} {txt}")
-            for sub in item.find_all(["ul", "ol"], recursive=False):
-                self.list(sub, ordered=sub.name == "ol", level=level + 1)
-
-    def table(self, node: Tag) -> None:
-        rows = []
-        for row in node.find_all("tr"):
-            cells = [_clean(self.inline(c, markup=False)) for c in row.find_all(["th", "td"])]
-            if any(cells):
-                rows.append(cells)
-        if not rows:
-            return
-        width = max(len(r) for r in rows)
-        lines = []
-        for index, cells in enumerate(rows):
-            cells = cells + [""] * (width - len(cells))
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-            if index == 0:
-                lines.append("|" + " --- |" * width)
-        self.block("\n".join(lines), "\n".join(" ".join(r) for r in rows))
+def _content_root(soup: BeautifulSoup) -> Tag:
+    for candidate in (soup.find("main"), soup.find(None, {"role": "main"}), soup.find("article")):
+        if isinstance(candidate, Tag):
+            return candidate
+    body = soup.find("body")
+    return body if isinstance(body, Tag) else soup
 
 
 def _links(soup: BeautifulSoup, base: str, limit: int) -> tuple[Link, ...]:
@@ -286,7 +185,7 @@ def _links(soup: BeautifulSoup, base: str, limit: int) -> tuple[Link, ...]:
             text = _clean(str(anchor.get("title") or anchor.get("aria-label") or ""))
         context = ""
         parent = anchor.parent
-        while isinstance(parent, Tag) and parent.name not in _BLOCK_TAGS | {"body", "ul", "ol"}:
+        while isinstance(parent, Tag) and parent.name not in _LINK_CONTEXT_TAGS | {"body"}:
             parent = parent.parent
         if isinstance(parent, Tag) and parent.name != "body":
             context = _clean(parent.get_text(" "))[:CONTEXT_CHARS]
@@ -296,22 +195,10 @@ def _links(soup: BeautifulSoup, base: str, limit: int) -> tuple[Link, ...]:
     return tuple(found.values())
 
 
-def extract_html(
-    html: str | bytes,
-    url: str,
-    *,
-    max_links: int = 300,
-    max_chars: int = 400_000,
-    encoding: str | None = None,
-) -> ExtractedPage:
-    """Title, Markdown, text and links of an HTML page whose address is ``url``.
-
-    ``html`` is a rendered DOM (text) or the document as served (bytes, decoded by ``encoding``,
-    the HTTP charset, else by what the document declares or looks like).
-    """
-    soup = BeautifulSoup(
-        html, "html.parser", from_encoding=encoding if isinstance(html, bytes) else None
-    )
+def read_html(html: str, url: str, *, max_links: int = 300) -> ExtractedPage:
+    """Title, visible text, links and the JavaScript hint of an HTML page whose address is
+    ``url`` (a rendered DOM, or the document as served, decoded by :func:`decode_html`)."""
+    soup = BeautifulSoup(html, "html.parser")
     asks_for_javascript = any(
         "javascript" in tag.get_text(" ").lower() for tag in soup.find_all("noscript")
     )
@@ -322,34 +209,21 @@ def extract_html(
     links = _links(soup, base, max_links)
     title_tag = soup.find("title")
     title = _clean(title_tag.get_text(" ")) if isinstance(title_tag, Tag) else ""
-    root: Tag | None = None
-    for candidate in (soup.find("main"), soup.find(None, {"role": "main"}), soup.find("article")):
-        if isinstance(candidate, Tag):
-            root = candidate
-            break
-    if root is None:
-        body = soup.find("body")
-        root = body if isinstance(body, Tag) else soup
-    writer = _Markdown()
-    writer.walk(root)
     if not title:
         first = soup.find(["h1", "h2"])
         title = _clean(first.get_text(" ")) if isinstance(first, Tag) else url
-    markdown = _BLANK_LINES.sub("\n\n", "\n\n".join(writer.md))
-    text = _BLANK_LINES.sub("\n\n", "\n\n".join(writer.txt))
-    if not markdown.lstrip().startswith("# "):
-        markdown = f"# {title}\n\n{markdown}" if markdown else f"# {title}"
-    return ExtractedPage(title, markdown[:max_chars], text[:max_chars], links, asks_for_javascript)
+    text = visible_text(_content_root(soup))
+    return ExtractedPage(title, text, text_hash(text), links, asks_for_javascript, html)
 
 
-def extract_pdf(data: bytes, url: str, *, max_chars: int = 400_000) -> ExtractedPage:
-    """The text layer of a PDF (empty for a scanned one); the title from its metadata."""
-    from pypdf import PdfReader
+def is_pdf(data: bytes) -> bool:
+    """Whether ``data`` starts like a PDF (leading whitespace allowed, as readers allow it)."""
+    return data[:1024].lstrip().startswith(PDF_MAGIC)
 
-    reader = PdfReader(io.BytesIO(data))
-    pages = [(page.extract_text() or "").strip() for page in reader.pages]
-    text = "\n\n".join(p for p in pages if p)[:max_chars]
-    meta_title = reader.metadata.title if reader.metadata else None
-    first_line = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    title = _clean(str(meta_title or first_line or url.rsplit("/", 1)[-1]))[:200]
-    return ExtractedPage(title, f"# {title}\n\n{text}" if text else f"# {title}", text)
+
+def read_pdf(data: bytes, url: str) -> ExtractedPage:
+    """What the crawler knows of a PDF without reading it (the indexer does): its file name as
+    the title and the hash of its bytes, so the same file under two URLs is published once."""
+    name = unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1])
+    title = _clean(name) or url
+    return ExtractedPage(title, "", hashlib.sha256(data).hexdigest())

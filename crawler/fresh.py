@@ -35,7 +35,7 @@ class FreshPage:
 
     def as_extracted(self) -> ExtractedPage:
         """Enough of the page for the link planner: its title and links (no text is kept)."""
-        return ExtractedPage(self.title, "", "", self.links)
+        return ExtractedPage(self.title, "", self.content_hash, self.links)
 
 
 class FreshPages:

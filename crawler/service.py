@@ -13,19 +13,26 @@ job's counters record (``skipped`` in ``crawl.finished``):
    ``CRAWLER_MAX_PAGE_BYTES`` is ``too_large``;
 5. HTML is rendered in the browser pool when its served text is not enough (scripts run; every
    request they make is fetched here, each redirect hop in scope and through the SSRF guard, and
-   handed to the page; WebSockets are refused), PDF text is read; a browser crash retries the
-   page; the whole page must finish within ``CRAWLER_PAGE_TIMEOUT_S`` (``error`` otherwise);
-6. identical extracted text already published by the job is ``duplicate``;
+   handed to the page; WebSockets are refused); a rendered DOM over ``CRAWLER_MAX_PAGE_BYTES`` is
+   ``too_large``, a document served as PDF that is not one is ``error``; a browser crash retries
+   the page; the whole page must finish within ``CRAWLER_PAGE_TIMEOUT_S`` (``error`` otherwise);
+6. content already published by the job (the same visible text, or the same PDF bytes) is
+   ``duplicate``;
 7. the page's links are scored by the planner;
 8. the outcome is recorded, with a page's event (its outbox entry, see :mod:`crawler.jobs`) and
    its links queued; only then is the page published on ``pages.crawled`` (and kept as read for
    ``CRAWLER_FRESHNESS_S``), the next best URLs are dispatched as tasks, progress goes to the
    requester's reply stream, and if that was the job's last page, ``crawl.finished`` goes out.
+
+The page's event carries its HTML as read (or a PDF's bytes, base64), not content extracted here:
+the indexer extracts it as it does an uploaded file (:mod:`crawler.extract` says what the crawler
+reads for itself).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import logging
@@ -63,7 +70,7 @@ from crawler.browser import (
     SubrequestRefused,
 )
 from crawler.config import CrawlerSettings
-from crawler.extract import ExtractedPage, extract_html, extract_pdf
+from crawler.extract import ExtractedPage, decode_html, is_pdf, read_html, read_pdf
 from crawler.fetch import (
     HTML_TYPES,
     PDF_TYPES,
@@ -502,13 +509,12 @@ class CrawlService:
         if document.status >= 400:
             return _Result(Outcome.ERROR, detail=f"HTTP {document.status}")
         started = time.monotonic()
+        content_b64 = ""
         if document.content_type in PDF_TYPES:
-            extracted = await asyncio.to_thread(
-                extract_pdf,
-                document.body,
-                document.address,
-                max_chars=self.settings.max_markdown_chars,
-            )
+            if not is_pdf(document.body):
+                return _Result(Outcome.ERROR, detail="served as a PDF but is not one")
+            extracted = await asyncio.to_thread(read_pdf, document.body, document.address)
+            content_b64 = base64.b64encode(document.body).decode("ascii")
             rendered = False
         else:
             extracted, rendered = await self._read_html(document, scope)
@@ -521,8 +527,8 @@ class CrawlService:
             requested_url=task.url,
             title=extracted.title,
             content_hash=extracted.content_hash,
-            markdown=extracted.markdown,
-            text=extracted.text,
+            html=extracted.html,
+            content_b64=content_b64,
             links=[PageLink(url=link.url, text=link.anchor) for link in extracted.links],
             depth=task.depth,
             status=document.status,
@@ -535,22 +541,18 @@ class CrawlService:
         return _Result(Outcome.PAGE, page=page, links=links, extracted=extracted)
 
     async def _read_html(self, document: _Document, scope: Scope) -> tuple[ExtractedPage, bool]:
-        """The page's content, and whether the browser had to run its scripts to get it.
+        """The page as read, and whether the browser had to run its scripts to get it.
 
         With ``render="auto"`` the served HTML is read first; most sites (server-rendered or
         static, Docusaurus among them) put their content there, and reading it takes
         milliseconds where Chromium takes a third of a second. A page whose HTML holds little
-        text, or says it needs JavaScript, is rendered.
+        text, or says it needs JavaScript, is rendered. A rendered DOM larger than
+        ``CRAWLER_MAX_PAGE_BYTES`` raises :class:`TooLarge`, as a served document that size does.
         """
         settings = self.settings
         if settings.render == "auto":
             served = await asyncio.to_thread(
-                extract_html,
-                document.body,
-                document.address,
-                max_links=settings.max_links_per_page,
-                max_chars=settings.max_markdown_chars,
-                encoding=document.charset,
+                _read_served, document, max_links=settings.max_links_per_page
             )
             if served.words >= settings.render_min_words and not served.asks_for_javascript:
                 return served, False
@@ -566,12 +568,14 @@ class CrawlService:
                 "page requests refused",
                 extra={"url": document.url, "refused": list(rendered.refusals[:10])},
             )
+        size = len(rendered.html.encode("utf-8"))
+        if size > settings.max_page_bytes:
+            raise TooLarge(
+                f"the rendered page is {size} bytes, more than {settings.max_page_bytes} "
+                "(CRAWLER_MAX_PAGE_BYTES)"
+            )
         extracted = await asyncio.to_thread(
-            extract_html,
-            rendered.html,
-            document.address,
-            max_links=settings.max_links_per_page,
-            max_chars=settings.max_markdown_chars,
+            read_html, rendered.html, document.address, max_links=settings.max_links_per_page
         )
         return extracted, True
 
@@ -737,6 +741,11 @@ class CrawlService:
             )
             for p in planned
         ]
+
+
+def _read_served(document: _Document, *, max_links: int) -> ExtractedPage:
+    html = decode_html(document.body, document.charset)
+    return read_html(html, document.address, max_links=max_links)
 
 
 def _is_transport_error(exc: BaseException) -> bool:

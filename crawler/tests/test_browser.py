@@ -20,6 +20,7 @@ import pytest
 import crawler.browser
 from crawler.browser import BrowserPool, Fulfilment, SubRequest, SubrequestRefused
 from crawler.config import CrawlerSettings
+from crawler.extract import html_text
 from crawler.tests.conftest import CrawlClient, RunCrawler, needs_chromium
 from crawler.tests.siteserver import Reply, SiteServer
 
@@ -115,7 +116,7 @@ async def test_a_browser_crash_is_recovered_and_the_page_retried(
                 psutil.Process(killed[0]).status() != psutil.STATUS_ZOMBIE
             )
     assert [p.title for p in finished.pages] == ["Home"]
-    assert "script ran" in pages[site.url("/")].text
+    assert "script ran" in html_text(pages[site.url("/")].html)
     assert site.count("/") == 2  # the page was fetched again after the crash
     assert browser_processes() == []
     assert zombies() == []

@@ -6,14 +6,18 @@ One test per scope and safety rule; each builds the little site it needs with
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
+import logging
 import time
 from collections.abc import Iterator
 
+import pytest
 from pydantic import SecretStr
 
 from contracts.events import TurnReply
+from crawler.extract import html_text
 from crawler.tests.conftest import SITES, CrawlClient, RunCrawler, decode_entries, needs_chromium
 from crawler.tests.siteserver import Reply, SiteServer
 from tests.support import wait_until
@@ -57,11 +61,15 @@ async def test_a_small_site_is_crawled_whole(client: CrawlClient, run_crawler: R
     assert site.count("/vpn") + site.count("/vpn/") <= 2  # one fetch (and its slash redirect)
     vpn = pages[f"{base}/vpn"]
     assert vpn.title == "VPN and remote access"
-    assert "1. Open the self-service portal." in vpn.markdown
+    # The page as read, for the indexer to extract (its DOM: the HTML served has fewer words
+    # than CRAWLER_RENDER_MIN_WORDS); the crawler writes no content of its own.
+    assert vpn.rendered
+    assert '<li>Open the <a href="/vpn/portal.html">self-service portal</a>.</li>' in vpn.html
+    assert "<pre><code>vpnctl connect --profile office</code></pre>" in vpn.html
+    assert (vpn.markdown, vpn.text, vpn.content_b64) == ("", "", "")
     assert vpn.depth == 1
     assert vpn.requested_url == f"{base}/vpn"
     assert any(link.url == f"{base}/vpn/portal.html" for link in vpn.links)
-    assert vpn.html == ""  # the raw HTML stays out of the event
     summary = {p.url: p for p in finished.pages}
     assert summary[f"{base}/vpn"].status == 200
     assert summary[f"{base}/vpn"].bytes > 0
@@ -217,6 +225,54 @@ async def test_page_size_and_time_limits(client: CrawlClient, run_crawler: RunCr
     assert took < 2.5
 
 
+BLOATING_SCRIPT = """<script>
+  document.addEventListener('DOMContentLoaded', () => {
+    document.querySelector('main').insertAdjacentHTML('beforeend', '<p>' + 'grows '.repeat(20000)
+      + '</p>');
+  });
+</script>"""
+
+
+async def test_an_oversized_rendered_page_or_pdf_is_too_large_and_the_job_goes_on(
+    client: CrawlClient, run_crawler: RunCrawler, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A page's HTML or a PDF travels whole on pages.crawled, so each is held to
+    CRAWLER_MAX_PAGE_BYTES: a PDF as downloaded, and a page's DOM after its scripts ran even when
+    the HTML served was small. Either is refused with its size, and the other pages go out."""
+    limit = 64 * 1024
+    big_pdf = build_pdf([[(11, "A large manual.")]]) + b"\n%" + b"x" * (2 * limit)
+    with SiteServer() as site:
+        site.page("/", html("Home", links("/bloat", "/manual.pdf", "/fine")))
+        site.page(
+            "/bloat", html("Bloat", "<main><p>Loading the answer...</p></main>", BLOATING_SCRIPT)
+        )
+        site.route("/manual.pdf", Reply(body=big_pdf, content_type="application/pdf"))
+        site.page("/fine", html("Fine", "<p>Still crawled.</p>"))
+        with caplog.at_level(logging.INFO, logger="deskpilot.crawler"):
+            async with run_crawler(max_page_bytes=limit):
+                request = await client.start([site.url("/")])
+                finished = await client.finished(request)
+                pages = await client.pages(request)
+    assert finished.reason == "frontier_empty"
+    assert finished.skipped["too_large"] == 2
+    assert set(pages) == {site.url("/"), site.url("/fine")}
+    assert {p.title for p in finished.pages} == {"Home", "Fine"}
+    details = {
+        getattr(record, "url", ""): getattr(record, "detail", "")
+        for record in caplog.records
+        if getattr(record, "outcome", None) == "too_large"
+    }
+    assert set(details) == {site.url("/bloat"), site.url("/manual.pdf")}
+    assert details[site.url("/bloat")].startswith("the rendered page is ")
+    assert details[site.url("/bloat")].endswith(f"more than {limit} (CRAWLER_MAX_PAGE_BYTES)")
+    assert details[site.url("/manual.pdf")] in (
+        f"{len(big_pdf)} bytes declared",
+        f"more than {limit} bytes",
+    )
+    assert site.count("/bloat") == 1  # refused, not retried
+    assert site.count("/manual.pdf") == 1
+
+
 async def test_errors_are_counted_and_the_job_goes_on(
     client: CrawlClient, run_crawler: RunCrawler
 ) -> None:
@@ -245,7 +301,8 @@ async def test_non_html_is_skipped_except_pdf(client: CrawlClient, run_crawler: 
     assert finished.skipped["non_html"] == 1
     guide = pages[site.url("/guide")]
     assert guide.content_type == "application/pdf"
-    assert "NW-PRINT-2" in guide.text
+    assert base64.b64decode(guide.content_b64) == pdf  # the indexer reads it
+    assert (guide.html, guide.title) == ("", "guide")
     assert site.count("/logo.png") == 0  # not even queued
 
 
@@ -291,7 +348,7 @@ async def test_sub_requests_outside_the_scope_and_heavy_types_are_aborted(
             request = await client.start([site.url("/")])
             await client.finished(request)
             pages = await client.pages(request)
-    assert "Added by the site script." in pages[site.url("/")].markdown
+    assert "Added by the site script." in html_text(pages[site.url("/")].html)
     assert site.count("/app.js") == 1
     assert other.paths() == []
     for heavy in ("/photo.jpg", "/clip.mp4", "/font.woff2"):
@@ -322,7 +379,7 @@ async def test_javascript_only_content_is_rendered(
             request = await client.start([site.url("/")])
             await client.finished(request)
             pages = await client.pages(request)
-    assert "Only scripts put this here." in pages[site.url("/")].text
+    assert "Only scripts put this here." in html_text(pages[site.url("/")].html)
     assert site.url("/next") in pages
 
 
@@ -371,10 +428,10 @@ async def test_pages_whose_html_has_the_content_are_read_without_the_browser(
         assert site.count("/app.js") == 4  # freshness 0: nothing is kept, every render fetches
 
     assert not pages[site.url("/")].rendered
-    assert "Step 7" in pages[site.url("/")].text
-    assert "Added by the site script." not in pages[site.url("/")].text
+    assert "Step 7" in html_text(pages[site.url("/")].html)
+    assert "Added by the site script." not in pages[site.url("/")].html
     assert pages[site.url("/thin")].rendered
-    assert "Added by the site script." in pages[site.url("/thin")].text
+    assert "Added by the site script." in html_text(pages[site.url("/thin")].html)
     assert pages[site.url("/app")].rendered
     assert {p.url: p.rendered for p in finished.pages} == {
         site.url("/"): False,
@@ -382,7 +439,7 @@ async def test_pages_whose_html_has_the_content_are_read_without_the_browser(
         site.url("/app"): True,
     }
     assert all(page.rendered for page in rendered_all.values())
-    assert "Added by the site script." in rendered_all[site.url("/")].text
+    assert "Added by the site script." in html_text(rendered_all[site.url("/")].html)
 
 
 async def test_a_page_read_within_the_freshness_window_is_not_fetched_again(

@@ -1,8 +1,11 @@
-"""Extraction: a rendered page in, title, Markdown, text and links out (no browser needed)."""
+"""What the crawler reads of a page for itself: title, links, visible text and its hash (no
+browser needed). The knowledge base's content is the indexer's extraction of the page's HTML."""
 
 from __future__ import annotations
 
-from crawler.extract import extract_html, extract_pdf
+import hashlib
+
+from crawler.extract import decode_html, html_text, is_pdf, read_html, read_pdf
 from tests.support.pdf import build_pdf
 
 PAGE = """<!doctype html><html><head><title>Reset your VPN password | IT Help</title>
@@ -30,28 +33,32 @@ vpnctl reset</code></pre>
 </body></html>"""
 
 
-def test_markdown_keeps_structure_and_drops_chrome() -> None:
-    page = extract_html(PAGE, "https://it.example/vpn/reset")
+def test_visible_text_leaves_chrome_out_and_keeps_the_page_for_the_event() -> None:
+    page = read_html(PAGE, "https://it.example/vpn/reset")
     assert page.title == "Reset your VPN password | IT Help"
-    md = page.markdown
-    assert md.startswith("# Reset your VPN password")
-    assert "## Steps" in md
-    assert "1. Open the self-service portal." in md
-    assert "2. Choose *Reset*" in md
-    assert "  - On a phone, use the app." in md
-    assert "```\nvpnctl status\nvpnctl reset\n```" in md
-    assert "| OS | Client |" in md
-    assert "| Windows | GlobalProtect |" in md
-    assert "**90 days**" in md
-    assert "`vpnctl`" in md
-    for chrome in ("never in the text", "color: red", "We use cookies", "Copyright", "Hidden"):
-        assert chrome not in md
-    assert "**" not in page.text
-    assert "Passwords expire every 90 days" in page.text
+    assert page.html == PAGE  # published as read: the indexer extracts it
+    assert page.text.splitlines() == [
+        "Reset your VPN password",
+        "Passwords expire every 90 days. Use vpnctl to check.",
+        "Steps",
+        "Open the self-service portal.",
+        "Choose Reset.",
+        "On a phone, use the app.",
+        "vpnctl status",
+        "vpnctl reset",
+        "OS",
+        "Client",
+        "Windows",
+        "GlobalProtect",
+        "See also the vendor's guide.",
+    ]
+    assert page.words == len(page.text.split())
+    assert page.content_hash == hashlib.sha256(" ".join(page.text.split()).encode()).hexdigest()
+    assert html_text(PAGE) == page.text
 
 
 def test_links_come_from_the_whole_page_normalised_with_context() -> None:
-    page = extract_html(PAGE, "https://it.example/vpn/reset")
+    page = read_html(PAGE, "https://it.example/vpn/reset")
     links = {link.url: link for link in page.links}
     assert list(links) == [
         "https://it.example/",
@@ -69,7 +76,7 @@ def test_base_href_and_javascript_links() -> None:
     html = """<html><head><base href="https://docs.example/v2/"></head><body>
     <a href="intro">Intro</a><a href="javascript:void(0)">x</a><a href="mailto:a@b">m</a>
     <a href="#top">top</a><a href="/img.png" title="Diagram"></a></body></html>"""
-    page = extract_html(html, "https://docs.example/somewhere/else")
+    page = read_html(html, "https://docs.example/somewhere/else")
     assert [(link.url, link.anchor) for link in page.links] == [
         ("https://docs.example/v2/intro", "Intro"),
         ("https://docs.example/img.png", "Diagram"),
@@ -77,16 +84,16 @@ def test_base_href_and_javascript_links() -> None:
 
 
 def test_same_text_under_different_markup_hashes_alike() -> None:
-    a = extract_html("<html><body><main><p>Same   words here.</p></main></body></html>", "u1")
-    b = extract_html(
+    a = read_html("<html><body><main><p>Same   words here.</p></main></body></html>", "u1")
+    b = read_html(
         "<html><body><div class='x'><main><p>Same words\nhere.</p></main></div></body></html>", "u2"
     )
-    c = extract_html("<html><body><main><p>Other words.</p></main></body></html>", "u3")
+    c = read_html("<html><body><main><p>Other words.</p></main></body></html>", "u3")
     assert a.content_hash == b.content_hash != c.content_hash
 
 
 def test_a_page_without_title_uses_its_first_heading() -> None:
-    page = extract_html("<html><body><h1>Printers</h1><p>Add one.</p></body></html>", "u")
+    page = read_html("<html><body><h1>Printers</h1><p>Add one.</p></body></html>", "u")
     assert page.title == "Printers"
 
 
@@ -98,26 +105,36 @@ def test_code_lines_broken_by_br_stay_lines() -> None:
         '<span class="token-line">dispatch <span class="t">--help</span><br></span>'
         "</code></pre></main></body></html>"
     )
-    page = extract_html(html, "https://docs.example.com/cli")
-    assert "```\ndispatch server start\ndispatch --help\n```" in page.markdown
+    page = read_html(html, "https://docs.example.com/cli")
     assert page.text.splitlines() == ["dispatch server start", "dispatch --help"]
 
 
-def test_a_count_badge_stays_a_word_of_its_own_and_button_labels_are_text() -> None:
+def test_a_page_that_asks_for_javascript_says_so() -> None:
     html = (
-        '<html><body><main><ul><li><a href="/tags/start">Getting started<span>1</span></a></li>'
-        "</ul><p>Unicode<sup>2</sup> and H2O stay.</p>"
-        '<div class="toc"><button type="button">On this page</button></div></main></body></html>'
+        "<html><body><noscript>You need to enable JavaScript to run this app.</noscript>"
+        "<main><p>Loading</p></main></body></html>"
     )
-    page = extract_html(html, "https://docs.example.com/tags")
-    assert "Getting started 1" in page.text
-    assert "Unicode 2 and H2O stay." in page.text
-    assert "On this page" in page.text
+    assert read_html(html, "u").asks_for_javascript
+    assert not read_html(PAGE, "u").asks_for_javascript
 
 
-def test_pdf_text_layer() -> None:
+def test_served_bytes_are_decoded_by_the_http_charset_else_the_document() -> None:
+    page = (
+        "<html><head><meta charset='windows-1252'></head>"
+        "<body><p>Caf\xe9 \u2013 menu</p></body></html>"
+    )
+    data = page.encode("cp1252")
+    assert decode_html(data) == page  # by the <meta charset>
+    assert decode_html(data, "windows-1252") == page
+    assert decode_html(page.encode("utf-8"), "utf-8") == page
+
+
+def test_a_pdf_is_known_by_its_file_name_and_its_bytes_hash() -> None:
     data = build_pdf([[(18, "VPN client guide"), (11, "Install the client from the portal.")]])
-    page = extract_pdf(data, "https://it.example/guide.pdf")
-    assert "Install the client from the portal." in page.text
-    assert page.title == "VPN client guide"
-    assert page.markdown.startswith("# VPN client guide")
+    page = read_pdf(data, "https://it.example/docs/VPN%20client%20guide.pdf")
+    assert page.title == "VPN client guide.pdf"
+    assert page.content_hash == hashlib.sha256(data).hexdigest()
+    assert (page.text, page.html, page.links) == ("", "", ())
+    assert is_pdf(data)
+    assert is_pdf(b"\n  %PDF-1.7\n")
+    assert not is_pdf(b"<html>Not found</html>")

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from contracts.heartbeat import heartbeat_key
 from contracts.topics import Group
 from crawler.config import CrawlerSettings
+from crawler.extract import html_text
 from crawler.tests.conftest import SHARED_DATA, CrawlClient, RunCrawler, needs_chromium
 from crawler.tests.siteserver import SiteServer
 from tests.support import Child, Children, child_env, wait_until
@@ -52,11 +53,11 @@ async def test_dispatch_docs_with_a_question(client: CrawlClient, run_crawler: R
     assert finished.reason == "max_pages"
     assert len(pages) == 12
     assert all(url.startswith(site.url("/dispatch")) for url in pages)
-    assert all(page.text.strip() and page.title for page in pages.values())
+    assert all(html_text(page.html) and page.title for page in pages.values())
     # Pages about incidents are read early in a site of 70 pages.
     assert any("incident" in url for url in pages), sorted(pages)
     for page in pages.values():
-        assert "Skip to main content" not in page.markdown
+        assert "Skip to main content" not in html_text(page.html)
 
 
 async def test_dispatch_docs_breadth_first_finds_the_missing_page(
@@ -90,7 +91,7 @@ async def test_gnome_help_breadth_first(client: CrawlClient, run_crawler: RunCra
     first_level = {link.url for link in home.links if link.url.endswith(".html")} - {home.url}
     depth_one = [p for p in finished.pages if p.depth == 1]
     assert len(depth_one) == min(len(first_level), 24)
-    assert all(page.text.strip() for page in pages.values())
+    assert all(html_text(page.html) for page in pages.values())
 
 
 # -- three processes, one killed ----------------------------------------------------------------

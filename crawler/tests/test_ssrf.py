@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from crawler.extract import html_text
 from crawler.tests.conftest import CrawlClient, RunCrawler, needs_chromium
 from crawler.tests.siteserver import Reply, SiteServer
 
@@ -62,7 +63,7 @@ def internal_server(host: str) -> SiteServer:
 
 def page_text(pages: dict[str, Any], url: str) -> str:
     assert url in pages, list(pages)
-    return str(pages[url].text)
+    return html_text(pages[url].html)
 
 
 @pytest.mark.parametrize(

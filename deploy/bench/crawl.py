@@ -17,8 +17,9 @@ One run:
    plain Playwright BFS, labelled as such) and samples its memory the same way;
 5. measures extraction coverage: for every page read, the share of the words of a direct
    HTML-to-text pass of the served file (BeautifulSoup ``get_text``) found in the extracted
-   text, once for the whole page and once for its content (see :func:`reference_texts`): the
-   fleet's extractor leaves navigation, headers, footers and sidebars out on purpose.
+   text (for the fleet, the indexer's extraction of the published page: what the knowledge base
+   gets), once for the whole page and once for its content (see :func:`reference_texts`): the
+   extractor leaves navigation, headers, footers, sidebars and lists of links out on purpose.
 
 Throughput counts *distinct pages of the site* (served files) per second, so a crawler that reads
 ``/a`` and ``/a.html`` separately is not credited twice; fetches per second counts every document
@@ -294,6 +295,14 @@ class Coverage:
         }
 
 
+def indexed_text(page: Any) -> str:
+    """The text the knowledge base gets from a crawled page: the indexer's extraction of it."""
+    from indexer.crawled import page_document
+
+    doc = page_document(page)
+    return doc.text if doc is not None else ""
+
+
 def coverage_of(root: Path, pages: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """Coverage of ``(url, extracted text)`` pairs against the files ``root`` serves for them."""
     result = Coverage()
@@ -388,7 +397,7 @@ async def crawl_until(
             if len(run.jobs) == 1:
                 run.warm = [idle[pid] for pid in fleet.pids]
                 pages = await client.pages(finished.job_id)
-                run.first_pages = [(page.url, page.text) for page in pages]
+                run.first_pages = [(page.url, indexed_text(page)) for page in pages]
             run.end = [idle[pid] for pid in fleet.pids]
             say(
                 f"  crawl {len(run.jobs)}: {len(finished.pages)} pages in "
