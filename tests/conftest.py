@@ -8,8 +8,8 @@ such test needs; add new ones (a Chroma server, the whole stack, ...) as their o
 * Settings: ``bus_settings`` (short reclaim and heartbeat intervals so delivery tests run in
   seconds) and ``service_env``, the same settings as environment variables for child processes.
 * Processes: ``children`` starts programs as subprocesses and kills them at teardown, pass or fail.
-* The whole stack: ``shared_stack``, one per session for the modules that can share it (see
-  :mod:`tests.support.stack`).
+* The whole stack: packages of modules that share one (tests/shared, tests/admin,
+  tests/browser) start it in their own conftest.py; see :mod:`tests.support.stack`.
 
 Tests keep to fresh names (:func:`tests.support.unique_name`) instead of flushing the server, so
 they stay independent without restarting it, and wait with :func:`tests.support.wait_until`.
@@ -24,9 +24,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from contracts.settings import ServiceSettings
-from deploy.runner import Stack
 from tests.support import Children, child_env
-from tests.support.stack import SHARED_ENV, running_stack
 
 # -- Redis (valkey_server and redis_url come from the root conftest.py) ------------
 
@@ -84,14 +82,3 @@ def children(tmp_path: Path) -> Iterator[Children]:
         yield group
     finally:
         group.kill_all()
-
-
-# -- The whole stack ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """Every service on loopback with :data:`tests.support.stack.SHARED_ENV`, started when the
-    first module that shares it needs it, stopped at the end of the session."""
-    with running_stack(tmp_path_factory.mktemp("shared-stack"), SHARED_ENV) as running:
-        yield running

@@ -159,8 +159,8 @@ def test_a_knowledge_base_question_gets_the_models_grounded_answer(
 def test_the_models_reading_decides_the_action(
     stack: Stack, model: FakeOpenAI, script: ModelScript
 ) -> None:
-    # The classifier refuses weather questions (tests/test_agent.py); the model reads this one
-    # as an IT request, which the knowledge base does not cover: an honest no_answer instead.
+    # The classifier refuses weather questions (tests/shared/test_agent.py); the model reads this
+    # one as an IT request, which the knowledge base does not cover: an honest no_answer instead.
     script.readings["weather"] = reading(category="connectivity")
     weather = say(stack, WEATHER)
     assert weather["action"] == "no_answer", weather

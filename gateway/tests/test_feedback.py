@@ -3,7 +3,7 @@ the turn's own user rates it, a re-rating replaces the rating, the comment trave
 redactor and is kept only as the redactor sends it back, the rating expires with its turn and a
 purge removes it. The tests play the orchestrator (answers on the reply stream) and the redactor
 (``feedback.recorded``); the redactor's side is tested in ``redactor/tests``, the whole way in
-``tests/test_ratings.py``."""
+``tests/admin/test_ratings.py``."""
 
 from __future__ import annotations
 

@@ -3,17 +3,18 @@
 Valkey, a Chroma server and every service run as real processes on loopback, on a fresh data
 directory, with short heartbeat and reclaim intervals so fault tests take seconds.
 
-Starting a stack costs about a minute of both cores, so modules share one where they can:
+Starting a stack costs about a minute of both cores (half of it with a warm vector cache, which
+every stack of a test run shares: :func:`vector_cache_dir`), so modules share one where they can:
 
-* ``shared_stack`` (tests/conftest.py): one stack per test session (per xdist worker) with
-  :data:`SHARED_ENV`, for every module whose tests need no settings of their own and leave
-  nothing behind that another module's answers depend on (each asks its own questions, under
-  its own conversation ids, about its own documents). Such a module has a module-scoped
-  ``stack`` fixture returning ``shared_stack`` and is marked
-  ``pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]``, so that all of
-  them run in one xdist worker (:mod:`tests.support.scheduling`) and the stack starts once.
+* a package of modules shares one stack, started by its conftest.py with ``scope="package"`` and
+  stopped after its last test: ``tests/shared`` (:data:`SHARED_ENV`, for every module whose
+  tests need no settings of their own and leave nothing behind that another module's answers
+  depend on), ``tests/admin`` (ratings, proposals, runtime configuration) and ``tests/browser``
+  (the crawler on, a help site; one module so far). Its modules share an ``xdist_group`` (e.g.
+  ``pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]``), so that one
+  worker runs them all (:mod:`tests.support.scheduling`) and the stack starts once;
 * a module-scoped ``stack`` fixture of its own, via :func:`running_stack`, where a module needs
-  other settings or changes the stack (kills services, restarts Redis, re-ranks articles).
+  other settings or changes the stack (kills services, restarts Redis).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ FAST_ENV = {
 
 
 SHARED_ADMIN_TOKEN = f"test-admin-{uuid4().hex}"
-"""The admin token of the shared stack (``shared_stack`` in tests/conftest.py)."""
+"""The admin token of the shared stack (tests/shared)."""
 SHARED_MAX_LOG_BYTES = 200_000
 """The shared stack's ``GATEWAY_MAX_LOG_BYTES`` (small, so a test can send a log over it)."""
 SHARED_MAX_UPLOAD_BYTES = 100_000

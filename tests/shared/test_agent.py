@@ -17,11 +17,6 @@ from tests.support.stack import ask, new_user
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
 
-@pytest.fixture(scope="module")
-def stack(shared_stack: Stack) -> Stack:
-    return shared_stack
-
-
 class Chat:
     """One conversation of one anonymous user, turn after turn: the gateway names it at the
     first answer, and every later turn goes on with that id."""

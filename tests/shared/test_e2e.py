@@ -38,11 +38,6 @@ CHAT_FIELDS = {
 }
 
 
-@pytest.fixture(scope="module")
-def stack(shared_stack: Stack) -> Stack:
-    return shared_stack
-
-
 def ws_url(stack: Stack, query: str = "") -> str:
     return stack.url.replace("http://", "ws://") + "/ws/chat" + query
 

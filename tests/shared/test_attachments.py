@@ -51,11 +51,6 @@ def screenshot(lines: list[str]) -> bytes:
     return out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def stack(shared_stack: Stack) -> Stack:
-    return shared_stack
-
-
 def attach(
     stack: Stack,
     user: StackUser,

@@ -58,11 +58,6 @@ PLOTTER_PDF = build_pdf(
 )
 
 
-@pytest.fixture(scope="module")
-def stack(shared_stack: Stack) -> Stack:
-    return shared_stack
-
-
 def upload(
     stack: Stack, filename: str, data: bytes, headers: dict[str, str] | None = None
 ) -> httpx.Response:

@@ -18,11 +18,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 WORKERS = ("redactor", "ocr", "orchestrator", "indexer", "ticketing")
 
 
-@pytest.fixture(scope="module")
-def stack(shared_stack: Stack) -> Stack:
-    return shared_stack
-
-
 def scrape(url: str) -> dict[str, Any]:
     response = httpx.get(url, timeout=10)
     assert response.status_code == 200, url
