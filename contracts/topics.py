@@ -27,7 +27,8 @@ class Topic(StrEnum):
     CONTEXT_INSUFFICIENT = "context.insufficient"
     """A turn needs more context: the crawler fleet starts a crawl job from it."""
     PAGES_CRAWLED = "pages.crawled"
-    """One event per page a crawl job fetched, with its Markdown; the indexer indexes it."""
+    """One event per page a crawl job fetched, with its HTML (or a PDF's bytes); the indexer
+    extracts and indexes it."""
     CRAWL_TASKS = "crawl.tasks"
     """Per-URL work of crawl jobs, shared by every crawler replica (internal to the fleet)."""
     CRAWL_STOP = "crawl.stop"
