@@ -96,10 +96,9 @@ class VectorCache:
             for start in range(0, len(unique), _QUERY_BATCH):
                 batch = unique[start : start + _QUERY_BATCH]
                 marks = ",".join("?" * len(batch))
-                rows = connection.execute(
-                    f"SELECT key, vector FROM vectors WHERE key IN ({marks})",  # noqa: S608 # only '?' marks
-                    batch,
-                )
+                # Only "?" placeholders are formatted into the statement; the keys are bound.
+                query = f"SELECT key, vector FROM vectors WHERE key IN ({marks})"  # noqa: S608 # nosec B608
+                rows = connection.execute(query, batch)
                 for key, blob in rows:
                     found[key] = np.frombuffer(blob, dtype=np.float32).tolist()
             missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
