@@ -58,7 +58,8 @@ _WEAK_TYPES = (
 # Street-type words in front of the name.
 _PREFIX_TYPES_ANY_CASE = (
     r"rua|rue|calle|carrer|avenida|avda|viale|vicolo|piazza|piazzale|praça|praca|largo|"
-    r"strada|camino|paseo|travessa|estrada|chemin|allée|impasse|quai|ulica|ul|aleja|al|"
+    r"strada|camino|paseo|travessa|estrada|chemin|allée|impasse|quai|ulica|ul(?=\.)|aleja|"
+    r"al(?=\.)|"
     r"calea|odos|ulitsa|c/"
 )
 _PREFIX_TYPES_CAPITALISED = r"Via|Av|Avenue|Place|Boulevard|Bd|Plaza|Str|R"

@@ -7,6 +7,10 @@ once per process, and only names seen in several sources and often enough are ke
 typos and one-off entries do not turn ordinary words into names. When the package is missing the
 redactor still runs: the list is empty and only the cue-based rules find people.
 
+Function words of the other languages users write in (German, French, Spanish, Dutch, Italian,
+Portuguese: "meine", "mijn", "mon", "niet", "mich") come from spaCy's own stop-word lists, which
+ship with spaCy: the English model reads "Meine Geräte-PIN" or "mon identité" as people.
+
 Ordinary English words come from the lemmatizer tables of the spaCy model the redactor already
 loads (WordNet's index of nouns, verbs, adjectives and adverbs) plus spaCy's stop words; a
 capitalised word that is also an ordinary word ("Will", "Mark", "Grant", "May") is only a name
@@ -18,7 +22,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -58,6 +64,9 @@ class NameLists:
     ordinary_words: frozenset[str]
     stop_words: frozenset[str] = frozenset()
     """Function words ("the", "and", "please"), which never continue a name even capitalised."""
+    foreign_function_words: frozenset[str] = frozenset()
+    """Function words of German, French, Spanish, Dutch, Italian and Portuguese that are no
+    English word and no given name ("meine", "mijn", "niet", "mon", "devez")."""
 
     def is_given_name(self, word: str) -> bool:
         return fold(word) in self.given_names
@@ -117,8 +126,125 @@ def ordinary_words(nlp: Language) -> frozenset[str]:
     return frozenset(words)
 
 
+# Languages whose function words mark a span as a sentence, not a name.
+FOREIGN_LANGUAGES: tuple[str, ...] = ("de", "fr", "es", "nl", "it", "pt")
+
+
+def foreign_function_words(
+    english: frozenset[str], names: frozenset[str], particles: frozenset[str]
+) -> frozenset[str]:
+    """The stop words spaCy ships for :data:`FOREIGN_LANGUAGES`, less English words, given names
+    and the particles of names ("van", "de", "del")."""
+    import importlib
+
+    words: set[str] = set()
+    for language in FOREIGN_LANGUAGES:
+        module = importlib.import_module(f"spacy.lang.{language}.stop_words")
+        words.update(word.casefold() for word in module.STOP_WORDS)
+    return frozenset(
+        word
+        for word in words
+        if len(word) >= 2
+        and word.isalpha()
+        and word not in english
+        and fold(word) not in names
+        and word not in particles
+    )
+
+
+# Lower-case words that join the parts of a name ("Willemine ten Pas", "Vincent van Gogh").
+NAME_PARTICLES: frozenset[str] = frozenset(
+    {
+        "van", "von", "de", "der", "den", "del", "della", "di", "da", "das", "do", "dos",
+        "du", "la", "le", "ten", "ter", "bin", "ibn", "al", "el", "y", "zu", "af", "e", "i",
+    }
+)  # fmt: skip
+
+
 def name_lists(nlp: Language) -> NameLists:
     """The gazetteer and ``nlp``'s vocabulary, as the person and address recognizers use them."""
     names, frequent = given_names()
     stop_words = frozenset(word.casefold() for word in nlp.Defaults.stop_words)
-    return NameLists(names, frequent, ordinary_words(nlp), stop_words)
+    english = ordinary_words(nlp)
+    foreign = foreign_function_words(english, names, NAME_PARTICLES)
+    return NameLists(names, frequent, english, stop_words, foreign)
+
+
+# Greetings, closings and mail headers of the languages users write in: "Cheers", "Viele
+# Grüße", "Sehr geehrte Damen und Herren", "Betreff", "Cordialement".
+SALUTATIONS: frozenset[str] = frozenset(
+    {
+        "cheers", "regards", "thanks", "thank", "best", "kind", "warm", "sincerely",
+        "subject", "re", "fw", "fwd", "dear", "hi", "hello", "hey", "greetings",
+        "betreff", "gruß", "gruss", "grüße", "grüsse", "grüßen", "grüssen", "viele", "liebe",
+        "lieber", "beste", "besten", "freundlichen", "freundliche", "mit", "sehr", "geehrte",
+        "geehrter", "geehrten", "damen", "herren", "und", "hallo", "moin", "servus", "danke",
+        "objet", "cordialement", "bonjour", "salut", "merci", "bien", "à", "vous",
+        "asunto", "saludos", "atentamente", "hola", "gracias", "onderwerp", "groeten",
+        "groet", "vriendelijke", "hartelijke", "bedankt", "oggetto", "saluti", "cordiali",
+        "grazie", "ciao", "assunto", "obrigado", "obrigada", "atenciosamente", "cumprimentos",
+    }
+)  # fmt: skip
+# The first word of a command line that the model reads as a name ("rclone config",
+# "az keyvault", "npm ERR"); only in lower case ("Ping" may be someone's name).
+COMMANDS: frozenset[str] = frozenset(
+    {
+        "git", "npm", "npx", "pip", "az", "aws", "gcloud", "kubectl", "docker", "helm",
+        "rclone", "ping", "nmap", "curl", "wget", "ssh", "scp", "sftp", "rsync", "sudo", "apt",
+        "yum", "dnf", "brew", "choco", "winget", "systemctl", "journalctl", "terraform",
+        "ansible", "vault", "openssl", "ldapsearch", "netsh", "ipconfig", "nslookup", "dig",
+        "traceroute", "tracert", "mysql", "psql", "node", "python", "java", "dotnet", "pwsh",
+        "bash", "grep", "cat", "tail", "less", "vim", "nano", "make", "cargo", "go", "yarn",
+        "pnpm", "composer", "gem", "mvn", "gradle", "php", "perl", "ruby", "powershell",
+        "cmd", "robocopy", "xcopy", "icacls", "gpupdate", "gpresult", "dism", "sfc",
+        "chkdsk", "diskpart", "bcdedit", "certutil", "klist", "whoami", "hostname", "tar",
+        "zip", "unzip", "chmod", "chown", "ls", "cd", "mv", "cp", "rm", "mkdir", "echo",
+        "crontab", "iptables", "ufw", "firewall-cmd", "mount", "umount", "df", "du", "top",
+        "htop", "ps", "kill", "lsof", "netstat", "ss", "tcpdump", "telnet", "nc", "ncat",
+    }
+)  # fmt: skip
+# Possessives and articles that start a phrase in another language ("mon identité"), in
+# lower case ("Ma" and "Su" are names).
+DETERMINERS_ABROAD: frozenset[str] = frozenset(
+    {
+        "mon", "ma", "mes", "ton", "ta", "tes", "son", "sa", "ses", "notre", "votre", "leur",
+        "mi", "mis", "tu", "tus", "su", "sus", "mein", "meine", "dein", "sein", "mijn",
+        "jouw", "zijn", "haar", "il", "lo", "gli", "le", "les", "un", "une", "des", "du",
+        "au", "aux", "el", "los", "las", "der", "die", "das", "het", "een",
+    }
+)  # fmt: skip
+# German abstract and compound nouns ("Freischaltung", "Geburtsdatum", "Elternzeit"), which
+# the English model reads as names because they are capitalised.
+_GERMAN_NOUN = re.compile(
+    r"\w{5,}(?:ung|ungen|heit|keit|schaft|datum|zeit|nummer|konto|portal|zugang|adresse|"
+    r"abteilung|leitung|stelle|code|wort)$",
+    re.IGNORECASE,
+)
+
+
+def words_of_no_name(words: Sequence[str], names: NameLists) -> bool:
+    """Whether the words of a span are another language's sentence, a greeting, a closing or a
+    mail header, or a command line, which no person's name is: a function word of German,
+    French, Spanish, Dutch, Italian or Portuguese ("Meine", "mijn", "niet"); only greetings and
+    closings ("Viele Grüße", "Cheers", "Damen"); a command first ("rclone config"); a foreign
+    article or possessive first, before lower-case words or in lower case ("mon identité", "De
+    verificatiecode"); a German abstract noun ("Freischaltung", "Geburtsdatum")."""
+    if not words:
+        return False
+    folded = [word.casefold() for word in words]
+    if any(word in names.foreign_function_words for word in folded):
+        return True
+    if all(word in SALUTATIONS for word in folded):
+        return True
+    if words[0] in COMMANDS or words[0] in DETERMINERS_ABROAD:
+        return True
+    if (
+        len(words) >= 2
+        and (folded[0] in DETERMINERS_ABROAD or folded[0] == "de")
+        and all(word.islower() for word in words[1:])
+    ):
+        return True
+    return any(
+        word[0].isupper() and _GERMAN_NOUN.match(word) and not names.is_given_name(word)
+        for word in words
+    )

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from presidio_analyzer import EntityRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
-from redactor.names import NameLists
+from redactor.names import NameLists, words_of_no_name
 
 PERSON = "PERSON"
 
@@ -76,6 +76,10 @@ _NAME_LINE = re.compile(
     re.MULTILINE,
 )
 _CUE_WINDOW = 40
+_NOT_A_NAME_HYPHEN = re.compile(r"[^\W\d_]-(?:[a-z]|[A-Z]{2,}(?![a-z]))|\b[A-Z]{2,}-[^\W\d_]")
+# "name:" in a configuration file ("name: grafana-admin", "  username: grafana") names a thing
+# or an account, not a person, when its value is in lower case.
+_CONFIG_NAME_KEY = re.compile(r"(?:^|\n)[ \t]*-?[ \t]*[\w.-]*name\s*[:=]\s*[\"']?$", re.IGNORECASE)
 
 # Capitalised words that are given names too ("June", "August") but mostly mean a date.
 CALENDAR_WORDS: frozenset[str] = frozenset(
@@ -85,6 +89,14 @@ CALENDAR_WORDS: frozenset[str] = frozenset(
         "september", "october", "november", "december",
     }
 )  # fmt: skip  # characters before a word searched for a cue
+
+
+# A month's short form before a day ("Jun 02 09:14:51" at the head of a log line), though "Jun"
+# is also a given name.
+MONTH_ABBREVIATIONS: frozenset[str] = frozenset(
+    {"jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"}
+)
+_DAY_AFTER = re.compile(r"\.?[ \t]+\d{1,2}\b")
 
 
 @dataclass(frozen=True)
@@ -178,7 +190,15 @@ class PersonCueRecognizer(EntityRecognizer):
             index = end
         if "\n" in text.strip():
             results += self._name_lines(text)
-        return results
+        return [r for r in results if not self._no_name(text[r.start : r.end])]
+
+    def _no_name(self, span: str) -> bool:
+        """Words that make no name: another language's sentence, a greeting or a closing
+        (:func:`redactor.names.words_of_no_name`), or a hyphen joined to a lower-case or
+        all-capital part ("grafana-admin", "HR-Portal"; "Schäfer-Lindner" stays)."""
+        if _NOT_A_NAME_HYPHEN.search(span):
+            return True
+        return words_of_no_name(re.findall(r"[^\W_]+", span), self._names)
 
     def _name_lines(self, text: str) -> list[RecognizerResult]:
         """A line that holds only two or three capitalised words that are no English words,
@@ -213,10 +233,16 @@ class PersonCueRecognizer(EntityRecognizer):
             or word.text.casefold() in PARTICLES
             or re.split(r"['’]", word.text.casefold())[0] in self._names.stop_words
             or word.text.casefold() in CALENDAR_WORDS
+            or (
+                word.text.casefold() in MONTH_ABBREVIATIONS
+                and _DAY_AFTER.match(text, word.end) is not None
+            )
         ):
             return None
         before = text[max(0, word.start - _CUE_WINDOW) : word.start]
         naming = bool(_NAMING_CUE.search(before))
+        if naming and word.text.islower() and _CONFIG_NAME_KEY.search(before):
+            return None
         if word.capitalised:
             end = self._extend(text, words, index, lower_case=False)
             full = end - index > 1

@@ -13,6 +13,7 @@ then redacted like any other and, because it is a secret, it is exempt from the 
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -33,7 +34,7 @@ from presidio_analyzer.predefined_recognizers import (
 )
 
 from redactor.addresses import StreetAddressRecognizer
-from redactor.names import NameLists
+from redactor.names import NAME_PARTICLES, NameLists, words_of_no_name
 from redactor.people import PersonCueRecognizer
 from redactor.secrets import (
     NOT_SECRETS,
@@ -85,6 +86,19 @@ class OfflineEmailRecognizer(EmailRecognizer):
         """Parse the suffix snapshot now, so the first message does not pay for it."""
         self._extract_domain("example.com")
 
+    def analyze(
+        self,
+        text: str,
+        entities: list[str],
+        nlp_artifacts: NlpArtifacts | None = None,
+        regex_flags: int | None = None,
+    ) -> list[RecognizerResult]:
+        """Presidio's matches, less a command's login target (``ssh admin@host``)."""
+        results: list[RecognizerResult] = super().analyze(
+            text, entities, nlp_artifacts, regex_flags
+        )
+        return [r for r in results if not login_target(text, r.start)]
+
     def validate_result(self, pattern_text: str) -> bool:
         """Accept a public address, and also one on an internal or reserved domain.
 
@@ -97,6 +111,82 @@ class OfflineEmailRecognizer(EmailRecognizer):
         domain = pattern_text.rsplit("@", 1)[-1]
         labels = domain.split(".")
         return len(labels) >= 2 and labels[-1].isalpha() and len(labels[-1]) >= 2
+
+
+class RoutableIpRecognizer(IpRecognizer):
+    """Presidio's IP address recogniser, less the addresses that name no machine of anyone's:
+    loopback ("127.0.0.1", "::1") and unspecified ("0.0.0.0", "::")."""
+
+    def invalidate_result(self, pattern_text: str) -> bool:
+        if super().invalidate_result(pattern_text):
+            return True
+        address = ipaddress.ip_interface(pattern_text).ip
+        return address.is_loopback or address.is_unspecified
+
+
+class VersionAwarePhoneRecognizer(PhoneRecognizer):
+    """Presidio's phone recogniser, less what only looks like a number to call: a version or
+    build after its word ("version 126.0.6478.127"), and digits glued to letters before them
+    ("PO-2024-008812", an order number)."""
+
+    _VERSION_BEFORE = re.compile(
+        r"(?i:\b(?:version|ver|v|build|release|firmware|bios|driver|update|kb|patch)\.?\s*:?\s*)$"
+    )
+
+    def analyze(
+        self,
+        text: str,
+        entities: list[str],
+        nlp_artifacts: NlpArtifacts | None = None,
+    ) -> list[RecognizerResult]:
+        results: list[RecognizerResult] = super().analyze(
+            text,
+            entities,
+            nlp_artifacts,  # type: ignore[arg-type]  # Presidio's own default is None
+        )
+        kept = []
+        for result in results:
+            before = text[max(0, result.start - 20) : result.start]
+            glued = (
+                result.start >= 2
+                and text[result.start - 1] in "-_/#"
+                and text[result.start - 2].isalnum()
+            )
+            if glued or self._VERSION_BEFORE.search(before):
+                continue
+            kept.append(result)
+        return kept
+
+
+# A command that logs in to another machine: what follows it as user@host is a login target,
+# not an e-mail address ("ssh netadmin@core-sw01", "scp report.pdf jdoe@fs01:/tmp/").
+_LOGIN_COMMAND = re.compile(
+    r"\b(?:ssh|scp|sftp|rsync|ssh-copy-id|mosh|sshfs|telnet|plink|pscp|psftp|autossh)\b[^\n]*$"
+)
+
+
+def login_target(text: str, start: int) -> bool:
+    """Whether the address at ``start`` follows a login command on its line."""
+    line_start = text.rfind("\n", 0, start) + 1
+    return bool(_LOGIN_COMMAND.search(text, line_start, start)) and (
+        start == 0 or text[start - 1] in " \t\"'="
+    )
+
+
+class _NoLoginTargetEmails(PatternRecognizer):
+    """An e-mail pattern recogniser that leaves out a command's login target."""
+
+    def analyze(
+        self,
+        text: str,
+        entities: list[str],
+        nlp_artifacts: NlpArtifacts | None = None,
+        regex_flags: int | None = None,
+    ) -> list[RecognizerResult]:
+        results: list[RecognizerResult] = super().analyze(
+            text, entities, nlp_artifacts, regex_flags
+        )
+        return [r for r in results if not login_target(text, r.start)]
 
 
 class CaseInsensitiveIbanRecognizer(IbanRecognizer):
@@ -154,6 +244,42 @@ class _Domains:
         return bool(registered) and (registered in self._domains or host in self._domains)
 
 
+# A run of this many characters with no space, quote, bracket, comma or semicolon is a blob
+# (base64, a minified file), no host name or link: the URL and host-name patterns, slow on long
+# dotted runs ("a.a.a.a..."), do not look inside one.
+LONGEST_TOKEN = 2048
+_LONG_RUN = re.compile(rf"[^\s\"'<>()\[\]{{}}|,;]{{{LONGEST_TOKEN + 1},}}")
+# Sixteen dot-separated labels or more are no host name (DNS names have a handful); Presidio's
+# scheme-less URL pattern tries its thousand top-level domains at every dot of such a run.
+_DOTTED_RUN = re.compile(r"(?:[^\s.]{1,63}\.){16,}[^\s.]*")
+
+
+def without_long_runs(text: str) -> str:
+    """``text`` with every run longer than :data:`LONGEST_TOKEN` and every run of sixteen
+    dotted labels or more blanked out (same length, so offsets stay valid)."""
+    if len(text) > LONGEST_TOKEN:
+        text = _LONG_RUN.sub(lambda run: " " * len(run.group(0)), text)
+    if text.count(".") >= 16:
+        text = _DOTTED_RUN.sub(lambda run: " " * len(run.group(0)), text)
+    return text
+
+
+class _HostNameRecognizer(PatternRecognizer):
+    """The company's host-name patterns, kept out of long blobs (:func:`without_long_runs`)."""
+
+    def analyze(
+        self,
+        text: str,
+        entities: list[str],
+        nlp_artifacts: NlpArtifacts | None = None,
+        regex_flags: int | None = None,
+    ) -> list[RecognizerResult]:
+        results: list[RecognizerResult] = super().analyze(
+            without_long_runs(text), entities, nlp_artifacts, regex_flags
+        )
+        return results
+
+
 class PublicHostUrlRecognizer(UrlRecognizer):
     """Presidio's URL recogniser, less bare host names of well-known public services.
 
@@ -166,6 +292,16 @@ class PublicHostUrlRecognizer(UrlRecognizer):
         self._public = _Domains(public_domains)
         super().__init__(supported_language=supported_language)
 
+    # Top-level domains that bare host names of two labels are written with; a two-letter
+    # country code is always one.
+    HOST_TOP_LEVEL_DOMAINS: frozenset[str] = frozenset(
+        {
+            "com", "org", "net", "edu", "gov", "mil", "int", "info", "biz", "io", "ai", "app",
+            "dev", "cloud", "online", "site", "tech", "xyz", "example", "local", "corp",
+            "internal", "lan", "intra", "intranet", "test", "localhost", "home", "office",
+            "email", "company", "global", "group", "systems", "network", "solutions",
+        }
+    )  # fmt: skip
     # File names whose extension is also a top-level domain ("backup.sh", "README.md").
     FILE_EXTENSIONS: frozenset[str] = frozenset(
         {"sh", "py", "pl", "md", "ps", "rs", "so", "cs", "ts", "js", "rb", "go", "in", "am", "mp"}
@@ -182,7 +318,7 @@ class PublicHostUrlRecognizer(UrlRecognizer):
         host name ("auth.cl" of "auth.client", "cert.pe" of "cert.pem") or that are a file
         name ("backup.sh")."""
         results: list[RecognizerResult] = super().analyze(
-            text,
+            without_long_runs(text),
             entities,
             nlp_artifacts,
             regex_flags,
@@ -202,8 +338,18 @@ class PublicHostUrlRecognizer(UrlRecognizer):
             # The top-level domain was the start of a longer label: a host only when more
             # labels follow ("pc-12.corp.no|rthwind.example"), not a word ("auth.cl|ient").
             return bool(re.match(r"[a-z0-9-]*(?:\.[a-z0-9-]+)+(?:[:/]\S*)?$", remainder, re.I))
-        labels = text[start:end].split("/")[0].split(".")
-        return not (len(labels) == 2 and labels[-1].casefold() in self.FILE_EXTENSIONS)
+        labels = text[start:end].split("/")[0].split(":")[0].split(".")
+        if len(labels) == 2 and labels[-1].casefold() in self.FILE_EXTENSIONS:
+            return False
+        # Two labels ending in a long generic top-level domain are a logger's or a module's
+        # name ("mail.delivery", "auth.service"), unless a path follows.
+        top = labels[-1].casefold()
+        return not (
+            len(labels) == 2
+            and "/" not in text[start:end]
+            and len(top) > 2
+            and top not in self.HOST_TOP_LEVEL_DOMAINS
+        )
 
     def invalidate_result(self, pattern_text: str) -> bool:
         value = pattern_text.strip("\"'")
@@ -282,23 +428,39 @@ class PhishingLinkRecognizer(EntityRecognizer):
 # meeting's or a log line's, and stays).
 _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
-    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|januar|februar|märz|mai|"
-    r"juni|juli|oktober|dezember)\.?"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|"
+    # German, French, Spanish, Italian, Dutch, Portuguese
+    r"januar|j[äa]nner|februar|m[äa]rz|mai|juni|juli|oktober|dezember|"
+    r"janvier|f[ée]vrier|mars|avril|juin|juillet|ao[ûu]t|septembre|octobre|novembre|"
+    r"d[ée]cembre|enero|febrero|marzo|abril|mayo|junio|julio|agosto|se(?:p)?tiembre|octubre|"
+    r"noviembre|diciembre|gennaio|febbraio|aprile|maggio|giugno|luglio|settembre|ottobre|"
+    r"dicembre|januari|februari|maart|mei|augustus|janeiro|fevereiro|mar[çc]o|maio|junho|"
+    r"julho|setembro|outubro|dezembro)\.?"
 )
 _DATE = (
     r"(?:\d{1,2}[./-]\d{1,2}[./-](?:\d{4}|\d{2})|\d{4}[./-]\d{1,2}[./-]\d{1,2}|"
-    rf"\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?\s+{_MONTH},?\s+\d{{4}}|"
-    rf"{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}})"
+    rf"\d{{1,2}}(?:st|nd|rd|th|er|º|\.)?(?:\s+(?:of|de|di))?\s+{_MONTH},?(?:\s+(?:de|del))?"
+    rf"\s+\d{{4}}|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}})"
 )
 _BIRTH_WORDS = (
     r"date\s+of\s+birth|birth\s*date|birthdate|d\.?o\.?b\.?|born(?:\s+on)?|birthday|"
-    r"geburtsdatum|geb\.|geboren(?:\s+am)?|date\s+de\s+naissance|n[ée]e?\s+le|"
-    r"fecha\s+de\s+nacimiento|data\s+di\s+nascita|data\s+de\s+nascimento"
+    r"geburtsdatum|geburtstag|geb\.(?:\s+am)?|geboren(?:\s+am)?|date\s+de\s+naissance|"
+    r"n[ée]e?\s+le|fecha\s+de\s+nacimiento|naci(?:d[oa])?\s+el|nac[íi]\s+el|"
+    r"data\s+di\s+nascita|nat[oa]\s+il|data\s+de\s+nascimento|nascid[oa]\s+em|"
+    r"geboortedatum|geboren\s+op|data\s+urodzenia|urodzon[ya]|f[øö]dd?(?:\s+den)?|"
+    r"f[øö]dselsdato|f[öo]delsedatum|syntym[äa]aika|sz[üu]let[ée]si\s+d[áa]tum|"
+    r"do[ğg]um\s+tarihi|дата\s+рождения"
 )
+# A date of birth after its words, also when a few words of the same sentence stand between
+# ("my date of birth shows the wrong year, it should be 02/11/1975").
 DATE_OF_BIRTH_PATTERNS = [
     Pattern(
         "date_after_birth_words",
-        rf"(?<=(?<![^\W_])(?:{_BIRTH_WORDS})(?:\s+(?:is|was))?\s*[:\-]?\s*\(?)(?-i:){_DATE}(?![\w/.-]\d)",
+        # A digit or a month first (cheap), then the words before it (bounded: a long run of
+        # letters or symbols costs one pass).
+        rf"(?=\d|{_MONTH})(?<=(?<![^\W_])(?:{_BIRTH_WORDS})"
+        r"(?:[^\S\n]{1,5}[^\s\d.!?;:()]{1,30}){0,10}?[^\S\n]{0,5}[:\-,]?[^\S\n]{0,5}\(?)"
+        rf"{_DATE}(?![\w/.-]\d)",
         0.85,
     )
 ]
@@ -345,13 +507,64 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
         self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None
     ) -> list[RecognizerResult]:
         results: list[RecognizerResult] = super().analyze(text, entities, nlp_artifacts)
-        return [r for r in results if not self.jargon(r.entity_type, text[r.start : r.end])]
+        kept = []
+        for result in results:
+            pieces = self._lines_of(text, result.start, result.end)
+            for start, end in pieces:
+                if len(pieces) > 1 and (
+                    text.startswith(":", end) or self._one_english_word(text[start:end])
+                ):
+                    continue  # the next line's label or department: "Address:", "Finance"
+                if not self.jargon(result.entity_type, text[start:end]) and not (
+                    self._inside_a_token(text, start, end)
+                ):
+                    kept.append(RecognizerResult(result.entity_type, start, end, result.score))
+        return kept
+
+    def _one_english_word(self, value: str) -> bool:
+        return (
+            re.fullmatch(r"[^\W\d_]+", value) is not None
+            and self._names.is_ordinary_word(value)
+            and not self._names.is_given_name(value)
+        )
+
+    @staticmethod
+    def _lines_of(text: str, start: int, end: int) -> list[tuple[int, int]]:
+        """A span that runs over line breaks ("lombardo\ngarcia-smith", "Zugang Buchhaltung\n")
+        as one span per line, each judged on its own: no name runs over a line break."""
+        pieces = []
+        for line in re.finditer(r"[^\n]+", text[start:end]):
+            value = line.group(0)
+            left = len(value) - len(value.lstrip())
+            right = len(value.rstrip())
+            if right > left:
+                pieces.append((start + line.start() + left, start + line.start() + right))
+        return pieces
+
+    @staticmethod
+    def _inside_a_token(text: str, start: int, end: int) -> bool:
+        """The span is part of a longer token: "json" of "application/json", "admin" of
+        "svc.admin@", "Teams" of "Microsoft.Teams"."""
+        before = text[start - 1] if start > 0 else ""
+        after = text[end] if end < len(text) else ""
+        following = text[end + 1] if end + 1 < len(text) else ""
+        return (
+            (before != "" and before in "/._@=\\")
+            or (after != "" and after in "/_@=\\")
+            or (after == "." and following.isalnum())
+        )
 
     # What no name of a person or a place holds: a word of letters and digits ("db01"), "_",
-    # "=", "/", "@", a backslash ("HF_TOKEN", "Id=", "/volume1"); the password words that the
-    # model reads as names in other languages ("hasło", "mein Passwort"); a month's short form
-    # at the head of a log line ("Jun 02 09:14:51").
-    _NOT_A_NAME = re.compile(r"[_=/@\\{}<>\[\]#$%|]|[^\W\d_]\d|\d[^\W\d_]")
+    # "=", "/", "@", a backslash ("HF_TOKEN", "Id=", "/volume1"); a line break, a command-line
+    # flag or "&&" ("git log --oneline -3", "ping -c 4 gw && traceroute"); a hyphen joined to a
+    # lower-case or all-capital part ("grafana-admin", "NW-Guest", "HR-Portal", where
+    # "Jean-Luc" and "Schäfer-Lindner" stay); the password words that the model reads as names
+    # in other languages ("hasło", "mein Passwort"); a month's short form at the head of a log
+    # line ("Jun 02 09:14:51").
+    _NOT_A_NAME = re.compile(
+        r"[_=/@\\{}<>\[\]#$%|]|[^\W\d_]\d|\d[^\W\d_]|\n|(?:^|\s)--?[A-Za-z0-9]|&&|"
+        r"[^\W\d_]-(?:[a-z]|[A-Z]{2,}(?![a-z]))|\b[A-Z]{2,}-[^\W\d_]"
+    )
     _PASSWORD_WORD = re.compile(
         r"(?:(?:my|mon|ma|mein|mi|mijn|min|moje?|la|le|el|das)\s+)?"
         r"(?:kennwort|passwort|mot\s+de\s+passe|contrase[ñn]a|contrasena|senha|wachtwoord|"
@@ -361,9 +574,12 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
     _MONTH_ABBREVIATION = re.compile(r"(?:jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)", re.I)
 
     def jargon(self, entity_type: str, value: str) -> bool:
-        """True for a lower-case span of English words or short tokens (see the class), and for
-        a span no name could be (see ``_NOT_A_NAME``)."""
-        if self._NOT_A_NAME.search(value):
+        """True for a lower-case span of English words or short tokens (see the class), for a
+        span no name could be (see ``_NOT_A_NAME``), and for words of another language that no
+        name holds: their function words ("Meine", "mijn", "niet"), greetings and closings
+        ("Viele Grüße", "Cheers"), German abstract nouns ("Freischaltung"), or several lower-case
+        words none of which is a given name ("del wifi de invitados", "joindre au")."""
+        if self._NOT_A_NAME.search(value.strip()):
             return True
         if self._PASSWORD_WORD.fullmatch(value.strip()) or self._MONTH_ABBREVIATION.fullmatch(
             value.strip()
@@ -372,16 +588,40 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
         words = re.findall(r"[^\W_]+", value)
         if not words:
             return False
-        if not all(word.islower() for word in words):
-            return self._product_words(words)
+        if words_of_no_name(words, self._names):
+            return True
+        if not all(word.islower() or word.isdigit() for word in words):
+            return self._product_words(words) or (
+                entity_type == "PERSON" and self._acronym_and_words(words)
+            )
+        if self._product_words(words):
+            return True  # "floor 2"
         if entity_type == "LOCATION":
-            return all(len(word) <= 3 for word in words)
+            # short tokens ("va", "po"), or a phrase after a particle ("del portátil")
+            return all(len(word) <= 3 for word in words) or (
+                len(words) >= 2 and words[0] in NAME_PARTICLES
+            )
+        words = [word for word in words if not word.isdigit()] or words
+        if len(words) >= 2 and not any(
+            len(word) > 2 and word not in NAME_PARTICLES and self._names.is_common_given_name(word)
+            for word in words
+        ):
+            return True  # "joindre au", "van de gedeelde", "devez vérifier"
         return all(
             len(word) <= 2
             or (self._names.is_ordinary_word(word) and not self._names.is_given_name(word))
             or (len(word) <= 3 and not self._names.is_given_name(word))
             for word in words
         )
+
+    def _acronym_and_words(self, words: Sequence[str]) -> bool:
+        """An acronym beside ordinary or lower-case words ("npm ERR", "PHP Warning"), or an
+        acronym alone ("TODO", "PW"): no given name among them."""
+        acronyms = [w for w in words if w.isupper() and 2 <= len(w) <= 5]
+        if not acronyms or any(self._names.is_given_name(w) for w in words):
+            return False
+        others = [w for w in words if w not in acronyms]
+        return all(w.islower() or self._names.is_ordinary_word(w) for w in others)
 
     def _product_words(self, words: Sequence[str]) -> bool:
         """A model or a room number with English words around it ("Floor 2", "Surface Pro 9")."""
@@ -401,10 +641,10 @@ def pii_recognizers(
     dates of birth and passport numbers."""
     return [
         OfflineEmailRecognizer(supported_language=language),
-        PhoneRecognizer(supported_language=language),
+        VersionAwarePhoneRecognizer(supported_language=language),
         CreditCardRecognizer(supported_language=language),
         CaseInsensitiveIbanRecognizer(supported_language=language),
-        IpRecognizer(supported_language=language),
+        RoutableIpRecognizer(supported_language=language),
         PublicHostUrlRecognizer(public_domains, supported_language=language),
         PatternRecognizer(
             DATE_OF_BIRTH,
@@ -436,7 +676,7 @@ LOOSE_PHONE_PATTERNS = [
     Pattern(
         "digit_groups",
         r"(?<![\w.+/-])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?|\(0\)\s?)?"
-        r"\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?:\s?x\d{1,5})?(?![\w/]|[.-]\d)",
+        r"\d{2,4}(?:[\s.-]\d{2,4}){0,3}[\s.-]\d{2,6}(?:\s?x\d{1,5})?(?![\w/]|[.-]\d)",
         0.2,
     ),
     Pattern("ten_digits", r"(?<![\w.+-])\+?\d{10,12}(?![\w.]|-\d)", 0.15),
@@ -521,9 +761,15 @@ LOOSE_EMAIL_PATTERNS = [
         0.6,
     ),
 ]
+# Six bytes, not six of a longer run: a certificate's thumbprint ("3A:7F:12:...:13", twenty
+# bytes) or a version ("24124.2311.2911.3341") is no MAC address.
 MAC_PATTERNS = [
-    Pattern("mac_colon_or_dash", r"\b(?:[0-9A-F]{2}[:-]){5}[0-9A-F]{2}\b", 0.8),
-    Pattern("mac_dotted", r"\b(?:[0-9A-F]{4}\.){2}[0-9A-F]{4}\b", 0.6),
+    Pattern(
+        "mac_colon_or_dash",
+        r"(?<![0-9A-F][:-])(?<![0-9A-F])(?:[0-9A-F]{2}[:-]){5}[0-9A-F]{2}(?![:-]?[0-9A-F])",
+        0.8,
+    ),
+    Pattern("mac_dotted", r"(?<![\w.])(?:[0-9A-F]{4}\.){2}[0-9A-F]{4}(?![.\w])", 0.6),
 ]
 
 
@@ -534,7 +780,7 @@ def identifier_recognizers(
     from settings)."""
     recognizers: list[EntityRecognizer] = [
         PatternRecognizer("MAC_ADDRESS", patterns=MAC_PATTERNS, supported_language=language),
-        PatternRecognizer(
+        _NoLoginTargetEmails(
             "EMAIL_ADDRESS",
             patterns=LOOSE_EMAIL_PATTERNS,
             supported_language=language,
@@ -558,9 +804,8 @@ def identifier_recognizers(
     for entity, regexes in (("EMPLOYEE_ID", employee_ids), ("HOSTNAME", hostnames)):
         if regexes:
             patterns = [Pattern(f"{entity.lower()}_{i}", r, 0.8) for i, r in enumerate(regexes)]
-            recognizers.append(
-                PatternRecognizer(entity, patterns=patterns, supported_language=language)
-            )
+            kind = _HostNameRecognizer if entity == "HOSTNAME" else PatternRecognizer
+            recognizers.append(kind(entity, patterns=patterns, supported_language=language))
     return recognizers
 
 

@@ -328,9 +328,11 @@ def _whole_token(text: str, result: RecognizerResult) -> RecognizerResult:
     while end - start > 1 and text[end - 1] in "\"'":
         end -= 1
     result = RecognizerResult(result.entity_type, start, end, result.score)
-    while start > 0 and text[start - 1] not in _TOKEN_EDGE:
+    # A list of addresses ("localhost,10.0.0.5,.corp.example") is not one token.
+    edge = _TOKEN_EDGE + (",;" if result.entity_type == "IP_ADDRESS" else "")
+    while start > 0 and text[start - 1] not in edge:
         start -= 1
-    while end < len(text) and text[end] not in _TOKEN_EDGE:
+    while end < len(text) and text[end] not in edge:
         end += 1
     while end > start:
         last = text[end - 1]
