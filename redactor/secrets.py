@@ -47,6 +47,28 @@ from typing import Any
 from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
+from redactor.credential_words import (
+    CHANGE_FILLERS,
+    CHANGE_VERBS,
+    CODE_SOURCE_VERBS,
+    CODE_SOURCES,
+    COMPOUND_CUE_ENDINGS,
+    DEFAULT_PASSWORDS,
+    FILLERS,
+    FOREIGN_CHANGE_BEFORE,
+    FOREIGN_CHANGE_TO,
+    FOREIGN_CHANGES,
+    FOREIGN_VERBS,
+    ONE_TIME_CODE_WORDS,
+    PASSWORD_WORDS,
+    PIN_WORDS,
+    SECURITY_ANSWER_WORDS,
+    SPELLED_OUT_CUE,
+    STATE_WORDS,
+    VERBS,
+    WIFI_AND_DISK_KEY_WORDS,
+)
+
 PASSWORD = "PASSWORD"  # noqa: S105 - entity type names, not credentials  # nosec B105
 PIN = "PIN"
 BASIC_AUTH = "BASIC_AUTH"
@@ -170,20 +192,49 @@ PATTERNS: dict[str, list[Pattern]] = {
             r"[A-Za-z0-9_\-/+=.~]{16,200}",
             0.6,
         ),
-        # Other vendors' prefixed tokens: SendGrid, Hugging Face, Anthropic, Vault, SonarQube,
-        # PyPI, Sentry, Shopify, Databricks, DigitalOcean, Doppler, Linear, Postman, Atlassian.
-        Pattern(
-            "vendor_prefixed_token",
-            r"(?<![\w-])(?:SG\.[\w-]{16,32}\.[\w-]{20,64}|hf_[A-Za-z0-9]{30,}|"
-            r"sk-ant-[A-Za-z0-9_\-]{20,200}|hv[sbr]\.[A-Za-z0-9_\-]{20,200}|"
-            r"sq[upa]_[0-9a-f]{40}|pypi-AgE[A-Za-z0-9_\-]{50,}|sntry[su]_[A-Za-z0-9_=+/\-]{30,}|"
-            r"shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}|dapi[0-9a-f]{32}|do[opr]_v1_[0-9a-f]{64}|"
-            r"dp\.(?:st|sa|ct|scim|audit)\.[A-Za-z0-9_\-]{20,}|lin_api_[A-Za-z0-9]{40}|"
-            r"PMAK-[0-9a-f]{24}-[0-9a-f]{34}|ATATT3[A-Za-z0-9_\-=]{50,})(?![\w-])",
-            0.9,
-        ),
     ],
 }
+# Tokens recognised by their shape alone (a vendor's prefix and length, a product key's
+# groups): API keys, with no randomness check.
+VENDOR_TOKEN_PATTERNS: list[Pattern] = [
+    # Other vendors' prefixed tokens: SendGrid, Hugging Face, Anthropic, Vault, SonarQube,
+    # PyPI, Sentry, Shopify, Databricks, DigitalOcean, Doppler, Linear, Postman, Atlassian.
+    Pattern(
+        "vendor_prefixed_token",
+        r"(?<![\w-])(?:SG\.[\w-]{16,32}\.[\w-]{20,64}|hf_[A-Za-z0-9]{30,}|"
+        r"sk-ant-[A-Za-z0-9_\-]{20,200}|hv[sbr]\.[A-Za-z0-9_\-]{20,200}|"
+        r"sq[upa]_[0-9a-f]{40}|pypi-AgE[A-Za-z0-9_\-]{50,}|sntry[su]_[A-Za-z0-9_=+/\-]{30,}|"
+        r"shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}|dapi[0-9a-f]{32}|do[opr]_v1_[0-9a-f]{64}|"
+        r"dp\.(?:st|sa|ct|scim|audit)\.[A-Za-z0-9_\-]{20,}|lin_api_[A-Za-z0-9]{40}|"
+        r"PMAK-[0-9a-f]{24}-[0-9a-f]{34}|ATATT3[A-Za-z0-9_\-=]{50,})(?![\w-])",
+        0.9,
+    ),
+    # More vendors: Docker Hub, Grafana, New Relic, Google OAuth, Tailscale, Mailgun,
+    # Bitbucket, age, Pulumi, Supabase, Figma, Groq, Replicate, Perplexity, xAI, NuGet,
+    # RubyGems, PlanetScale, Dynatrace, Terraform Cloud, Mapbox secret, Notion, Airtable,
+    # JFrog, Heroku, Azure AD client secrets ("xxx8Q~...").
+    Pattern(
+        "more_vendor_tokens",
+        r"(?<![\w-])(?:dckr_pat_[\w-]{27,}|glc_[A-Za-z0-9+/=_-]{32,400}|glsa_\w{32}_[0-9a-f]{8}"
+        r"|NR(?:AK|JS|II)-[A-Z0-9]{27}|GOCSPX-[\w-]{28}|ya29\.[\w-]{20,}|1//0[\w-]{40,}|"
+        r"tskey-(?:api|auth|client|webhook)-[\w-]{10,}|key-[0-9a-f]{32}|ATBB[A-Za-z0-9_=.-]{32,}"
+        r"|AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}|pul-[0-9a-f]{40}|"
+        r"sbp_[0-9a-f]{40}|figd_[\w-]{40,}|gsk_[A-Za-z0-9]{48,}|r8_[A-Za-z0-9]{37}|"
+        r"pplx-[0-9a-f]{48}|xai-[A-Za-z0-9]{64,}|oy2[a-z0-9]{43}|rubygems_[0-9a-f]{48}|"
+        r"pscale_(?:tkn|pw|oauth)_[\w.-]{32,64}|dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}|"
+        r"[A-Za-z0-9]{14}\.atlasv1\.[\w=-]{60,70}|sk\.eyJ[\w-]{20,}\.[\w-]{20,}|"
+        r"secret_[A-Za-z0-9]{43}|ntn_\d{11}[A-Za-z0-9]{35}|pat[A-Za-z0-9]{14}\.[0-9a-f]{64}|"
+        r"AKCp[A-Za-z0-9]{69}|HRKU-[\w-]{36,}|[\w~.-]{3}\dQ~[\w~.-]{31,34})(?![\w~-])",
+        0.9,
+    ),
+    # A Windows or Office product key: five groups of five letters and digits.
+    Pattern(
+        "product_key",
+        r"(?<![\w-])(?=(?:[A-Z-]{0,28}\d){3})(?=(?:[0-9-]{0,28}[A-Z]){3})"
+        r"[A-Z0-9]{5}(?:-[A-Z0-9]{5}){4}(?![\w-])",
+        0.85,
+    ),
+]
 
 SECRET_KEY_ENTITIES: frozenset[str] = frozenset({*PATTERNS, PASSWORD, PIN, BASIC_AUTH})
 
@@ -227,6 +278,14 @@ def key_recognizers(language: str) -> list[EntityRecognizer]:
                 name=f"{entity.title().replace('_', '')}Recognizer",
             )
         )
+    recognizers.append(
+        PatternRecognizer(
+            supported_entity=API_KEY,
+            patterns=VENDOR_TOKEN_PATTERNS,
+            supported_language=language,
+            name="VendorTokenRecognizer",
+        )
+    )
     return recognizers
 
 
@@ -234,39 +293,21 @@ def key_recognizers(language: str) -> list[EntityRecognizer]:
 # Values after words: config assignments, chat sentences, PINs, headers and shell commands
 
 
-# The password words of English (with the abbreviations people type) and of other common
-# languages. Longest first where one is the start of another.
-KEY_WORDS_OF_PASSWORDS = (
-    r"pass\s?words?|pass-word|passwd|pass[\s-]?phrase|phrase\s+(?:secr[èe]te|de\s+passe)|"
-    r"frase\s+(?:secreta|de\s+contrase[ñn]a|de\s+paso)|wachtzin|"
-    r"pwrd|pword|pwd|pw|p/word|p/w|p\.w\.|"
-    r"p\sa\ss\ss\sw\so\sr\sd|pass|kennwort|passwort|mot\s+de\s+passe|mdp|"
-    r"contrase[ñn]a|clave|senha|wachtwoord|l[öo]senord|salasana|has[łl]o|"
-    r"parola(?:\s+d'ordine)?|heslo|jelsz[óo]|adgangskode|passord|пароль|"
-    r"(?:wi-?fi|wlan|wpa2?|wep|network|bitlocker|recovery)\s+key"
+# The password words of every language in :mod:`redactor.credential_words`, the keys that are
+# passwords (Wi-Fi and recovery keys), and "password" spelled out letter by letter.
+KEY_WORDS_OF_PASSWORDS = "|".join(
+    [*PASSWORD_WORDS.values(), WIFI_AND_DISK_KEY_WORDS, SECURITY_ANSWER_WORDS, SPELLED_OUT_CUE]
 )
-# After these a value needs no verb ("password Hunter2x!") when it looks like a password;
-# "pass" is left out ("pass 2 of 3", "pass the ticket").
+# After these a value needs no verb ("password Hunter2x!") when it looks like a password.
 _NO_VERB_WORDS = re.compile(
-    r"pass\s?words?|passwd|pwrd|pword|pwd|pw|p/w|p\.w\.|p/word|kennwort|passwort|"
-    r"contrase[ñn]a|senha|wachtwoord|l[öo]senord|salasana|has[łl]o|heslo|jelsz[óo]|passord|"
-    r"pass|пароль",
+    rf"{PASSWORD_WORDS['en']}|kennwort|passwort|mot\s+de\s+passe|mdp|contrase[ñn]a|senha|"
+    r"wachtwoord|l[öo]senord|salasana|has[łl]o|heslo|jelsz[óo]|passord|[şs]ifre|пароль|psk|"
+    rf"{SPELLED_OUT_CUE}",
     re.IGNORECASE,
 )
 # Verbs between the words and the value, in the languages above.
-_VERBS = (
-    r"is\s+set\s+to|was\s+set\s+to|changed\s+to|reset\s+to|is|was|ist|lautet|war|est|"
-    r"était|es|era|é|è|on|oli|är|var|er|je|jest|to"
-)
-# Verbs that are other words in English ("password on the laptop", "pass to"): only after the
-# word of their own language.
-_FOREIGN_VERBS: dict[str, str] = {
-    "on": "salasana", "oli": "salasana", "es": "contrase|clave|frase",
-    "era": "contrase|clave|senha|frase",
-    "war": "passwort|kennwort", "var": "l[öo]senord", "er": "passord|adgangskode",
-    "je": "heslo", "to": "has[łl]o", "é": "senha|password", "è": "password|parola",
-    "est": "mot|mdp|phrase", "était": "mot|mdp|phrase",
-}  # fmt: skip
+_VERBS = "|".join([r"is\s+called|was\s+called|is\s+named|was\s+named", *VERBS.values()])
+_FOREIGN_VERBS = FOREIGN_VERBS
 # Nouns that make the password word part of another thing ("password policy", "key ID").
 _COMPOUND_NOUNS: frozenset[str] = frozenset(
     {
@@ -274,19 +315,35 @@ _COMPOUND_NOUNS: frozenset[str] = frozenset(
         "expiry", "expiration", "length", "requirements", "rules", "change", "prompt", "page",
         "portal", "history", "complexity", "strength", "vault", "file", "protected", "box",
         "screen", "dialog", "window", "form", "attempts", "age", "setting", "settings",
+        "question", "questions",
     }
 )  # fmt: skip
-_ADVERBS = r"(?:now|still|currently|actually|just|also|then|simply|literally|again)"
+_ADVERBS = rf"(?:{FILLERS})"
 
 # The word starts a token, or follows "_", "-", a quote or a bracket ("DB_PASSWORD",
-# "--password", '"password"'), never a symbol inside a value ("R3gistry!Pass").
+# "--password", '"password"') or an escaped line break in a logged string ("\npassword"), never
+# a symbol inside a value ("R3gistry!Pass"). The password words of German, Dutch and the
+# Nordic languages also end compounds ("Gerätepasswort", "adminwachtwoord").
+_ESCAPED_BREAK = r"(?<=\\[nrt])"
+_ESCAPED_LINE_BREAK = re.compile(r"\\[nrt]")
 _PASSWORD_CUE = re.compile(
-    rf"(?<![^\s\"'`(\[{{<,;>_*=-])(?P<kw>{KEY_WORDS_OF_PASSWORDS})(?!\w)", re.IGNORECASE
+    rf"(?:(?<![^\s\"'`(\[{{<,;>_*=-])|{_ESCAPED_BREAK})(?P<kw>{KEY_WORDS_OF_PASSWORDS})(?!\w)"
+    rf"|(?<=[^\W\d_])(?P<compound>{COMPOUND_CUE_ENDINGS})(?!\w)",
+    re.IGNORECASE,
 )
+# "key" alone, in a sentence about a Wi-Fi network: "WLAN für Besucher: SSID ACME-Guest,
+# Schlüssel Gast-WLAN-2024!", "guest wifi, key: Sunny-Meadow-42".
+_WIFI_KEY_CUE = re.compile(
+    r"(?<![^\W_])(?P<kw>key|passkey|schl[üu]ssel|cl[ée]|clave|sleutel|chiave|nyckel|n[øo]gle)"
+    r"(?![^\W_])",
+    re.IGNORECASE,
+)
+_WIFI_WORDS = re.compile(r"wi-?fi|wlan|ssid|wpa|wireless|hotspot|guest\s+network", re.IGNORECASE)
 # A key or token after its word with no verb, when it is long and random ("the auth token
-# 4e7d1a9c..."), and an environment entry written as a name and a value on two lines.
+# 4e7d1a9c...", "secret_access_key Zp4n..." in a command line), and an environment entry
+# written as a name and a value on two lines.
 _KEY_CUE = re.compile(
-    r"(?<![\w$])(?:api[_\s-]?key|api[_\s-]?token|auth[_\s-]?token|access[_\s-]?token|"
+    r"(?<![^\W_]|\$)(?:api[_\s-]?key|api[_\s-]?token|auth[_\s-]?token|access[_\s-]?token|"
     r"access[_\s-]?key|secret[_\s-]?key|client[_\s-]?secret|token|secret)(?!\w)"
     r"(?:\s+(?:is|was))?[ \t]+(?P<value>[^\s\"'`]{16,200})",
     re.IGNORECASE,
@@ -295,7 +352,7 @@ _NAME_THEN_VALUE = re.compile(
     r"\bname:[ \t]*[\"']?(?P<name>[\w.\-]{2,80})[\"']?[ \t]*\r?\n[ \t]*value:[ \t]*",
 )
 _VERB_AT = re.compile(
-    rf"(?:^|(?<=\s))(?P<verb>{_VERBS})(?:\s+{_ADVERBS})?(?=\s|$)\s*:?"
+    rf"(?:^|(?<=\s))(?P<verb>{_VERBS})(?:\s+{_ADVERBS}){{0,3}}(?=\s|$)\s*:?"
     r"|(?P<sign>[:=])",
     re.IGNORECASE,
 )
@@ -331,6 +388,13 @@ _ASIDE_THEN_VERB = re.compile(
     r"(?=[ \t]+(?:is|was|ist|lautet|war|est|es|era|é|è|är|var|er|je|jest)[ \t])",
     re.IGNORECASE,
 )
+# A negation between the word and its verb: "the password is not", "password never was".
+_NEGATION = re.compile(
+    r"\b(?:not|n't|never|no|nicht|kein|pas|jamais|nunca|niet|geen|non|nie)\b|[=]", re.IGNORECASE
+)
+# After the password word, a remark that may hold commas, then a colon or a dash and a space, on
+# the same line and in the same sentence.
+_LATE_SIGN = re.compile(r"(?P<remark>[^\n.!?:=]{1,80}?)(?:\s?:|\s[-–])[ \t]+(?=\S)")
 _DASH_SIGN = re.compile(r"\s+[-–]\s+(?=\S)")
 
 # "the word tulip then 1987", "the letters abc then the numbers 4455", "orange followed by 2468"
@@ -355,15 +419,54 @@ _XML_KEY_VALUE = re.compile(
     r"""(?P<q>["'])(?P<value>[^"'\n]{0,200})(?P=q)""",
     re.IGNORECASE,
 )
+# Configuration directives that take a password after a space: Redis' requirepass and
+# masterauth, kickstart's rootpw, keepalived's auth_pass, Cisco IOS' enable secret, username ...
+# password/secret, SNMP community, pre-shared and TACACS/RADIUS keys. At the start of a line.
+_DIRECTIVE = re.compile(
+    r"^[ \t]*(?:requirepass|masterauth|rootpw(?:[ \t]+--plaintext)?|auth_pass|"
+    r"enable[ \t]+(?:secret|password)|username[ \t]+\S+(?:[ \t]+privilege[ \t]+\d+)?[ \t]+"
+    r"(?:password|secret)|snmp-server[ \t]+community|(?:ikev[12][ \t]+)?pre-shared-key"
+    r"(?:[ \t]+(?:local|remote|address[ \t]+\S+))?|crypto[ \t]+isakmp[ \t]+key|"
+    r"(?:tacacs|radius)-server[ \t]+key|key-string)(?:[ \t]+[0-9])?[ \t]+(?P<value>(?!--)\S+)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A quoted name, then its value, in code: define('DB_PASSWORD', 'x'), $cfg['password'] = 'x',
+# os.environ["API_TOKEN"] = "x", ENV['SECRET'] = 'x', props.put("password", "x").
+_QUOTED_NAME_VALUE: tuple[re.Pattern[str], ...] = (
+    # a call's first two arguments: define('DB_PASSWORD', 'x'), setenv("TOKEN", "x")
+    re.compile(
+        r"""\(\s*(?P<q1>["'])(?P<name>[A-Za-z_][\w.\-]{0,80})(?P=q1)\s*,\s*"""
+        r"""(?P<q2>["'])(?P<value>[^"'\n]{1,200})(?P=q2)"""
+    ),
+    # an index or an arrow: $cfg['password'] = 'x', ENV["API_TOKEN"] = "x", 'password' => 'x'
+    re.compile(
+        r"""(?P<q1>["'])(?P<name>[A-Za-z_][\w.\-]{0,80})(?P=q1)\s*(?:\]\s*=|=>)\s*"""
+        r"""(?P<q2>["'])(?P<value>[^"'\n]{1,200})(?P=q2)"""
+    ),
+)
+# A line of a PostgreSQL password file: host:port:database:user:password.
+_PGPASS_LINE = re.compile(
+    r"^[ \t]*[\w.*-]+:(?:\d{1,5}|\*):[\w.*-]+:[\w.*@-]+:(?P<value>[^\s:][^\s]*)[ \t]*$",
+    re.MULTILINE,
+)
 _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 _PASSWORD_NAME_WORDS: frozenset[str] = frozenset(
     {
         "password", "passwd", "pwd", "pw", "pass", "passphrase", "pword", "pwrd", "kennwort",
         "passwort", "contrasena", "senha", "wachtwoord", "losenord", "salasana", "haslo",
+        "psk", "pswd", "psw", "passcode", "keymaterial", "masterauth", "requirepass",
     }
 )  # fmt: skip
-_PASSWORD_NAME_ENDINGS = ("password", "passwd", "passphrase")
+_PASSWORD_NAME_ENDINGS = ("password", "passwd", "passphrase", "pass_phrase", "keymaterial")
+# Names of a key whose value is a password ("keyMaterial" of a Wi-Fi profile, "pre_shared_key").
+_PASSWORD_NAME_PAIRS: frozenset[str] = frozenset(
+    {"key material", "shared key", "wifi key", "wpa key", "wlan key", "network key"}
+)
+# Names of a session cookie or an HTTP authentication value: their value is a credential when
+# it looks random ("sessionid=8f2k...", "_auth = ZGVw...", "connect.sid=s%3A...").
+_SESSION_NAME_ENDINGS = ("sessionid", "sessid", "session", "session_id", "_auth", "basic_auth",
+                         "http_auth", "proxy_auth", "authkey", "auth_key")  # fmt: skip
 _KEY_NAME_WORDS: frozenset[str] = frozenset({"token", "secret", "apikey", "credential", "creds"})
 _KEY_NAME_PAIRS: frozenset[str] = frozenset(
     {
@@ -377,24 +480,66 @@ _KEY_NAME_PAIRS: frozenset[str] = frozenset(
 _NAME_TAILS: frozenset[str] = frozenset({"base", "value", "b64", "hex", "plain", "raw", "str"})
 _PIN_NAME_WORDS: frozenset[str] = frozenset({"pin", "passcode", "pincode"})
 
-# PINs, passcodes and one-time codes: the words, then digits.
+# PINs, passcodes and one-time codes: the words (any language, see
+# :mod:`redactor.credential_words`), then their verb or sign, then digits. Four kinds of cue:
+# a PIN's words ("pin", "door code", "SIM-PIN", "pincode"), a one-time code's ("verification
+# code", "OTP", "Bestätigungscode", "code de vérification"), "the code for the X", and "the
+# code" alone, which also names errors and so needs more (see ``CredentialRecognizer._pins``).
 _PIN_CUE = re.compile(
-    rf"{_START}(?P<kw>(?:sim\s+|voicemail\s+|windows\s+hello\s+|card\s+|door\s+)?"
-    r"pin(?:\s?code)?|passcode|pass\s+code|puk|door\s+code|alarm\s+code|access\s+code|"
-    r"entry\s+code|unlock\s+code|gate\s+code|lock\s+code|safe\s+code|verification\s+code|"
-    r"confirmation\s+code|one[-\s]time\s+(?:code|password|passcode|pin)|otp|"
-    r"(?:mfa|2fa|sms|auth|authenticator|login|sign-in)\s+code|security\s+code|cvv2?|cvc|"
-    r"(?P<otp>authenticator(?:\s+app)?|(?:mfa|2fa|totp)(?:\s+token)?)|"
-    r"code\s+(?:for|to|of)\s+(?:the\s+|my\s+)?[\w-]+(?:\s+[\w-]+)?|"
+    rf"(?:{_START}|{_ESCAPED_BREAK})(?P<kw>(?P<pin>{PIN_WORDS})|"
+    rf"(?P<otp>{ONE_TIME_CODE_WORDS})|"
+    r"(?P<app>authenticator(?:\s+app)?|(?:mfa|2fa|totp)(?:\s+token)?)|"
+    r"(?P<forcode>code\s+(?:for|to|of)\s+(?:the\s+|my\s+)?[\w-]+(?:\s+[\w-]+)?)|"
     r"(?P<bare>(?:(?<=\bthe\s)|(?<=\bmy\s)|(?<=\byour\s)|(?<=\bthis\s)|(?<=\bthat\s)|"
-    r"(?<=\ba\s)|(?<=\bnew\s))code))(?![^\W_])"
-    r"(?P<link>(?:\s+[^\s\d:=]+){1,4}?\s+(?:is|was)\s+(?:now\s+)?|(?:\s+[^\s\d:=]+){1,3}?:\s*|"
-    r"\s*(?:(?:is|was|:|=|-)\s*(?:now\s+)?)?)"
-    # A code in groups ("482 913", "48-29-13", "4829 1375"), or one run of digits.
-    r"(?P<value>\d{2,4}(?P<sep>[ -])\d{2,4}(?:(?P=sep)\d{2,4}){0,2}(?![ -]?\d)|\d{3,10}#?)"
-    r"(?![\w.,/:-]\d|[\w/-])",
+    r"(?<=\ba\s)|(?<=\bnew\s))codes?))(?![^\W_])",
     re.IGNORECASE,
 )
+# An app, a device or a message that shows a code: "the authenticator shows 305 718", "the sms I
+# got has 5512 03 in it".
+_CODE_SOURCE = re.compile(
+    rf"{_START}(?:{CODE_SOURCES})(?P<words>(?:[ \t]+[^\s\d.,;:!?]+){{0,3}}?)[ \t]+"
+    rf"(?:{CODE_SOURCE_VERBS})(?!\w)(?:[ \t]+(?:me|now|just|still|only))?[ \t]*:?[ \t]*",
+    re.IGNORECASE,
+)
+# A code: digits in groups ("482 913", "48-29-13"), digits spaced out one by one ("4 8 2 9",
+# "4 - 8 - 2 - 1"), or one run of digits; recovery codes also of letters and digits
+# ("8h3k-29dm"). Never the start of a longer number, a date or a version.
+_CODE_VALUE = re.compile(
+    r"(?P<value>\d{2,4}(?P<sep>[ -])\d{2,4}(?:(?P=sep)\d{2,4}){0,2}(?![ -]?\d)|"
+    r"\d(?:[ ]?[-.][ ]?\d|[ ]\d){3,9}(?!\d)|\d{3,10}\#?)"
+    r"(?![\w.,/:-]\d|[\w/-])"
+)
+_ALNUM_CODE = re.compile(
+    r"(?P<value>(?=[a-z0-9-]*\d)(?=[a-z0-9-]*[a-z])[a-z0-9]{4,5}-[a-z0-9]{4,5})(?![\w-])",
+    re.IGNORECASE,
+)
+# More codes of a list after the first: "8342 1907, 5521 6038 and 7788 9900".
+_NEXT_IN_LIST = re.compile(r"\s*(?:,|;|/|&|\band\b|\bor\b|\bund\b|\bet\b|\by\b|\ben\b)\s*",
+                           re.IGNORECASE)  # fmt: skip
+# Words after the digits that make them a count, not a code ("12 34 digits long", "3 tries").
+_UNIT_AFTER = re.compile(
+    r"\s*(?:digits?|characters?|chars?|letters?|numbers?|times?|tries|attempts?|minutes?|mins?|"
+    r"hours?|days?|seconds?|secs?|%|ziffern|stellen|zeichen|versuchen?|chiffres|caract[èe]res|"
+    r"d[íi]gitos|caracteres|cijfers|tekens|cifre|caratteri|cyfr|znak[óo]w)\b",
+    re.IGNORECASE,
+)
+# Words near "the code" that say it is an error's or a program's, not a one-time code.
+_ERROR_CONTEXT = re.compile(
+    r"\b(?:error|errors|exit|exited|status|http|return(?:ed|s)?|fault|event|reason|result|"
+    r"response|hresult|err|stop|bug|crash|fehler(?:code)?|erreur|fout(?:code)?|errore|erro|"
+    r"b[łl][ąa]d|zip|postal|post|area|country|source|qr|bar|promo|discount|coupon)\b",
+    re.IGNORECASE,
+)
+# Words near "the code" that say it was sent or shown for a sign-in.
+_ONE_TIME_CONTEXT = re.compile(
+    r"\b(?:sent|send|texted|text|sms|got|get|received|receive|gave|give|emailed|e-?mail|mail|"
+    r"app|authenticator|phone|login|log\s+in|sign(?:ing)?[\s-]?in|verify|verification|"
+    r"confirm|expired?|expires|timed\s+out|valid|mfa|2fa|otp|one[-\s]time|reçu|erhalten|"
+    r"recibido|ontvangen|ricevuto|recebido)\b",
+    re.IGNORECASE,
+)
+# Eight digits starting "80", as Windows error codes are written without "0x" ("80070005").
+_WINDOWS_ERROR = re.compile(r"80[0-9a-f]{6}", re.IGNORECASE)
 
 # "the code is 404 503" names HTTP statuses, not a one-time code.
 _HTTP_STATUS_CODES: frozenset[str] = frozenset(
@@ -409,61 +554,183 @@ _HTTP_STATUS_CODES: frozenset[str] = frozenset(
 _SHELL_VALUE = (
     r"""(?:'(?P<sq>[^'\n]{1,200})'|"(?P<dq>[^"\n]{1,200})"|(?P<value>[^\s'"|;&<>][^\s|;&<>]*))"""
 )
+# The rest of the command line up to the flag (bounded, so that a long line without the flag
+# costs one pass, not one per position).
+_THEN = r"[^\n|;&]{0,400}?\s"
 _SHELL_RULES: tuple[re.Pattern[str], ...] = tuple(
     re.compile(rule, re.IGNORECASE)
     for rule in (
         # curl/wget/http -u user:password, --user user:password, --user=user:password
-        r"\b(?:curl|wget|http|https|httpie)\b[^\n|;&]*?\s(?:-u\s*|--user[=\s]\s*)"
+        r"\b(?:curl|wget|http|https|httpie)\b[^\n|;&]{0,400}?\s(?:-u\s*|--user[=\s]\s*)"
         r"['\"]?[^\s:'\"]+:(?=[^\s'\"])" + _SHELL_VALUE,
-        # mysql -pPASSWORD (only glued: "-p dbname" prompts and names a database)
-        r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mariadb(?:-dump)?)\b"
-        r"[^\n|;&]*?\s-p(?=[^\s])" + _SHELL_VALUE,
+        # httpie -a user:password, lftp -u user,password
+        r"\b(?:http|https|httpie)\b" + _THEN + r"(?:-a|-A|--auth)[=\s]\s*['\"]?[^\s:'\"]+:"
+        r"(?=[^\s'\"])" + _SHELL_VALUE,
+        r"\blftp\b" + _THEN + r"-u\s*['\"]?[^\s,'\"]+,(?=[^\s'\"])" + _SHELL_VALUE,
+        # mysql -pPASSWORD (only glued and lower-case: "-p dbname" prompts, "-P3306" is a port),
+        # and 7-Zip's -pPASSWORD
+        r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mariadb(?:-dump)?|7z[ar]?)\b"
+        + _THEN
+        + r"(?-i:-p)(?=[^\s])"
+        + _SHELL_VALUE,
         # tools whose -p/-a takes the password as the next word
         r"\b(?:sshpass|mongo|mongosh|mongodump|mongorestore|(?:docker|podman|buildah|helm\s+"
         r"registry|oras|skopeo)\s+login|az\s+login|Connect-\w+|sqlcmd|bcp)\b"
-        r"[^\n|;&]*?\s(?:-p|-P|--password|-Password)\s+" + _SHELL_VALUE,
-        r"\bredis-cli\b[^\n|;&]*?\s-a\s+" + _SHELL_VALUE,
-        # --password=x, --password x, --pass x, --passwd=x (not --password-stdin / --password-file)
-        r"(?<!\S)--(?:password|passwd|pass|pwd|pw|db-password|admin-password)(?:=|\s+)"
+        r"[^\n|;&]{0,400}?\s(?:-p|-P|--password|-Password)\s+" + _SHELL_VALUE,
+        r"\b(?:rdesktop|psexec(?:64)?|paexec|cqlsh)\b" + _THEN + r"(?-i:-p)\s+(?!-)" + _SHELL_VALUE,
+        r"\b(?:ipmitool|mosquitto_(?:pub|sub|rr)|zip|unzip|osql|isql)\b"
+        + _THEN
+        + r"(?-i:-P)\s+(?!-)"
         + _SHELL_VALUE,
-        # openssl -pass pass:x, -passin pass:x, -passout pass:x, -k x
+        r"\b(?:plink|pscp|psftp|putty|kitty)\b" + _THEN + r"-pw\s+" + _SHELL_VALUE,
+        r"\bredis-cli\b" + _THEN + r"-a\s+" + _SHELL_VALUE,
+        r"\binflux\b" + _THEN + r"-password\s+" + _SHELL_VALUE,
+        # the LDAP tools' -w (lower-case: -W prompts)
+        r"\bldap(?:search|modify|add|delete|modrdn|compare|passwd|whoami|exop|url)\b"
+        + _THEN
+        + r"(?-i:-w)\s*"
+        + _SHELL_VALUE,
+        # SNMP community strings and v3 passphrases (not the default "public")
+        r"\bsnmp(?:walk|get|getnext|set|bulkwalk|bulkget|trap|table|test|df|status)\b"
+        + _THEN
+        + r"(?-i:-[cAX])\s*(?!public\b)"
+        + _SHELL_VALUE,
+        # --password=x, --http-password x, --passphrase x (not --password-stdin, --password-file)
+        r"(?<!\S)--(?:[a-z0-9]+-)*(?:password|passwd|pass|pwd|pw|passphrase)(?:=|\s+)"
+        + _SHELL_VALUE,
+        # PowerShell's -Password, -AccountPassword, -NewPassword x (a SecureString is read below)
+        r"(?<!\S)-(?:\w*Password|Passphrase)\s+(?![(\-])" + _SHELL_VALUE,
+        # Windows tools' /p:x, /pass:x, /password:x (FreeRDP, cmdkey, wmic, WinSCP) and /rp x
+        r"(?<!\S)/(?:p|pass|password|pwd)[:=](?=[^\s])" + _SHELL_VALUE,
+        r"\bschtasks\b" + _THEN + r"/rp\s+(?=[^\s/*])" + _SHELL_VALUE,
+        # openssl -pass pass:x, -passin pass:x, -passout pass:x; keytool's -storepass x
         r"(?<!\S)-pass(?:in|out)?\s+pass:" + _SHELL_VALUE,
-        r"\bsmbclient\b[^\n]*?\s-U\s*[^\s%]+%" + _SHELL_VALUE,
-        r"\bnet\s+use\b[^\n]*?/user:\S+\s+(?=[^\s/*])" + _SHELL_VALUE,
+        r"(?<!\S)-(?:store|key|srcstore|deststore|srckey|destkey)pass\s+(?!:)" + _SHELL_VALUE,
+        # Samba's -U user%password (smbclient, rpcclient, smbmap, net rpc...)
+        r"(?<!\S)-U\s*['\"]?[^\s%'\"]+%" + _SHELL_VALUE,
+        r"\bnet\s+use\b[^\n]{0,400}?/user:\S+\s+(?=[^\s/*])" + _SHELL_VALUE,
         r"\bnet\s+user\s+\S+\s+(?=[^\s/*])" + _SHELL_VALUE,
         r"\bhtpasswd\s+(?:-\w+\s+)*-[a-zA-Z]*b[a-zA-Z]*\s+(?:-\w+\s+)*\S+\s+\S+\s+" + _SHELL_VALUE,
         r"\becho\s+(?=\S)" + _SHELL_VALUE + r"\s*\|\s*sudo\b[^\n|]*\s-S\b",
+        r"\becho\s+(?=\S)" + _SHELL_VALUE + r"\s*\|\s*(?:sudo\s+)?passwd\b[^\n|]*--stdin",
         r"\bConvertTo-SecureString\s+(?:-String\s+)?" + _SHELL_VALUE + r"\s+-AsPlainText",
-        r"\bchpasswd\b.*?<<<\s*['\"]?[^\s:'\"]+:" + _SHELL_VALUE,
+        r"\bConvertTo-SecureString\s+(?:-AsPlainText\s+|-Force\s+)+(?:-String\s+)?" + _SHELL_VALUE,
+        r"\bchpasswd\b.{0,400}?<<<\s*['\"]?[^\s:'\"]+:" + _SHELL_VALUE,
+        # mysqladmin password x, rabbitmqctl add_user u x, nmcli ... password x,
+        # wpa_passphrase ssid x, db2 connect to db user u using x
+        r"\bmysqladmin\b" + _THEN + r"password\s+" + _SHELL_VALUE,
+        r"\brabbitmqctl\s+(?:add_user|change_password)\s+\S+\s+" + _SHELL_VALUE,
+        r"\bnmcli\b"
+        + _THEN
+        + r"(?:password|wifi-sec\.psk|802-11-wireless-security\.psk)\s+"
+        + _SHELL_VALUE,
+        r"\bwpa_passphrase\s+(?:'[^'\n]*'|\"[^\"\n]*\"|\S+)\s+" + _SHELL_VALUE,
+        r"\bconnect\s+to\s+\S+\s+user\s+\S+\s+using\s+" + _SHELL_VALUE,
+        # Oracle's user/password@database
+        r"\b(?:sqlplus|sqlldr|expdp|impdp|rman)\s+(?:-\w+\s+)*['\"]?[\w$#.]+/"
+        r"(?P<value>[^\s@/'\"]+)(?=@|\s|$|['\"])",
     )
+)
+# Flags that take a key or a token: the value counts when it looks random.
+_SHELL_KEY_RULES: tuple[re.Pattern[str], ...] = (
+    re.compile(
+        r"(?<!\S)--(?:[a-z0-9]+-)*(?:token|secret|api-?key|auth-?key|client-secret|access-key|"
+        r"secret-key|private-token|access-token|auth-token|oauth2-bearer)(?:=|\s+)" + _SHELL_VALUE,
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"(?<!\S)-(?:Token|Secret|ApiKey|AccessToken|ClientSecret|AuthKey)\s+(?![(\-])"
+        + _SHELL_VALUE
+    ),
 )
 # Authorization headers and header-like fields.
 _HEADER_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         BASIC_AUTH,
         re.compile(
-            r"\bauthorization['\"]?\s*[:=]\s*['\"]?basic\s+(?P<value>[A-Za-z0-9+/_\-]{6,}={0,2})",
+            r"(?:\b|(?<=\\[nrt]))authorization['\"]?\s*[:=]\s*['\"]?basic\s+"
+            r"(?P<value>[A-Za-z0-9+/_\-]{6,}={0,2})",
             re.IGNORECASE,
         ),
     ),
     (
         API_KEY,
         re.compile(
-            r"\bauthorization['\"]?\s*[:=]\s*['\"]?(?:token|apikey|api-key|key|sso-key|ssws|"
+            r"(?:\b|(?<=\\[nrt]))authorization['\"]?\s*[:=]\s*['\"]?(?:token|apikey|api-key|key|"
+            r"sso-key|ssws|"
             r"genieKey|splunk|digest)\s+(?P<value>[^\s'\"]{8,})",
             re.IGNORECASE,
         ),
     ),
 )
-# A password given before its word: "I use Mango&Kiwi55 as password", "changed it to X".
+# A password given before its word: "I use Mango&Kiwi55 as password", "Fl4sh!Gordon is my new
+# password", "Kiwi!2024 ist mein Passwort", "Soleil#12 c'est mon mot de passe". The value starts
+# its clause.
+_SECRET_NOUN = (
+    rf"(?:{PASSWORD_WORDS['en']}|{'|'.join(list(PASSWORD_WORDS.values())[1:])}|pin|passcode)"
+)
 _VALUE_BEFORE_WORD = re.compile(
     r"\b(?:use[sd]?|using|chose|set|typed?)\s+(?P<value>[^\s\"'`]{4,64})\s+as\s+(?:my\s+|the\s+"
     r"|a\s+)?(?:password|passphrase|passwd|pwd|pw|pin)\b",
     re.IGNORECASE,
 )
+_VALUE_THEN_ITS_WORD = re.compile(
+    r"(?:^|(?<=[\n,;:.!?(]\s)|(?<=[\n(]))(?P<value>[^\s\"'`]{4,64})\s+"
+    r"(?:is|was|=|would\s+be|will\s+be|ist|war|est|c'est|était|es|era|è|é|is|jest|to|är)\s+"
+    r"(?:my|the|our|his|her|your|mein|meine|das|mon|ma|le|la|mi|il|o|a|mijn|het|de|moje)\s+"
+    r"(?:(?:new|old|current|temporary|temp|default|real|actual|neues|neue|altes|alte|nouveau|"
+    r"ancien|nueva|nuevo|vieja|nieuwe|oude|nuovo|nuova)\s+)?"
+    rf"{_SECRET_NOUN}(?!\w)",
+    re.IGNORECASE,
+)
+# A password given with a change verb: "changed it to X", "I reset my password this morning to
+# X", "changed my password from X to Y", "I've set my PIN to 4471".
 _CHANGED_TO = re.compile(
-    r"\b(?:changed|set|reset|updated)\s+(?:it|my\s+password|the\s+password|my\s+pw|my\s+pwd|"
-    r"the\s+pw|my\s+pin)\s+to\s+(?P<value>[^\s\"'`]{4,64})",
+    rf"\b(?:{CHANGE_VERBS})\s+(?:it|(?:my|the|our|his|her|your|their|a)\s+(?:[\w-]+\s+)?"
+    rf"{_SECRET_NOUN})(?!\w)(?:\s+{CHANGE_FILLERS}){{0,3}}"
+    r"(?:\s+from\s+(?P<old>[^\s\"'`]{4,64}))?\s+(?:to|into|as)\s+(?P<value>[^\s\"'`]{4,64})",
+    re.IGNORECASE,
+)
+# The same in other languages: "Passwort auf X geändert" (the verb after the value), "changé
+# mon mot de passe en X", "cambié mi contraseña a X", "wachtwoord gewijzigd naar X".
+_CHANGED_TO_ABROAD = (
+    re.compile(
+        rf"(?:{_SECRET_NOUN})\s+(?:\w+\s+){{0,2}}?auf\s+(?P<value>[^\s\"'`]{{4,64}})\s+"
+        rf"{FOREIGN_CHANGES[0]}",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        rf"\b(?:{FOREIGN_CHANGE_BEFORE})\s+(?:[\w']+\s+){{0,3}}?(?:{_SECRET_NOUN})\s+"
+        rf"(?:[\w']+\s+){{0,2}}?(?:{FOREIGN_CHANGE_TO})\s+(?P<value>[^\s\"'`]{{4,64}})",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        rf"(?:{_SECRET_NOUN})\s+(?:[\w']+\s+){{0,2}}?(?:{FOREIGN_CHANGE_BEFORE})\s+"
+        rf"(?:{FOREIGN_CHANGE_TO})\s+(?P<value>[^\s\"'`]{{4,64}})",
+        re.IGNORECASE,
+    ),
+)
+_PIN_NOUN = re.compile(r"\b(?:pin|passcode)\b", re.IGNORECASE)
+_FILE_NAME = re.compile(r"\.(?:[a-z]{2,4}|\d)$|[/\\]", re.IGNORECASE)
+# "the new one is X", "the old one was X", "new one: X" once a password word was written.
+_THE_OTHER_ONE = re.compile(
+    r"\b(?:(?:the|my|and|a)\s+)?(?:new|old|current|previous|temporary|temp|default|initial|other|"
+    r"second|first|right|correct|real|actual|original|latest|last|neue|alte|nouveau|ancien|nuevo|"
+    r"nueva|nieuwe|oude)\s+(?:one|1|eins|un|uno)\b"
+    r"(?:\s+(?:is|was|would\s+be|will\s+be|should\s+be|ist|war|est|es|is)(?:\s+now)?\s*:?|\s*[:=])"
+    r"[ \t]+(?P<value>[^\s\"'`]{4,64})",
+    re.IGNORECASE,
+)
+# "it's X" once a password word was written ("I forgot my password, it's X"), or when the words
+# after it say it is one ("it's X, the same one I use for the VPN").
+_ITS = re.compile(
+    rf"(?:^|(?<=[\s,;.?!(]))(?:it'?s|it’s|it\s+is|that'?s|that\s+is)(?:\s+(?:{FILLERS}))?"
+    r"[ \t]+(?P<value>[^\s\"'`]{6,64})",
+    re.IGNORECASE,
+)
+_SAME_ONE_AFTER = re.compile(
+    r"^[,;]?\s*(?:(?:it'?s|the|my)\s+)?(?:same\s+(?:one|as|pw|password|pass)|usual\s+one|"
+    r"one\s+I\s+(?:always\s+)?use|I\s+(?:always\s+)?use\s+(?:it\s+)?(?:for|everywhere|on))",
     re.IGNORECASE,
 )
 
@@ -472,10 +739,22 @@ _DATE_OR_PATH = re.compile(r"^\d{1,4}[/.-]\d{1,2}|^https?:|^[\w.-]+\.(?:com|org|
 _VALUE_SEPARATOR = re.compile(r"[;&,](?=\s*[A-Za-z_][\w.\-]*\s*=)|,(?=\s*[\"'{])")
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "„": "“"}
 _SPACED_LETTERS = re.compile(r"(?:\S )+\S(?!\S)")
+# A password spelled with commas: "B, l, u, e, 4, 2".
+_COMMA_LETTERS = re.compile(r"(?:[^\s,],[ ]?){3,}[^\s,](?![^\s,.;!?])")
+# A password described by its pieces: "my dog's name Biscuit then 1987", "Falcon with 77 at the
+# end", "the word Tulip plus 12". A capitalised word, a joining word, then digits.
+_NAMED_THEN_DIGITS = re.compile(
+    r"(?:(?:my|the|his|her|our)\s+[^\W\d_]+(?:['’]s)?\s+(?:name|word|nickname)\s*[,:(]?\s*)?"
+    r"(?P<first>[A-Z][^\W\d_]{2,})\)?\s*,?\s+(?:then|followed\s+by|and\s+then|plus|with|\+)\s+"
+    r"(?:the\s+(?:number|year|digits?)\s+)?(?P<last>\d{1,8})(?![\w.])"
+)
+# A BitLocker recovery key: eight groups of six digits.
+_RECOVERY_KEY = re.compile(r"(?<![\d-])\d{6}(?:[- ]\d{6}){7}(?![\d-])")
 _TOKEN = re.compile(r"[^\s\"'`]+")
 _TRAILING = ",;:"
 _REFERENCE = re.compile(
-    r"^(?:\$|%|\{\{|\{%|<|\[|env\(|os\.environ|process\.env|vault:|secret:|ref\+|@Microsoft|"
+    r"^(?:\$|%|\{\{|\{%|<|\[|!(?:vault|ref|sub|getatt|secret|env_var|include|join|base64)\b|"
+    r"env\(|os\.environ|process\.env|vault:|secret:|ref\+|@Microsoft|"
     r"(?:ConvertTo|ConvertFrom|Get|Read)-\w+|[A-Za-z_][\w.]*\()",
     re.IGNORECASE,
 )
@@ -504,6 +783,9 @@ NOT_SECRETS: frozenset[str] = frozenset(
         "like", "one", "mine", "yours", "his", "her", "their", "our", "your", "its",
     }
 )  # fmt: skip
+# Words that describe a password rather than being one, in every language of
+# :mod:`redactor.credential_words` ("expired", "abgelaufen", "incorrect", "verlopen").
+_DESCRIBING: frozenset[str] = NOT_SECRETS | STATE_WORDS
 # Words that end a passphrase: what follows the secret in a sentence.
 _PHRASE_STOPS: frozenset[str] = frozenset(
     {
@@ -550,8 +832,13 @@ _PASSPHRASE_PROSE: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 _DETERMINERS: frozenset[str] = frozenset(
-    {"my", "the", "a", "an", "our", "your", "his", "her", "their", "this", "that"}
-)
+    {
+        "my", "the", "a", "an", "our", "your", "his", "her", "their", "this", "that",
+        # articles and possessives of the other languages ("le chat dort sur le tapis")
+        "le", "la", "les", "un", "une", "mon", "ma", "der", "die", "das", "ein", "eine", "mein",
+        "el", "los", "las", "uno", "una", "mi", "il", "lo", "de", "het", "een", "mijn", "o",
+    }
+)  # fmt: skip
 _PLAIN_WORD = re.compile(r"[a-zà-ÿ][a-zà-ÿ'’-]*|\d{1,8}")
 _PASSPHRASE_WORDS = re.compile(
     r"pass[\s-]?phrase|phrase\s+\S+(?:\s+passe)?|frase\s+.+|wachtzin", re.IGNORECASE
@@ -582,6 +869,27 @@ def _goes_on_phrase(word: str) -> bool:
     )
 
 
+# The function words of English sentences; text with hardly any of them had its stop words
+# removed (as some ticket exports do) or is a list of keywords.
+_FUNCTION_WORDS: frozenset[str] = frozenset(
+    {
+        "the", "a", "an", "is", "are", "was", "were", "be", "been", "am", "my", "your", "our",
+        "his", "her", "their", "i", "you", "he", "she", "we", "they", "it", "this", "that", "to",
+        "of", "in", "on", "at", "for", "and", "or", "with", "from", "me", "by", "as", "it's",
+        "i'm", "don't", "can't",
+    }
+)  # fmt: skip
+
+
+def _telegraphic(text: str) -> bool:
+    """Twelve words or more, fewer than one in eight of them a function word."""
+    words = re.findall(r"[A-Za-z']+", text)
+    if len(words) < 12:
+        return False
+    function_words = sum(word.casefold() in _FUNCTION_WORDS for word in words)
+    return function_words / len(words) < 0.125
+
+
 @dataclass(frozen=True)
 class _Span:
     entity_type: str
@@ -610,6 +918,10 @@ def _name_kind(name: str) -> str | None:
     last = parts[-1]
     if last in _PASSWORD_NAME_WORDS or lowered.endswith(_PASSWORD_NAME_ENDINGS):
         return PASSWORD
+    if len(parts) >= 2 and f"{parts[-2]} {last}" in _PASSWORD_NAME_PAIRS:
+        return PASSWORD
+    if lowered.endswith(_SESSION_NAME_ENDINGS) or (len(parts) >= 2 and last == "sid"):
+        return API_KEY
     if last in _PIN_NAME_WORDS:
         return PIN
     if last in _KEY_NAME_WORDS or lowered.endswith(("token", "secret", "apikey")):
@@ -691,7 +1003,19 @@ class CredentialRecognizer(EntityRecognizer):
             *self._pins(text),
             *self._shell(text),
             *self._headers(text),
+            *(
+                _Span(PASSWORD, m.start(), m.end(), self.PASSWORD_SCORE)
+                for m in _RECOVERY_KEY.finditer(text)
+            ),
         ]
+        if _telegraphic(text):
+            # Text stripped of its stop words ("change password hello please assist"): a value
+            # of plain words there is the next words of the text, not a password.
+            spans = [
+                span
+                for span in spans
+                if span.entity_type != PASSWORD or looks_like_password(text[span.start : span.end])
+            ]
         wanted = set(entities) if entities else set(self.ENTITIES)
         seen: set[tuple[str, int, int]] = set()
         results = []
@@ -707,8 +1031,11 @@ class CredentialRecognizer(EntityRecognizer):
     def _assignments(self, text: str) -> Iterator[_Span]:
         for match in _ASSIGNMENT.finditer(text):
             name = match.group("name")
-            if match.start() > 0 and (text[match.start() - 1].isalnum()):
-                continue
+            inside_a_word = match.start() > 0 and text[match.start() - 1].isalnum()
+            if inside_a_word and not _ESCAPED_LINE_BREAK.search(
+                text, max(0, match.start() - 2), match.start()
+            ):
+                continue  # inside a word, unless after an escaped break ("\npassword=")
             kind = _name_kind(name)
             if kind is None:
                 continue
@@ -733,6 +1060,17 @@ class CredentialRecognizer(EntityRecognizer):
                 yield from self._accept_assigned(
                     text, kind, match.start("value"), match.end("value")
                 )
+        for rule in _QUOTED_NAME_VALUE:
+            for match in rule.finditer(text):
+                kind = _name_kind(match.group("name"))
+                if kind is not None:
+                    yield from self._accept_assigned(
+                        text, kind, match.start("value"), match.end("value")
+                    )
+        for rule in (_DIRECTIVE, _PGPASS_LINE):
+            for match in rule.finditer(text):
+                start, end = self._trim(text, match.start("value"), match.end("value"))
+                yield from self._accept_assigned(text, PASSWORD, start, end)
         for match in _XML_KEY_VALUE.finditer(text):
             kind = _name_kind(match.group("name"))
             if kind is not None and match.group("value"):
@@ -757,22 +1095,48 @@ class CredentialRecognizer(EntityRecognizer):
     # -- chats and e-mails --------------------------------------------------------------------
 
     def _password_sentences(self, text: str) -> Iterator[_Span]:
+        cue_starts = []
         for cue in _PASSWORD_CUE.finditer(text):
+            cue_starts.append(cue.start())
             found = self._after_password_word(text, cue)
             if found is not None:
                 yield found
-        for rule in (_VALUE_BEFORE_WORD, _CHANGED_TO, _USER_SLASH_PASSWORD, _USER_COLON_PASSWORD):
+        for cue in _WIFI_KEY_CUE.finditer(text):
+            if not _WIFI_WORDS.search(text, max(0, cue.start() - 80), cue.start()):
+                continue  # "my key stopped working on the office door"
+            found = self._after_password_word(text, cue) or self._value_without_verb(
+                text, cue.end()
+            )
+            if found is not None and looks_like_password(text[found.start : found.end]):
+                cue_starts.append(cue.start())
+                yield found
+        rules = (
+            _VALUE_BEFORE_WORD, _VALUE_THEN_ITS_WORD, _CHANGED_TO, *_CHANGED_TO_ABROAD,
+            _USER_SLASH_PASSWORD, _USER_COLON_PASSWORD,
+        )  # fmt: skip
+        for rule in rules:
             for match in rule.finditer(text):
-                start, end = self._trim(text, match.start("value"), match.end("value"))
-                value = text[start:end]
-                if rule is _CHANGED_TO and match.group(0).casefold().split()[1] == "it":
-                    window = text[max(0, match.start() - 80) : match.end() + 80]
-                    if not _PASSWORD_NEAR.search(window):
+                groups = ("old", "value") if "old" in rule.groupindex else ("value",)
+                for group in groups:
+                    if match.group(group) is None:
                         continue
-                if rule is _USER_COLON_PASSWORD and _IMAGE_TAG.fullmatch(value):
-                    continue  # "login ... && docker pull nginx:1.25-alpine"
-                if looks_like_password(value) and not _DATE_OR_PATH.search(value):
-                    yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+                    start, end = self._trim(text, match.start(group), match.end(group))
+                    value = text[start:end]
+                    if rule is _CHANGED_TO and match.group(0).casefold().split()[1] == "it":
+                        window = text[max(0, match.start() - 80) : match.end() + 80]
+                        if not _PASSWORD_NEAR.search(window):
+                            continue
+                    if rule is _USER_COLON_PASSWORD and _IMAGE_TAG.fullmatch(value):
+                        continue  # "login ... && docker pull nginx:1.25-alpine"
+                    if (
+                        value.isdigit()
+                        and 4 <= len(value) <= 10
+                        and _PIN_NOUN.search(match.group(0))
+                    ):
+                        yield _Span(PIN, start, end, self.PIN_SCORE)  # "set my PIN to 4471"
+                    elif looks_like_password(value) and not _DATE_OR_PATH.search(value):
+                        yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        yield from self._by_reference(text, cue_starts)
         for match in _TRIED.finditer(text):
             window = text[max(0, match.start() - 100) : match.end() + 100]
             if not _PASSWORD_NEAR.search(window):
@@ -784,10 +1148,37 @@ class CredentialRecognizer(EntityRecognizer):
                 if word.casefold() not in {"and", "or"} and looks_like_password(word):
                     yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
 
+    def _by_reference(self, text: str, cue_starts: list[int]) -> Iterator[_Span]:
+        """A password named by what it replaces or by "it", once a password word was written:
+        "... and the new one is X", "my password? it's X"; or "it's X" with words after it that
+        say it is one ("it's X, the same one I use for the VPN"). The value must look like a
+        password, and for "it's" also have a lower-case letter and a digit."""
+        for match in _THE_OTHER_ONE.finditer(text):
+            if not any(start < match.start() for start in cue_starts):
+                continue
+            start, end = self._trim(text, match.start("value"), match.end("value"))
+            if looks_like_password(text[start:end]) and not _DATE_OR_PATH.search(text[start:end]):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _ITS.finditer(text):
+            start, end = self._trim(text, match.start("value"), match.end("value"))
+            value = text[start:end].rstrip(".!?")
+            end = start + len(value)
+            if not (
+                looks_like_password(value)
+                and any(c.islower() for c in value)
+                and any(c.isdigit() for c in value)
+                and not _DATE_OR_PATH.search(value)
+                and not _FILE_NAME.search(value)
+            ):
+                continue
+            cue_before = any(0 <= match.start() - s < 150 for s in cue_starts)
+            if cue_before or _SAME_ONE_AFTER.match(text[end : end + 60]):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+
     def _after_password_word(self, text: str, cue: re.Match[str]) -> _Span | None:
         position = cue.end()
-        keyword = cue.group("kw")
-        passphrase = bool(_PASSPHRASE_WORDS.fullmatch(keyword))
+        keyword = cue.group("kw") or cue.group("compound")
+        passphrase = bool(_PASSPHRASE_WORDS.search(keyword))
         # "password (case sensitive): X"
         aside = _ASIDE_THEN_SIGN.match(text, position)
         if aside:
@@ -805,15 +1196,16 @@ class CredentialRecognizer(EntityRecognizer):
         if dash:
             return self._password_value(text, dash.end(), phrase=passphrase, passphrase=passphrase)
         # The verb or sign, directly or after a few words: "my password for the vpn is X".
-        window_end = self._clause_end(text, position, limit=60)
-        words_after = text[position:window_end].split()
-        if words_after and words_after[0].casefold().strip(":=") in _COMPOUND_NOUNS:
-            return None  # "password policy is ...", "recovery key ID is ..."
+        window_end = self._clause_end(text, position, limit=80)
+        words_after = [w.casefold().strip(":=,") for w in text[position:window_end].split()[:2]]
+        if words_after and (
+            words_after[0] in _COMPOUND_NOUNS
+            or (len(words_after) == 2 and words_after[1] in _COMPOUND_NOUNS)
+        ):
+            return None  # "password policy is ...", "the password admin portal is down"
         for verb in _VERB_AT.finditer(text, position, window_end):
             between = text[position : verb.start()]
-            if len(between.split()) > 6 or re.search(
-                r"\b(?:not|n't|never|no)\b|[=]", between, re.IGNORECASE
-            ):
+            if len(between.split()) > 8 or _NEGATION.search(between) or "://" in between:
                 break
             word = (verb.group("verb") or "").casefold()
             if word in _FOREIGN_VERBS and not re.match(
@@ -838,20 +1230,56 @@ class CredentialRecognizer(EntityRecognizer):
         paren = re.compile(r"\((?P<value>[^\s()]{4,64})\)").search(text, position, window_end)
         if paren and looks_like_password(paren.group("value")):
             return _Span(PASSWORD, paren.start("value"), paren.end("value"), self.PASSWORD_SCORE)
-        # No verb: "with my password Hunter2x! and", "pwd Kx!8844mm".
+        # A remark with commas, then a colon: "le mot de passe du compte, au cas où : X". The
+        # value must look like a password, the remark has no sentence end and no negation.
+        late_sign = _LATE_SIGN.match(text, position)
+        if late_sign and not _NEGATION.search(late_sign.group("remark")):
+            found = self._password_value(text, late_sign.end(), phrase=False)
+            if found is not None and looks_like_password(text[found.start : found.end]):
+                return found
+        # No verb: "with my password Hunter2x! and", "pwd Kx!8844mm", "pass 'Nordsee#24'".
         if _NO_VERB_WORDS.fullmatch(keyword):
-            gap = re.compile(r"[ \t]+").match(text, position)
-            if gap:
-                token = _TOKEN.match(text, gap.end())
-                if token:
-                    start, end = self._trim(text, token.start(), token.end())
-                    if (
-                        looks_like_password(text[start:end])
-                        and not self._is_reference(text[start:end])
-                        and not _ANOTHER_FIELD.match(text[start:end])
-                    ):
-                        return _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+            return self._value_without_verb(text, position)
         return None
+
+    def _value_without_verb(self, text: str, position: int) -> _Span | None:
+        """The value right after a password word with no verb: quoted (any value that is no
+        reference), a word that looks like a password, or a factory default ("password admin",
+        "pass guest") at the end of its clause."""
+        gap = re.compile(r"[ \t]+").match(text, position)
+        if not gap:
+            return None
+        if gap.end() < len(text) and text[gap.end()] in "\"'`":
+            quoted = self._read_value(text, gap.end(), phrase=False)
+            if quoted is not None:
+                start, end = quoted
+                value = text[start:end]
+                if not self._is_reference(value) and not (
+                    value.casefold() in _DESCRIBING and " " not in value
+                ):
+                    return _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+            return None
+        token = _TOKEN.match(text, gap.end())
+        if not token:
+            return None
+        start, end = self._trim(text, token.start(), token.end())
+        value = text[start:end]
+        if self._is_reference(value) or _ANOTHER_FIELD.match(value):
+            return None
+        if looks_like_password(value):
+            return _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        if value.casefold() in DEFAULT_PASSWORDS and self._ends_clause(text, end):
+            return _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        return None
+
+    def _ends_clause(self, text: str, end: int) -> bool:
+        """Nothing after ``end`` but punctuation, the end, or a word that starts a new part of
+        the sentence ("... password admin on the lab vm", "... pass guest, try it")."""
+        rest = text[end:].lstrip(" \t")
+        if not rest or rest[0] in ",.;:!?)\r\n/":
+            return True
+        following = re.match(r"[^\W\d_]+(?:'[^\W\d_]+)?", rest)
+        return following is not None and following.group(0).casefold() in self._phrase_stops
 
     def _password_value(
         self, text: str, position: int, *, phrase: bool, passphrase: bool = False
@@ -864,6 +1292,9 @@ class CredentialRecognizer(EntityRecognizer):
                 return None  # "the passphrase is four random words at least"
             if clause_end is not None:
                 return _Span(PASSWORD, start, clause_end, self.PASSWORD_SCORE)
+        named = _NAMED_THEN_DIGITS.match(text, start)
+        if named:
+            return _Span(PASSWORD, named.start("first"), named.end("last"), self.PASSWORD_SCORE)
         described = _DESCRIBED.match(text, start)
         if described and described.group("rest"):
             return _Span(PASSWORD, described.start("first"), described.end(), self.PASSWORD_SCORE)
@@ -884,42 +1315,127 @@ class CredentialRecognizer(EntityRecognizer):
 
     def _pins(self, text: str) -> Iterator[_Span]:
         for match in _PIN_CUE.finditer(text):
-            digits = match.group("value").rstrip("#")
+            found = self._code_after(text, match)
+            if found is None:
+                continue
+            value_start, value_end, link = found
+            digits = text[value_start:value_end].rstrip("#")
+            count = sum(char.isdigit() for char in digits)
             keyword = match.group("kw").casefold()
-            short = keyword.startswith(("cvv", "cvc", "security"))
-            if any(match.group(g) is not None for g in ("sep", "bare", "otp")):
-                # A one-time code: six to eight digits, in groups or not; "the code" only with
-                # its verb or sign right after it ("the code 80070005 appears", "the code from
-                # the error is 80070005" name an error). Not a date written 2024-05-13.
-                count = sum(char.isdigit() for char in digits)
-                link = match.group("link").split()
-                if (
-                    short
-                    or not 6 <= count <= 8
-                    or re.fullmatch(r"\d{4}-\d{2}-\d{2}", digits)
-                    or (
-                        match.group("bare")
-                        and (
-                            not link
-                            or len(link) > 2
-                            or set(re.split(r"[ -]", digits)) <= _HTTP_STATUS_CODES
-                        )
-                    )
-                ):
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", digits) or _UNIT_AFTER.match(text, value_end):
+                continue  # a date, "12 34 digits long"
+            if match.group("pin") is not None:
+                short = keyword.startswith(("cvv", "cvc", "security"))
+                if not ((3 if short else 4) <= count <= (4 if short else 10)):
                     continue
-                yield _Span(PIN, match.start("value"), match.end("value"), self.PIN_SCORE)
-            elif (3 if short else 4) <= len(digits) <= (4 if short else 10):
-                yield _Span(PIN, match.start("value"), match.end("value"), self.PIN_SCORE)
+            elif match.group("otp") is not None:
+                if not 4 <= count <= 10:
+                    continue
+            elif match.group("app") is not None:
+                # "authenticator", "mfa": six to eight digits ("Authenticator 2024 update" stays).
+                if not 6 <= count <= 8:
+                    continue
+            elif match.group("forcode") is not None:
+                if not 3 <= count <= 10:
+                    continue
+            elif not self._one_time_code(text, match, digits, link):
+                continue
+            yield _Span(PIN, value_start, value_end, self.PIN_SCORE)
+            if keyword.endswith("codes"):
+                yield from self._more_codes(text, value_end)
+        for source in _CODE_SOURCE.finditer(text):
+            value = _CODE_VALUE.match(text, source.end())
+            if value is None:
+                continue
+            count = sum(char.isdigit() for char in value.group("value"))
+            if 6 <= count <= 8 and not _UNIT_AFTER.match(text, value.end()):
+                yield _Span(PIN, value.start("value"), value.end("value"), self.PIN_SCORE)
+
+    def _code_after(self, text: str, cue: re.Match[str]) -> tuple[int, int, str] | None:
+        """Where the code after a PIN or code word is, and the words that link them: right
+        after it ("PIN 0931", "OTP: 48 29 13"), or after its verb or sign a few words on ("the
+        PIN for the printer on floor 2 is 7731", "el PIN de la impresora es 2468", "the code
+        they sent me is 604 118")."""
+        position = cue.end()
+        sign = re.compile(r"[ \t]*(?:[:=#]|[-–](?=[ \t]))?[ \t]*").match(text, position)
+        start = sign.end() if sign else position
+        value = _CODE_VALUE.match(text, start) or _ALNUM_CODE.match(text, start)
+        if value is not None and start > position:
+            return value.start("value"), value.end("value"), text[position:start]
+        window_end = self._clause_end(text, position, limit=90)
+        keyword = cue.group("kw")
+        words_after = text[position:window_end].split()
+        if words_after and words_after[0].casefold().strip(":=") in _COMPOUND_NOUNS:
+            return None  # "PIN reset fails with 0x801c044f", "the PIN pad on floor 3"
+        for verb in _VERB_AT.finditer(text, position, window_end):
+            between = text[position : verb.start()]
+            if len(between.split()) > 10 or _NEGATION.search(between):
+                break
+            word = (verb.group("verb") or "").casefold().split()[0] if verb.group("verb") else ""
+            if word in _FOREIGN_VERBS and not re.search(
+                _FOREIGN_VERBS[word], keyword, re.IGNORECASE
+            ):
+                continue
+            if (
+                verb.group("sign")
+                and between.strip()
+                and not text[verb.end() : verb.end() + 1].isspace()
+            ):
+                continue  # "login db01:5432", "the code for room B:12"
+            after = _skip_blanks(text, verb.end())
+            value = _CODE_VALUE.match(text, after) or _ALNUM_CODE.match(text, after)
+            if value is not None:
+                return value.start("value"), value.end("value"), text[position:after]
+        return None
+
+    @staticmethod
+    def _one_time_code(text: str, cue: re.Match[str], digits: str, link: str) -> bool:
+        """Whether digits after "the code" are a one-time code: four to ten digits, after its
+        verb or sign; with more words between, words of a code that was sent or shown ("the
+        code it texted me is 482 913"); never an error's code ("the code from the error is
+        80070005", "the code is 404 503"), nor a Windows error written without "0x"."""
+        count = sum(char.isdigit() for char in digits)
+        words = link.split()
+        before = text[max(0, cue.start() - 40) : cue.start()]
+        if (
+            not 4 <= count <= 10
+            or not words
+            or set(re.split(r"[ -]", digits)) <= _HTTP_STATUS_CODES
+            or _WINDOWS_ERROR.fullmatch(digits)
+            or _ERROR_CONTEXT.search(link)
+            or _ERROR_CONTEXT.search(before)
+        ):
+            return False
+        return len(words) <= 2 or bool(_ONE_TIME_CONTEXT.search(link))
+
+    def _more_codes(self, text: str, position: int) -> Iterator[_Span]:
+        """The codes after the first in a list of backup or recovery codes."""
+        while True:
+            joint = _NEXT_IN_LIST.match(text, position)
+            if joint is None:
+                return
+            value = _CODE_VALUE.match(text, joint.end()) or _ALNUM_CODE.match(text, joint.end())
+            if value is None or _UNIT_AFTER.match(text, value.end()):
+                return
+            yield _Span(PIN, value.start("value"), value.end("value"), self.PIN_SCORE)
+            position = value.end()
 
     def _shell(self, text: str) -> Iterator[_Span]:
-        for rule in _SHELL_RULES:
-            for match in rule.finditer(text):
-                group = next(g for g in ("sq", "dq", "value") if match.group(g) is not None)
-                start, end = match.start(group), match.end(group)
-                if group == "value":
-                    start, end = self._trim(text, start, end)
-                if end > start and not self._is_reference(text[start:end]):
-                    yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for rules, entity in ((_SHELL_RULES, PASSWORD), (_SHELL_KEY_RULES, API_KEY)):
+            for rule in rules:
+                for match in rule.finditer(text):
+                    groups = match.groupdict()
+                    group = next(g for g in ("sq", "dq", "value") if groups.get(g) is not None)
+                    start, end = match.start(group), match.end(group)
+                    if group == "value":
+                        start, end = self._trim(text, start, end)
+                    value = text[start:end]
+                    if end <= start or self._is_reference(value):
+                        continue
+                    if entity == API_KEY and not looks_random(value):
+                        continue
+                    score = self.PASSWORD_SCORE if entity == PASSWORD else self.KEY_SCORE
+                    yield _Span(entity, start, end, score)
 
     def _headers(self, text: str) -> Iterator[_Span]:
         for entity, rule in _HEADER_RULES:
@@ -951,6 +1467,9 @@ class CredentialRecognizer(EntityRecognizer):
             )
             if bracket:
                 return bracket.start("value"), bracket.end("value")
+        commas = _COMMA_LETTERS.match(text, start)
+        if commas:
+            return start, commas.end()
         spaced = _SPACED_LETTERS.match(text, start)
         if spaced and len(spaced.group(0).split()) >= 4:
             return start, spaced.end()
@@ -961,6 +1480,9 @@ class CredentialRecognizer(EntityRecognizer):
         separator = _VALUE_SEPARATOR.search(text, token_start, token_end)
         if separator and separator.start() > token_start:
             token_end = separator.start()
+        escaped_break = _ESCAPED_LINE_BREAK.search(text, token_start, token_end)
+        if escaped_break and escaped_break.start() > token_start:
+            token_end = escaped_break.start()  # a logged string: "password=x\r\n"
         if token_end <= token_start:
             return None
         if phrase:
@@ -1025,7 +1547,7 @@ class CredentialRecognizer(EntityRecognizer):
         if first in _DETERMINERS:
             if len(words) < 4:
                 return None
-        elif first in NOT_SECRETS or first in _PHRASE_STOPS:
+        elif first in _DESCRIBING or first in _PHRASE_STOPS:
             return None
         if len(first) >= 5 and first.endswith(("ed", "ing")):
             return None  # "is printed on the router", "is missing"
@@ -1081,17 +1603,27 @@ class CredentialRecognizer(EntityRecognizer):
         if not first:
             return True
         folded = first.casefold()
-        if len(words) >= 3 and folded not in _PHRASE_STOPS:
+        if len(words) >= 3 and folded not in _PHRASE_STOPS and folded not in STATE_WORDS:
             return False  # a passphrase
-        if len(words) == 1 and folded in NOT_SECRETS and end == self._word_end(text, start):
+        if len(words) == 1 and folded in _DESCRIBING and end == self._word_end(text, start):
             following = text[end : end + 1]
             if not following or following in " \t\r\n,.;:!?)":
                 return True
         if not re.fullmatch(r"[^\W\d_]+(?:'[^\W\d_]+)?", first):
             return False
-        if folded in NOT_SECRETS or folded in _PHRASE_STOPS:
+        if folded in _DESCRIBING or folded in _PHRASE_STOPS:
             return True
-        after = re.compile(r"[ \t]+[^\W\d_]").match(text, end)
+        if (
+            len(words) == 1
+            and folded.endswith("ed")
+            and first.islower()
+            and self._ordinary(first)
+            and end == self._word_end(text, start)
+        ):
+            return True  # "... before your mailbox is closed"
+        after = re.compile(r"[ \t]+(?P<word>[^\W\d_]+)").match(text, end)
+        if after and first[0].isupper() and after.group("word").casefold() in _CLAUSE_BREAKS:
+            return False  # "my security answer was Biscuit but the portal says wrong"
         return bool(after) and self._ordinary(first)
 
     @staticmethod

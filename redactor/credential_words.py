@@ -1,0 +1,257 @@
+"""The words people write around a secret, in the languages Deskpilot's users write in.
+
+:mod:`redactor.secrets` finds a password, PIN or one-time code by the words in front of (or
+after) it. Those words are kept here, by role and by language, so that adding a language or an
+abbreviation is a one-line change and the rules stay readable:
+
+* **cue words**: what names the secret (:data:`PASSWORD_WORDS`, :data:`PIN_WORDS`,
+  :data:`ONE_TIME_CODE_WORDS`, :data:`SECURITY_ANSWER_WORDS`), with the abbreviations and
+  obfuscations people type ("pw", "pswd", "p@ssword", "mdp", "P-A-S-S-W-O-R-D");
+* **verbs** between the word and the value ("is", "lautet", "est", "es", "è", "to", "är"...) and
+  the **fillers** that may follow them ("now", "übrigens", "maintenant", "nog steeds"...);
+* **change verbs** for "changed it to X" and the prepositions of other languages ("auf X
+  geändert", "changé en X", "cambié a X");
+* **state words**: what follows "password is" when someone describes the password instead of
+  giving it ("expired", "abgelaufen", "incorrect", "verlopen"), in every language above;
+* **default passwords**: plain words that are passwords when a password word stands before them
+  ("password admin", "pass guest").
+
+Languages: English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Swedish,
+Danish/Norwegian, Finnish, Czech, Hungarian, Turkish, Romanian, Russian. Each entry is a regular
+expression fragment (no capturing groups), matched case-insensitively.
+"""
+
+from __future__ import annotations
+
+# -- cue words ------------------------------------------------------------------------------------
+
+# A letter that may be written as a look-alike: "p@ssw0rd", "pa$$word".
+_A, _S, _O = "[a@4]", "[s$5]", "[o0]"
+# "password" with the same separator between every letter: "p a s s w o r d", "P-A-S-S-W-O-R-D",
+# "p.a.s.s.w.o.r.d" (the separator is the group "sep"; the caller adds the back-references).
+SPELLED_OUT_CUE = r"p(?P<sep>[ .\-_*])a(?P=sep)s(?P=sep)s(?P=sep)w(?P=sep)o(?P=sep)r(?P=sep)d"
+
+PASSWORD_WORDS: dict[str, str] = {
+    # Longest first where one is the start of another ("pass word" before "pass").
+    "en": (
+        rf"pass\s?words?|pass-word|passwd|pass[\s-]?phrase|p{_A}{_S}{_S}w{_O}rd|p{_A}{_S}{_S}"
+        r"|pswd|pwrd|pword|pwd|psw|pw|p/word|p/w|p\.w\.|pass|sign[\s-]?in\s+password"
+    ),
+    # Compounds are written as one word ("Gerätepasswort") or with a hyphen ("WLAN-Passwort"):
+    # the words may follow letters (see COMPOUND_CUE_ENDINGS).
+    "de": r"kennwort|passwort|zugangspasswort",
+    "fr": r"mot\s+de\s+passe|mdp|phrase\s+(?:secr[èe]te|de\s+passe)",
+    "es": (
+        r"contrase[ñn]a|frase\s+(?:secreta|de\s+contrase[ñn]a|de\s+paso)|"
+        r"clave(?:\s+de\s+acceso)?"
+    ),
+    "ca": r"contrasenya",
+    "it": r"parola\s+d'ordine|parola\s+chiave",
+    "pt": r"senha|palavra-passe|palavra\s+passe",
+    "nl": r"wachtwoord|wachtzin",
+    "pl": r"has[łl]o",
+    "sv": r"l[öo]senord(?:et)?",
+    "da_no": r"adgangskode|passord(?:et)?",
+    "fi": r"salasana",
+    "cs": r"heslo",
+    "hu": r"jelsz[óo]",
+    "tr": r"[şs]ifre(?:m|si)?",
+    "ro": r"parol[ăa]",
+    "ru": r"пароль",
+}
+# The password words that stand at the end of a compound ("Gerätepasswort", "adminwachtwoord").
+COMPOUND_CUE_ENDINGS = r"passwort|kennwort|wachtwoord|l[öo]senord|salasana|passord"
+
+# Keys whose value is a password: Wi-Fi and disk keys, a pre-shared key.
+WIFI_AND_DISK_KEY_WORDS = (
+    r"(?:wi-?fi|wlan|wpa[23]?|wep|network|bitlocker|recovery|pre-?shared|wireless)\s+"
+    r"(?:key|passphrase|pass\s?phrase)|psk|"
+    r"netzwerkschl[üu]ssel|wlan-schl[üu]ssel|sicherheitsschl[üu]ssel|"
+    r"cl[ée]\s+(?:wpa2?|wi-?fi|wep|de\s+s[ée]curit[ée](?:\s+r[ée]seau)?|r[ée]seau)|"
+    r"clave\s+(?:wpa2?|wi-?fi|de\s+red)|chiave\s+(?:wpa2?|wi-?fi|di\s+rete)|"
+    r"netwerksleutel|wifi-sleutel"
+)
+
+# Words that name a PIN or a fixed code. German and Dutch compounds end in them ("SIM-PIN",
+# "Tresor-PIN", "Türcode", "pincode").
+PIN_WORDS = (
+    r"(?:sim\s+|voicemail\s+|windows\s+hello\s+|card\s+|door\s+|device\s+|phone\s+)?"
+    r"pin(?:\s?code|-code)?|code\s+pin|c[óo]digo\s+pin|codice\s+pin|kod\s+pin|"
+    r"passcode|pass\s+code|puk|"
+    r"(?:door|alarm|access|entry|unlock|gate|lock|safe|keypad|building|garage|locker)\s+code|"
+    r"zugangscode|t[üu]rcode|schlosscode|alarmcode|entsperrcode|"
+    r"code\s+(?:d'acc[èe]s|de\s+la\s+porte|porte|d'entr[ée]e|de\s+d[ée]verrouillage)|"
+    r"c[óo]digo\s+de\s+(?:acceso|la\s+puerta|desbloqueo)|codice\s+(?:di\s+accesso|della\s+porta)|"
+    r"toegangscode|deurcode|pincode|kod\s+dost[ęe]pu|pinkod|pinkode|"
+    r"cvv2?|cvc|security\s+code"
+)
+# Words that name a one-time code (sent, shown or generated for one sign-in).
+ONE_TIME_CODE_WORDS = (
+    r"one[-\s]time\s+(?:code|password|passcode|pin)|otp|totp|tan|mtan|smstan|"
+    r"(?:verification|confirmation|validation|security|login|log-in|sign-in|signin|"
+    r"authentication|auth|mfa|2fa|two[-\s]factor|sms|text|email|e-mail|authenticator|"
+    r"token|backup|recovery|reset|activation|pairing|approval)\s+codes?|"
+    r"(?:mfa|2fa|sms|totp)\s+token|"
+    r"best[äa]tigungscode|einmalcode|einmalpasswort|sicherheitscode|verifizierungscode|"
+    r"anmeldecode|sms-code|authentifizierungscode|wiederherstellungscodes?|notfallcodes?|"
+    r"code\s+(?:de\s+(?:v[ée]rification|confirmation|s[ée]curit[ée]|validation|connexion|"
+    r"secours|r[ée]cup[ée]ration)|[àa]\s+usage\s+unique|sms|otp|re[çc]u)|codes\s+de\s+secours|"
+    r"c[óo]digo\s+(?:de\s+(?:verificaci[óo]n|verifica[çc][ãa]o|confirmaci[óo]n|confirma[çc][ãa]o|"
+    r"seguridad|seguran[çc]a|acceso|respaldo|recuperaci[óo]n)|sms|otp)|"
+    r"codice\s+(?:di\s+(?:verifica|conferma|sicurezza|accesso)|sms|otp)|"
+    r"verificatiecode|bevestigingscode|beveiligingscode|sms-code|eenmalige\s+code|"
+    r"kod\s+(?:weryfikacyjny|sms|jednorazowy|potwierdzaj[ąa]cy)|"
+    r"verifieringskod|engangskode|vahvistuskoodi|ov[ěe]řovac[íi]\s+k[óo]d|"
+    r"doğrulama\s+kodu|dogrulama\s+kodu|код(?:\s+подтверждения)?"
+)
+# The apps and devices that show a one-time code ("the authenticator shows 305 718").
+CODE_SOURCES = (
+    r"authenticator(?:\s+app)?|(?:the\s+|my\s+)?app|(?:okta|duo|ms|microsoft|google)(?:\s+"
+    r"(?:verify|mobile|authenticator))?|token|fob|yubikey|rsa(?:\s+token)?|securid|"
+    r"(?:the\s+|my\s+)?phone|(?:the\s+)?sms|(?:the\s+)?text(?:\s+message)?|(?:the\s+)?e-?mail"
+)
+# Verbs with which an app or a message gives a code.
+CODE_SOURCE_VERBS = (
+    r"shows?|showed|showing|says|said|displays?|displayed|gives?|gave|generated?|reads|"
+    r"sent(?:\s+me)?|texted(?:\s+me)?|has|had|zeigt|affiche|muestra|mostra|toont|geeft"
+)
+
+# Answers to security questions and other facts that unlock an account.
+SECURITY_ANSWER_WORDS = (
+    r"security\s+answer|secret\s+answer|(?:the\s+)?answer\s+to\s+(?:my|the)\s+"
+    r"(?:security|secret)\s+question|memorable\s+(?:word|answer)|"
+    r"mother'?s\s+maiden\s+name|maiden\s+name|first\s+pet'?s?(?:\s+name)?|"
+    r"sicherheitsantwort|antwort\s+auf\s+die\s+sicherheitsfrage|"
+    r"r[ée]ponse\s+secr[èe]te|respuesta\s+(?:de\s+seguridad|secreta)"
+)
+
+# -- verbs and fillers ----------------------------------------------------------------------------
+
+# Verbs between the cue word and the value. Longest first.
+VERBS: dict[str, str] = {
+    "en": (
+        r"is\s+set\s+to|was\s+set\s+to|has\s+been\s+(?:set|changed|reset)\s+to|"
+        r"was\s+changed\s+to|changed\s+to|reset\s+to|would\s+be|should\s+be|will\s+be|"
+        r"is|was|are|were|reads|equals"
+    ),
+    "de": r"ist|lautet|lautete|war|hei[ßs]t|w[äa]re|sind",
+    "fr": r"est|c'est|[ée]tait|sera|serait",
+    "es": r"es|era|ser[áa]|ser[íi]a|son",
+    "it": r"è|e'|era|sar[àa]|sarebbe",
+    "pt": r"é|era|ser[áa]|seria|s[ãa]o",
+    "nl": r"is|was|luidt|wordt|zijn",
+    "pl": r"to|jest|by[łl]o|brzmi",
+    "sv": r"är|var",
+    "da_no": r"er|var",
+    "fi": r"on|oli",
+    "cs": r"je|bylo",
+    "hu": r"az",
+    "tr": r"ise",
+}
+# Verbs that are other words in English ("password on the laptop", "pass to"): only after a
+# cue word of their own language.
+FOREIGN_VERBS: dict[str, str] = {
+    "on": "salasana", "oli": "salasana", "es": "contrase|clave|frase|c[óo]digo|pin",
+    "era": "contrase|clave|senha|frase|c[óo]digo|codice|pin|password|parola",
+    "war": "passwort|kennwort|pin|code", "var": "l[öo]senord|passord|adgangskode",
+    "er": "passord|adgangskode", "je": "heslo", "to": "has[łl]o|kod|pin",
+    "é": "senha|password|c[óo]digo|pin|palavra", "è": "password|parola|codice|pin",
+    "e'": "password|parola|codice|pin",
+    "est": "mot|mdp|phrase|code|pin|cl[ée]", "était": "mot|mdp|phrase|code|pin|cl[ée]",
+    "c'est": "mot|mdp|phrase|code|pin|cl[ée]", "sera": "mot|mdp|code|pin",
+    "az": "jelsz", "ise": "[şs]ifre", "son": "c[óo]digo|contrase",
+    "are": "code", "were": "code",
+}  # fmt: skip
+
+# Words that may stand between the verb and the value ("is now X", "ist übrigens X").
+FILLERS = (
+    r"now|still|currently|actually|just|also|then|simply|literally|again|probably|basically|"
+    r"apparently|obviously|btw|by\s+the\s+way|fyi|supposedly|definitely|temporarily|"
+    r"[üu]brigens|jetzt|nun|noch|immer\s+noch|aktuell|eigentlich|gerade|momentan|wohl|halt|"
+    r"also|derzeit|zurzeit|"
+    r"maintenant|actuellement|toujours|encore|bien|juste|en\s+fait|d[ée]sormais|le|la|"
+    r"ahora|todav[íi]a|a[úu]n|actualmente|ya|tambi[ée]n|el|"
+    r"nu|nog|steeds|nog\s+steeds|eigenlijk|momenteel|trouwens|gewoon|ook|"
+    r"adesso|ora|ancora|attualmente|"
+    r"agora|ainda|atualmente|"
+    r"teraz|nadal|"
+    r"nu|fortfarande|"
+    r"n[åa]|stadig"
+)
+
+# Verbs of changing a password, before the password word and "to" ("changed my pw to X").
+CHANGE_VERBS = (
+    r"changed|change|set|reset|updated|update|switched|switch|rotated|rotate|made|"
+    r"chose|picked|went\s+with|renamed"
+)
+# Fillers between the changed thing and "to" ("changed my password yesterday to X").
+CHANGE_FILLERS = (
+    r"(?:yesterday|today|earlier|again|just|now|already|finally|last\s+(?:night|week|time)|"
+    r"this\s+(?:morning|afternoon|evening|week)|on\s+\w+day|back|temporarily|myself|"
+    r"to\s+something\s+new|for\s+now)"
+)
+# "auf X geändert", "en X" / "pour X" after "changé", "a X" / "por X" after "cambié", "naar X" /
+# "in X" after "gewijzigd" / "veranderd": the other languages' "changed to X".
+FOREIGN_CHANGES: tuple[str, ...] = (
+    r"(?:ge[äa]ndert|gesetzt|zur[üu]ckgesetzt|umgestellt)",  # German: the verb after the value
+)
+FOREIGN_CHANGE_BEFORE = (
+    r"chang[ée]|modifi[ée]|r[ée]initialis[ée]|mis|cambi[ée]|cambiado|puesto|"
+    r"gewijzigd|veranderd|aangepast|ingesteld|cambiato|impostato|mudei|alterei|mudado|"
+    r"zmieni[łl]em|zmieni[łl]am|[äa]ndrade|bytte|vaihdoin"
+)
+FOREIGN_CHANGE_TO = r"en|pour|par|à|a|por|naar|in|op|in|para|na|till|til|på|arvoon"
+
+# -- words that describe a password instead of being one ---------------------------------------
+
+STATE_WORDS: frozenset[str] = frozenset(
+    {
+        # English, of the system rather than the password ("the password page is down")
+        "down", "offline", "unavailable", "unreachable", "slow", "gone", "greyed",
+        # German
+        "abgelaufen", "falsch", "richtig", "korrekt", "ungültig", "gesperrt", "gültig",
+        "leer", "vergessen", "geändert", "zurückgesetzt", "neu", "alt", "zu", "nicht", "kein",
+        "keine", "noch", "immer", "das", "der", "die", "dasselbe", "gleich", "identisch",
+        "zu kurz", "kurz", "lang", "sicher", "unsicher", "weg", "abgelehnt", "erforderlich",
+        "bekannt", "unbekannt", "hier", "dort", "im", "in", "auf", "mein", "meins", "dein",
+        "ein", "eine", "sehr", "schon", "wieder", "bitte", "leider",
+        # French
+        "incorrect", "incorrecte", "correcte", "expiré", "expirée", "invalide",
+        "bloqué", "bloquée", "oublié", "oubliée", "faux", "fausse", "bon", "bonne", "vide",
+        "trop", "le", "la", "les", "un", "une", "pas", "plus", "même", "différent", "nouveau",
+        "ancien", "changé", "modifié", "refusé", "requis", "dans", "sur", "mon", "ma", "ton",
+        "encore", "toujours", "déjà", "très",
+        # Spanish / Portuguese / Italian
+        "incorrecta", "incorrecto", "correcta", "correcto", "caducada", "caducado", "expirada",
+        "expirado", "inválida", "inválido", "bloqueada", "bloqueado", "olvidada", "errónea",
+        "mala", "vacía", "demasiado", "el", "los", "las", "una", "uno", "no", "igual", "nueva",
+        "vieja", "misma", "mismo", "requerida", "en", "mi", "tu", "muy", "ya", "aún",
+        "errada", "errado", "incorreta", "incorreto", "esquecida", "vazia",
+        "nova", "velha", "mesma", "não", "uma", "um", "minha", "muito", "já",
+        "sbagliata", "sbagliato", "errata", "scaduta", "scaduto", "bloccata", "bloccato",
+        "dimenticata", "vuota", "nuova", "vecchia", "stessa", "non", "il", "lo", "gli",
+        "troppo", "mia", "già",
+        # Dutch
+        "verlopen", "fout", "onjuist", "juist", "ongeldig", "geblokkeerd", "vergeten",
+        "leeg", "nieuw", "oud", "hetzelfde", "niet", "geen", "te", "het", "de", "een", "mijn",
+        "al", "weer", "nog",
+        # Scandinavian, Polish, Czech, Finnish, Turkish
+        "fel", "felaktigt", "utgånget", "låst", "glömt", "feil", "utløpt", "forkert", "udløbet",
+        "nieprawidłowe", "błędne", "wygasło", "zablokowane", "niepoprawne", "nie",
+        "špatné", "neplatné", "vypršelo", "väärä", "vanhentunut", "lukittu", "yanlış",
+        "hatalı",
+    }
+)  # fmt: skip
+
+# Plain words that are passwords when a password word stands right before them: the factory
+# defaults and the classics people still use. Words of ordinary IT text ("user", "access",
+# "hello", "default") are left out: in text stripped of its stop words ("change password hello
+# please assist") they follow "password" without being one.
+DEFAULT_PASSWORDS: frozenset[str] = frozenset(
+    {
+        "admin", "administrator", "root", "toor", "guest", "changeme", "letmein", "welcome",
+        "qwerty", "abc123", "123456", "1234", "12345", "12345678", "0000", "1111", "passw0rd",
+        "p@ssw0rd", "trustno1", "iloveyou", "hunter2", "ubnt", "cisco", "raspberry", "alpine",
+        "vagrant", "postgres", "mysql", "oracle", "operator", "secret", "sa",
+    }
+)  # fmt: skip
