@@ -25,6 +25,11 @@ Two more recalls split the gold spans by what they are: **secrets recall** over 
 PINs, keys, tokens and credentials (:data:`SECRET_TYPES`, target >= 0.98) and **PII recall** over
 personal data (:data:`PII_TYPES`, target >= 0.95); each is ``None`` for a file without such spans.
 Near misses (records with no gold span) that still got a report are counted, per source kind.
+
+Wrong reports (on text nobody labelled) are counted per reported type, and those that hold an
+internal host name (``REDACTOR_HOSTNAME_PATTERNS``) apart: company policy redacts internal host
+names, which a data set may leave unlabelled, so the report also gives the precision without
+them, to show how much of the wrong reports is that policy and how much is mistakes.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,14 +212,23 @@ class Tally:
     """(gold type, record number) of every gold span not found, for ``--show-misses``."""
     false_positives: list[tuple[str, str]] = field(default_factory=list)
     """(reported type, record number) of every report on unlabelled text."""
+    wrong: Counter[str] = field(default_factory=Counter)
+    """Reports on unlabelled text, per reported type."""
+    wrong_on_internal_hosts: Counter[str] = field(default_factory=Counter)
+    """Of those, the ones that hold an internal host name, per reported type."""
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
-def score(records: list[dict[str, Any]], detect: Any) -> Tally:
-    """Count found gold spans and right reports over ``records`` with ``detect(text)``."""
+def score(
+    records: list[dict[str, Any]],
+    detect: Any,
+    internal_host: Callable[[str], bool] | None = None,
+) -> Tally:
+    """Count found gold spans and right reports over ``records`` with ``detect(text)``;
+    ``internal_host`` says whether a wrongly reported value holds an internal host name."""
     tally = Tally()
     for number, record in enumerate(records, start=1):
         text = str(record["full_text"])
@@ -234,6 +249,9 @@ def score(records: list[dict[str, Any]], detect: Any) -> Tally:
                 tally.right[kind] += 1
             else:
                 tally.false_positives.append((kind, f"#{number}"))
+                tally.wrong[kind] += 1
+                if internal_host is not None and internal_host(text[span[0] : span[1]]):
+                    tally.wrong_on_internal_hosts[kind] += 1
         if not gold:
             source = str(record.get("kind", "text"))
             tally.near_misses[source] += 1
@@ -286,6 +304,7 @@ def report(tally: Tally, seconds: float, records: int) -> dict[str, Any]:
         kind: {"records": n, "reported": tally.near_misses_reported[kind]}
         for kind, n in sorted(tally.near_misses.items())
     }
+    on_hosts = sum(tally.wrong_on_internal_hosts.values())
     return {
         "records": records,
         "in_scope": list(IN_SCOPE),
@@ -296,6 +315,11 @@ def report(tally: Tally, seconds: float, records: int) -> dict[str, Any]:
         "f2": _f2(precision, recall),
         "per_type": per_type,
         "near_misses": near_misses,
+        "wrong_reports": dict(sorted(tally.wrong.items())),
+        "wrong_reports_on_internal_hosts": on_hosts,
+        "precision_without_internal_hosts": _ratio(
+            sum(tally.right.values()), sum(tally.reported.values()) - on_hosts
+        ),
         "messages_per_s": round(records / seconds, 1) if seconds else None,
         "targets": targets,
     }
@@ -314,9 +338,15 @@ def run_eval_redaction(args: argparse.Namespace) -> int:
     from redactor.config import RedactorSettings
     from redactor.service import Redactor
 
-    redactor = Redactor(RedactorSettings())
+    settings = RedactorSettings()
+    redactor = Redactor(settings)
+    host_patterns = [re.compile(p, re.IGNORECASE) for p in settings.hostname_patterns]
+
+    def internal_host(value: str) -> bool:
+        return any(pattern.search(value) for pattern in host_patterns)
+
     started = time.perf_counter()
-    tally = score(records, redactor.detect)
+    tally = score(records, redactor.detect, internal_host)
     result = report(tally, time.perf_counter() - started, len(records))
     if args.json:
         print(json.dumps(result))
@@ -334,6 +364,12 @@ def run_eval_redaction(args: argparse.Namespace) -> int:
             f"  {kind:<18} gold {row['gold']:>4} recall {row['recall']}  "
             f"reported {row['reported']:>4} precision {row['precision']}  F2 {row['f2']} ({scope})"
         )
+    wrong = ", ".join(f"{kind} {n}" for kind, n in result["wrong_reports"].items()) or "none"
+    print(
+        f"wrong reports per type: {wrong}; {result['wrong_reports_on_internal_hosts']} of them "
+        f"hold an internal host name (redacted by policy); precision without those "
+        f"{result['precision_without_internal_hosts']}"
+    )
     print(f"targets: {result['targets']}")
     if getattr(args, "show_misses", False):
         for kind, where in tally.missed:

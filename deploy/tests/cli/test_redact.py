@@ -140,3 +140,21 @@ def test_eval_redaction_reports_secrets_and_pii_recall_and_near_misses(tmp_path:
     assert report["targets"]["secrets_recall_at_least_0_98"] is True
     assert report["targets"]["pii_recall_at_least_0_95"] is True
     assert "Hunter2x" not in result.stdout
+
+
+def test_eval_redaction_counts_wrong_reports_per_type_and_internal_hosts(tmp_path: Path) -> None:
+    data = tmp_path / "hosts.txt"
+    data.write_text(
+        "=== shell\nping fs01.corp.local works, my password is ⟦PASSWORD|Hunter2x⟧\n"
+        "=== chat\nthe build 5.2.0 is out\n",
+        encoding="utf-8",
+    )
+
+    result = deskpilot("eval", "redaction", "--data", str(data), "--json")
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["wrong_reports"] == {"HOSTNAME": 1}  # the policy's, unlabelled in this set
+    assert report["wrong_reports_on_internal_hosts"] == 1
+    assert report["precision"] == 0.5
+    assert report["precision_without_internal_hosts"] == 1.0
