@@ -34,8 +34,12 @@ SPELLED_OUT_CUE = r"p(?P<sep>[ .\-_*])a(?P=sep)s(?P=sep)s(?P=sep)w(?P=sep)o(?P=s
 PASSWORD_WORDS: dict[str, str] = {
     # Longest first where one is the start of another ("pass word" before "pass").
     "en": (
-        rf"pass\s?words?|pass-word|passwd|pass[\s-]?phrase|p{_A}{_S}{_S}w{_O}rd|p{_A}{_S}{_S}"
-        r"|pswd|pwrd|pword|pwd|psw|pw|p/word|p/w|p\.w\.|pass|sign[\s-]?in\s+password"
+        rf"pass\s?words?|pass-word|passwd|pass[\s-]?phrase|p{_A}{_S}{_S}w{_O}rd|"
+        # the typing errors people make in it: "pasword", "passwrod", "passowrd", "psswd"
+        r"p[a@4]?[s$5]{1,3}o?w(?:o?r|ro)?ds?|"
+        rf"p{_A}{_S}{_S}|pswd|pwrd|pword|pwd|psw|pw|p/word|p/w|p\.w\.|"
+        # the short words spelled out: "p w d", "p-w", "p.a.s.s"
+        r"p[ .\-]w(?:[ .\-]d)?\.?|p[ .\-]a[ .\-]s[ .\-]s|pass|sign[\s-]?in\s+password"
     ),
     # Compounds are written as one word ("Gerätepasswort") or with a hyphen ("WLAN-Passwort"):
     # the words may follow letters (see COMPOUND_CUE_ENDINGS).
@@ -77,7 +81,7 @@ WIFI_AND_DISK_KEY_WORDS = (
 PIN_WORDS = (
     r"(?:sim\s+|voicemail\s+|windows\s+hello\s+|card\s+|door\s+|device\s+|phone\s+)?"
     r"pin(?:\s?code|-code)?|code\s+pin|c[óo]digo\s+pin|codice\s+pin|kod\s+pin|"
-    r"passcode|pass\s+code|puk|"
+    r"passcode|pass\s+code|puk|p[ .\-]i[ .\-]n|"
     r"(?:door|alarm|access|entry|unlock|gate|lock|safe|keypad|building|garage|locker)\s+code|"
     r"zugangscode|t[üu]rcode|schlosscode|alarmcode|entsperrcode|"
     r"code\s+(?:d'acc[èe]s|de\s+la\s+porte|porte|d'entr[ée]e|de\s+d[ée]verrouillage)|"
@@ -130,7 +134,8 @@ SECURITY_ANSWER_WORDS = (
 # Verbs between the cue word and the value. Longest first.
 VERBS: dict[str, str] = {
     "en": (
-        r"is\s+set\s+to|was\s+set\s+to|has\s+been\s+(?:set|changed|reset)\s+to|"
+        r"(?:is\s+|was\s+|now\s+)?(?:set|updated|changed|reset)\s+to|"
+        r"has\s+been\s+(?:set|changed|reset|updated)\s+to|"
         r"was\s+changed\s+to|changed\s+to|reset\s+to|would\s+be|should\s+be|will\s+be|"
         r"is|was|are|were|reads|equals"
     ),
@@ -208,6 +213,8 @@ STATE_WORDS: frozenset[str] = frozenset(
     {
         # English, of the system rather than the password ("the password page is down")
         "down", "offline", "unavailable", "unreachable", "slow", "gone", "greyed",
+        # and what starts a pointer to it ("pw: see ticket INC0012345", "password: check the wiki")
+        "see", "check", "ask", "look", "refer", "contact", "find", "attached", "below", "above",
         # German
         "abgelaufen", "falsch", "richtig", "korrekt", "ungültig", "gesperrt", "gültig",
         "leer", "vergessen", "geändert", "zurückgesetzt", "neu", "alt", "zu", "nicht", "kein",

@@ -358,7 +358,8 @@ _VERB_AT = re.compile(
 )
 # "login: jsmith / Welcome123", "creds for the test box are admin / Adm!n2024"
 _USER_SLASH_PASSWORD = re.compile(
-    r"\b(?:login|logon|user(?:name)?|account|creds?|credentials)\b[^\n/]{0,40}?[\s:]"
+    r"\b(?:login|logon|user(?:name)?|account|creds?|credentials|log(?:ging)?\s+in|"
+    r"sign(?:ing)?\s+in|logged\s+in)\b[^\n/]{0,40}?[\s:]"
     r"(?P<user>[\w.@\\-]{2,40})\s?/\s?(?P<value>[^\s/]{4,64})",
     re.IGNORECASE,
 )
@@ -491,9 +492,22 @@ _PIN_CUE = re.compile(
     r"(?P<app>authenticator(?:\s+app)?|(?:mfa|2fa|totp)(?:\s+token)?)|"
     r"(?P<forcode>code\s+(?:for|to|of)\s+(?:the\s+|my\s+)?[\w-]+(?:\s+[\w-]+)?)|"
     r"(?P<bare>(?:(?<=\bthe\s)|(?<=\bmy\s)|(?<=\byour\s)|(?<=\bthis\s)|(?<=\bthat\s)|"
-    r"(?<=\ba\s)|(?<=\bnew\s))codes?))(?![^\W_])",
+    r"(?<=\ba\s)|(?<=\bnew\s)|(?<=\buse\s)|(?<=\benter\s)|(?<=\btype\s)|"
+    r"(?<=\binput\s))codes?))(?![^\W_])",
     re.IGNORECASE,
 )
+# What may stand between a PIN's word and its digits: a sign, "no.", "number", "#".
+_CODE_SIGN = re.compile(
+    r"(?:[ \t]+(?:no\.?|nr\.?|number|num|#))?[ \t]*(?:[:=#]|[-–](?=[ \t]))?[ \t]*", re.IGNORECASE
+)
+# A relative clause or an apposition after the word: "my PIN, which is 2580", "the PIN, 2580,
+# doesn't work", "my password, which is Hunter2!, fails".
+_WHICH_IS = re.compile(
+    rf"[ \t]*,[ \t]*(?:which|that|it|and\s+it)(?:[ \t]+(?:is|was)|'s|’s)"
+    rf"(?:[ \t]+(?:{FILLERS}))?[ \t]+",
+    re.IGNORECASE,
+)
+_APPOSITION = re.compile(r"[ \t]*,[ \t]*(?=\S)")
 # An app, a device or a message that shows a code: "the authenticator shows 305 718", "the sms I
 # got has 5512 03 in it".
 _CODE_SOURCE = re.compile(
@@ -526,6 +540,7 @@ _UNIT_AFTER = re.compile(
 # Words near "the code" that say it is an error's or a program's, not a one-time code.
 _ERROR_CONTEXT = re.compile(
     r"\b(?:error|errors|exit|exited|status|http|return(?:ed|s)?|fault|event|reason|result|"
+    r"fail(?:s|ed|ure)?|abort(?:s|ed)?|"
     r"response|hresult|err|stop|bug|crash|fehler(?:code)?|erreur|fout(?:code)?|errore|erro|"
     r"b[łl][ąa]d|zip|postal|post|area|country|source|qr|bar|promo|discount|coupon)\b",
     re.IGNORECASE,
@@ -538,6 +553,8 @@ _ONE_TIME_CONTEXT = re.compile(
     r"recibido|ontvangen|ricevuto|recebido)\b",
     re.IGNORECASE,
 )
+# "use code 552918", "enter the code 552918": the verb before the word.
+_ENTER_BEFORE = re.compile(r"\b(?:use|enter|type|input)\s+(?:the\s+)?$", re.IGNORECASE)
 # Eight digits starting "80", as Windows error codes are written without "0x" ("80070005").
 _WINDOWS_ERROR = re.compile(r"80[0-9a-f]{6}", re.IGNORECASE)
 
@@ -725,7 +742,7 @@ _THE_OTHER_ONE = re.compile(
 # after it say it is one ("it's X, the same one I use for the VPN").
 _ITS = re.compile(
     rf"(?:^|(?<=[\s,;.?!(]))(?:it'?s|it’s|it\s+is|that'?s|that\s+is)(?:\s+(?:{FILLERS}))?"
-    r"[ \t]+(?P<value>[^\s\"'`]{6,64})",
+    r"[ \t]+(?P<value>[^\s\"'`]{4,64})",
     re.IGNORECASE,
 )
 _SAME_ONE_AFTER = re.compile(
@@ -747,6 +764,22 @@ _NAMED_THEN_DIGITS = re.compile(
     r"(?:(?:my|the|his|her|our)\s+[^\W\d_]+(?:['’]s)?\s+(?:name|word|nickname)\s*[,:(]?\s*)?"
     r"(?P<first>[A-Z][^\W\d_]{2,})\)?\s*,?\s+(?:then|followed\s+by|and\s+then|plus|with|\+)\s+"
     r"(?:the\s+(?:number|year|digits?)\s+)?(?P<last>\d{1,8})(?![\w.])"
+)
+# The same with a description first, anywhere in the clause: "the name of my cat, Whiskers,
+# plus 2019".
+_DESCRIBED_NAME = re.compile(
+    r"(?P<first>[A-Z][^\W\d_]{2,})\)?,?\s+(?:then|followed\s+by|and\s+then|plus|with|\+)\s+"
+    r"(?:the\s+(?:number|year|digits?)\s+)?(?P<last>\d{1,8})(?![\w.])"
+)
+_DESCRIPTION_START = re.compile(r"(?:my|the|his|her|our|their|its|it's|it\s+is)\b", re.I)
+# Digits given with what they are: "my birthday 0412", "my birth year 1987", "the house number
+# (42)". The digits are the secret (or its end).
+_DESCRIBED_DIGITS = re.compile(
+    r"(?:my|the|his|her|our|their)\s+(?:[\w'’]+\s+){0,3}?(?:birthday|birth\s*year|"
+    r"year\s+of\s+birth|birth\s*date|date\s+of\s+birth|anniversary|wedding\s+day|"
+    r"house\s+number|door\s+number|street\s+number|postcode|zip(?:\s*code)?|"
+    r"phone\s+number|year)[ \t]*[,:(]?[ \t]*(?P<digits>\d{2,8}(?:[./-]\d{1,4}){0,2})(?![\w.])",
+    re.IGNORECASE,
 )
 # A BitLocker recovery key: eight groups of six digits.
 _RECOVERY_KEY = re.compile(r"(?<![\d-])\d{6}(?:[- ]\d{6}){7}(?![\d-])")
@@ -1161,6 +1194,11 @@ class CredentialRecognizer(EntityRecognizer):
                 yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
         for match in _ITS.finditer(text):
             start, end = self._trim(text, match.start("value"), match.end("value"))
+            if re.fullmatch(r"\d{4,8}", text[start:end]) and _PIN_NOUN.search(
+                text, max(0, match.start() - 100), match.start()
+            ):
+                yield _Span(PIN, start, end, self.PIN_SCORE)  # "what's my PIN? it's 4471"
+                continue
             value = text[start:end].rstrip(".!?")
             end = start + len(value)
             if not (
@@ -1183,6 +1221,19 @@ class CredentialRecognizer(EntityRecognizer):
         aside = _ASIDE_THEN_SIGN.match(text, position)
         if aside:
             return self._password_value(text, aside.end(), phrase=True, passphrase=passphrase)
+        # "my password, which is X, ...", "my password, Hunter2!, does not work"
+        which = _WHICH_IS.match(text, position)
+        if which:
+            found = self._password_value(text, which.end(), phrase=False)
+            if found is not None and looks_like_password(text[found.start : found.end]):
+                return found
+        apposition = _APPOSITION.match(text, position)
+        if apposition:
+            token = _TOKEN.match(text, apposition.end())
+            if token and token.group(0).endswith(","):
+                start, end = token.start(), token.end() - 1
+                if looks_like_password(text[start:end]) and not self._is_reference(text[start:end]):
+                    return _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
         # "my password, if needed, is X": the verb is looked for after the remark.
         remark = _ASIDE_THEN_VERB.match(text, position)
         if remark and looks_like_password(remark.group(0).strip(" \t,()-–—")):
@@ -1221,6 +1272,10 @@ class CredentialRecognizer(EntityRecognizer):
             ):
                 continue
             found = self._password_value(text, verb.end(), phrase=True, passphrase=passphrase)
+            if found is not None and word.endswith(" to"):
+                value = text[found.start : found.end]
+                if value.islower() and value.isalpha() and self._ordinary(value):
+                    found = None  # "my password was changed to comply"
             if found is not None:
                 return found
             if between.strip() == "":
@@ -1295,6 +1350,20 @@ class CredentialRecognizer(EntityRecognizer):
         named = _NAMED_THEN_DIGITS.match(text, start)
         if named:
             return _Span(PASSWORD, named.start("first"), named.end("last"), self.PASSWORD_SCORE)
+        if _DESCRIPTION_START.match(text, start):
+            clause_end = self._clause_end(text, start, limit=100)
+            sentence_end = re.compile(r"[.!?;\n](?:\s|$)").search(text, start, start + 120)
+            end_of_search = sentence_end.start() if sentence_end else min(len(text), start + 120)
+            described = _DESCRIBED_NAME.search(text, start, max(clause_end, end_of_search))
+            if described:
+                return _Span(
+                    PASSWORD, described.start("first"), described.end("last"), self.PASSWORD_SCORE
+                )
+            digits = _DESCRIBED_DIGITS.match(text, start)
+            if digits:
+                return _Span(
+                    PASSWORD, digits.start("digits"), digits.end("digits"), self.PASSWORD_SCORE
+                )
         described = _DESCRIBED.match(text, start)
         if described and described.group("rest"):
             return _Span(PASSWORD, described.start("first"), described.end(), self.PASSWORD_SCORE)
@@ -1357,11 +1426,18 @@ class CredentialRecognizer(EntityRecognizer):
         PIN for the printer on floor 2 is 7731", "el PIN de la impresora es 2468", "the code
         they sent me is 604 118")."""
         position = cue.end()
-        sign = re.compile(r"[ \t]*(?:[:=#]|[-–](?=[ \t]))?[ \t]*").match(text, position)
+        sign = _CODE_SIGN.match(text, position)
         start = sign.end() if sign else position
         value = _CODE_VALUE.match(text, start) or _ALNUM_CODE.match(text, start)
         if value is not None and start > position:
             return value.start("value"), value.end("value"), text[position:start]
+        aside = _WHICH_IS.match(text, position) or _APPOSITION.match(text, position)
+        if aside:
+            value = _CODE_VALUE.match(text, aside.end())
+            if value is not None and (
+                aside.re is _WHICH_IS or text.startswith(",", _skip_blanks(text, value.end()))
+            ):
+                return value.start("value"), value.end("value"), aside.group(0)
         window_end = self._clause_end(text, position, limit=90)
         keyword = cue.group("kw")
         words_after = text[position:window_end].split()
@@ -1386,6 +1462,9 @@ class CredentialRecognizer(EntityRecognizer):
             value = _CODE_VALUE.match(text, after) or _ALNUM_CODE.match(text, after)
             if value is not None:
                 return value.start("value"), value.end("value"), text[position:after]
+            described = _DESCRIBED_DIGITS.match(text, after)
+            if described is not None:  # "my PIN is my birth year 1987"
+                return described.start("digits"), described.end("digits"), text[position:after]
         return None
 
     @staticmethod
@@ -1397,6 +1476,8 @@ class CredentialRecognizer(EntityRecognizer):
         count = sum(char.isdigit() for char in digits)
         words = link.split()
         before = text[max(0, cue.start() - 40) : cue.start()]
+        if not words and _ENTER_BEFORE.search(before):
+            words = ["enter"]  # "use code 552918 to sign in": the verb stands before the word
         if (
             not 4 <= count <= 10
             or not words
@@ -1505,6 +1586,8 @@ class CredentialRecognizer(EntityRecognizer):
             words.append(end + word.end())
         if len(words) >= 3:  # a phrase of three words or more
             return words[-1]
+        if len(words) == 2 and re.fullmatch(r"\d{1,8}", text[words[0] : words[1]].strip()):
+            return words[1]  # a word and a number: "Winter 2024"
         return end
 
     @staticmethod

@@ -348,15 +348,52 @@ OTHER_NEAR_MISSES = [
 ]
 
 
+# -- typed wrong, spelled out, in a relative clause or an apposition, described by its pieces ----
+WRITTEN_LOOSELY: list[Form] = [
+    ("pasword: Zebra!1x", ["Zebra!1x"]),
+    ("my passwrod is Kayak#77", ["Kayak#77"]),
+    ("passowrd = Tulip99x", ["Tulip99x"]),
+    ("p w d: abc123x", ["abc123x"]),
+    ("New password set to 'Autumn#99'", ["Autumn#99"]),
+    ("it asks for my PIN, which is 2580", ["2580"]),
+    ("the PIN, 2580, doesn't work", ["2580"]),
+    ("my password, which is Heron!42, fails on the phone", ["Heron!42"]),
+    ("pin no. 5566 for the copier", ["5566"]),
+    ("what's my PIN? it's 4471", ["4471"]),
+    ("Use code 552918 to sign in", ["552918"]),
+    ("try logging in with jdoe/Welcome1", ["Welcome1"]),
+    ("my password is the name of my cat, Whiskers, plus 2019", ["Whiskers", "2019"]),
+    ("pw = my birthday 0412", ["0412"]),
+    ("my PIN is my birth year 1987", ["1987"]),
+    ("password: Winter 2024 (with a space)", ["Winter 2024"]),
+]
+WRITTEN_LOOSELY_NEAR_MISSES = [
+    "my password is my birthday, can you reset it?",
+    "my PIN is the same as my bank card",
+    "the PIN, as I said, is locked",
+    "my password, which expired, needs a reset",
+    "the code, 404, shows up in the log",
+    "use code review for this please",
+    "the install failed with code 1603, then code 1618",
+    "logging in with the vpn/wifi fails",
+    "password set to expire in 90 days",
+    "pw: see ticket INC0012345",
+    "my password was changed to comply",
+    "p w d command shows the folder",
+    "my PIN number is on the letter",
+    "the PIN is my birth year, right?",
+]
+
+
 FAMILIES: list[Form] = [
     *CHANGED, *ONE_TIME_CODES, *PINS, *PASSWORD_WORDS, *ANAPHORA, *DEFAULTS, *QUOTED, *SHELL,
-    *CONFIG, *VENDOR_TOKENS, *OTHER_SECRETS,
+    *CONFIG, *VENDOR_TOKENS, *OTHER_SECRETS, *WRITTEN_LOOSELY,
 ]  # fmt: skip
 NEAR_MISSES: list[str] = [
     *CHANGED_NEAR_MISSES, *ONE_TIME_CODE_NEAR_MISSES, *PIN_NEAR_MISSES,
     *PASSWORD_WORD_NEAR_MISSES, *ANAPHORA_NEAR_MISSES, *DEFAULT_NEAR_MISSES,
     *QUOTED_NEAR_MISSES, *SHELL_NEAR_MISSES, *CONFIG_NEAR_MISSES, *VENDOR_NEAR_MISSES,
-    *OTHER_NEAR_MISSES,
+    *OTHER_NEAR_MISSES, *WRITTEN_LOOSELY_NEAR_MISSES,
 ]  # fmt: skip
 
 
