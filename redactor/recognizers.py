@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import tldextract
@@ -478,7 +479,31 @@ PASSPORT_PATTERNS = [
 ]
 
 
-class _PassportNumberRecognizer(PatternRecognizer):
+class _AfterItsWords(PatternRecognizer):
+    """A pattern recogniser whose value follows words of its own ("date of birth", "passport"):
+    the pattern, whose look-behind is costly at every position, runs only on text that holds
+    one of them."""
+
+    def __init__(self, words: str, **kwargs: Any) -> None:
+        self._words = re.compile(rf"(?<![^\W_])(?:{words})", re.IGNORECASE)
+        super().__init__(**kwargs)
+
+    def analyze(
+        self,
+        text: str,
+        entities: list[str],
+        nlp_artifacts: NlpArtifacts | None = None,
+        regex_flags: int | None = None,
+    ) -> list[RecognizerResult]:
+        if not self._words.search(text):
+            return []
+        results: list[RecognizerResult] = super().analyze(
+            text, entities, nlp_artifacts, regex_flags
+        )
+        return results
+
+
+class _PassportNumberRecognizer(_AfterItsWords):
     """Six to ten letters and digits after "passport (number)", three digits or more."""
 
     def invalidate_result(self, pattern_text: str) -> bool:
@@ -646,14 +671,16 @@ def pii_recognizers(
         CaseInsensitiveIbanRecognizer(supported_language=language),
         RoutableIpRecognizer(supported_language=language),
         PublicHostUrlRecognizer(public_domains, supported_language=language),
-        PatternRecognizer(
-            DATE_OF_BIRTH,
+        _AfterItsWords(
+            _BIRTH_WORDS,
+            supported_entity=DATE_OF_BIRTH,
             patterns=DATE_OF_BIRTH_PATTERNS,
             supported_language=language,
             name="DateOfBirthRecognizer",
         ),
         _PassportNumberRecognizer(
-            PASSPORT,
+            _PASSPORT_WORDS,
+            supported_entity=PASSPORT,
             patterns=PASSPORT_PATTERNS,
             supported_language=language,
             name="PassportNumberRecognizer",

@@ -1143,9 +1143,11 @@ class CredentialRecognizer(EntityRecognizer):
             if found is not None and looks_like_password(text[found.start : found.end]):
                 cue_starts.append(cue.start())
                 yield found
+        # The rules around a password or PIN word run only when one was written.
+        named = bool(cue_starts) or _PIN_NOUN.search(text) is not None
         rules = (
-            _VALUE_BEFORE_WORD, _VALUE_THEN_ITS_WORD, _CHANGED_TO, *_CHANGED_TO_ABROAD,
-            _USER_SLASH_PASSWORD, _USER_COLON_PASSWORD,
+            *((_VALUE_BEFORE_WORD, _VALUE_THEN_ITS_WORD, *_CHANGED_TO_ABROAD) if named else ()),
+            _CHANGED_TO, _USER_SLASH_PASSWORD, _USER_COLON_PASSWORD,
         )  # fmt: skip
         for rule in rules:
             for match in rule.finditer(text):
