@@ -212,7 +212,9 @@ FOREIGN_CHANGE_TO = r"en|pour|par|à|a|por|naar|in|op|in|para|na|till|til|på|ar
 STATE_WORDS: frozenset[str] = frozenset(
     {
         # English, of the system rather than the password ("the password page is down")
-        "down", "offline", "unavailable", "unreachable", "slow", "gone", "greyed",
+        "down", "offline", "unavailable", "unreachable", "slow", "gone", "greyed", "required",
+        "missing", "expired", "invalid", "incorrect", "wrong", "locked", "blocked", "disabled",
+        "rejected", "empty", "blank", "mandatory", "optional", "needed",
         # and what starts a pointer to it ("pw: see ticket INC0012345", "password: check the wiki")
         "see", "check", "ask", "look", "refer", "contact", "find", "attached", "below", "above",
         # German
@@ -223,7 +225,7 @@ STATE_WORDS: frozenset[str] = frozenset(
         "bekannt", "unbekannt", "hier", "dort", "im", "in", "auf", "mein", "meins", "dein",
         "ein", "eine", "sehr", "schon", "wieder", "bitte", "leider",
         # French
-        "incorrect", "incorrecte", "correcte", "expiré", "expirée", "invalide",
+        "incorrecte", "correcte", "expiré", "expirée", "invalide",
         "bloqué", "bloquée", "oublié", "oubliée", "faux", "fausse", "bon", "bonne", "vide",
         "trop", "le", "la", "les", "un", "une", "pas", "plus", "même", "différent", "nouveau",
         "ancien", "changé", "modifié", "refusé", "requis", "dans", "sur", "mon", "ma", "ton",
