@@ -11,7 +11,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -158,10 +158,17 @@ def chromium_as_unprivileged_user(
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def renderer_seccomp(process: subprocess.Popen[bytes], timeout_s: float = 60) -> list[str]:
+def renderer_seccomp(
+    process: subprocess.Popen[bytes], *, settled: Callable[[list[str]], bool], timeout_s: float = 60
+) -> list[str]:
     """The ``Seccomp`` mode of each renderer of ``process`` (2: filtered, the sandbox's
-    seccomp-bpf; 0: none), once one has started."""
+    seccomp-bpf; 0: none) once ``settled`` holds for them, or as last read at the deadline.
+
+    A renderer is forked by the zygote and shows ``--type=renderer`` a moment before it starts
+    its seccomp filter, so a single early read can see 0 in a sandboxed browser (it did once on a
+    loaded CI machine); the caller says what a settled reading is."""
     deadline = time.monotonic() + timeout_s
+    modes: list[str] = []
     while time.monotonic() < deadline:
         assert process.poll() is None, f"Chromium exited with {process.returncode}"
         modes = []
@@ -170,10 +177,31 @@ def renderer_seccomp(process: subprocess.Popen[bytes], timeout_s: float = 60) ->
                 if "--type=renderer" in child.cmdline():
                     status = Path(f"/proc/{child.pid}/status").read_text()
                     modes.append(status.split("Seccomp:", 1)[1].split()[0])
-        if modes:
+        if modes and settled(modes):
             return modes
         time.sleep(0.2)
-    raise AssertionError("no renderer started")
+    assert modes, "no renderer started"
+    return modes
+
+
+def all_filtered(modes: list[str]) -> bool:
+    return set(modes) == {"2"}
+
+
+def unfiltered_for(seconds: float) -> Callable[[list[str]], bool]:
+    """Settled when renderers have read unfiltered for ``seconds`` in a row (a sandboxed one
+    would have started its filter by then)."""
+    since: list[float] = []
+
+    def settled(modes: list[str]) -> bool:
+        if set(modes) != {"0"}:
+            since.clear()
+            return True  # a filtered renderer: report it, the caller's assertion fails
+        if not since:
+            since.append(time.monotonic())
+        return time.monotonic() - since[0] >= seconds
+
+    return settled
 
 
 def test_chromium_runs_sandboxed_when_the_worker_is_not_root(
@@ -186,7 +214,7 @@ def test_chromium_runs_sandboxed_when_the_worker_is_not_root(
     assert "--no-sandbox" not in args
     assert crawler.browser.RESOLVE_NOTHING in args
     with chromium_as_unprivileged_user(crawler_settings.chromium_path, args) as chromium:
-        assert set(renderer_seccomp(chromium)) == {"2"}
+        assert set(renderer_seccomp(chromium, settled=all_filtered)) == {"2"}
 
 
 def test_without_the_sandbox_renderers_run_unconfined(
@@ -199,7 +227,7 @@ def test_without_the_sandbox_renderers_run_unconfined(
     args = BrowserPool(settings).launch_args()
     assert "--no-sandbox" in args
     with chromium_as_unprivileged_user(crawler_settings.chromium_path, args) as chromium:
-        assert set(renderer_seccomp(chromium)) == {"0"}
+        assert set(renderer_seccomp(chromium, settled=unfiltered_for(3.0))) == {"0"}
 
 
 def test_as_root_chromium_runs_without_its_sandbox_and_says_so(
