@@ -130,17 +130,30 @@ def ordinary_words(nlp: Language) -> frozenset[str]:
 FOREIGN_LANGUAGES: tuple[str, ...] = ("de", "fr", "es", "nl", "it", "pt")
 
 
+def spacy_stop_words(language: str) -> frozenset[str]:
+    """The stop words spaCy ships for ``language``, read from their own module without importing
+    the language's package: ``spacy.lang.fr`` builds its tokenizer exceptions when imported, 3.7
+    CPU-seconds that every redactor process (and every test process using one) paid for a list of
+    words."""
+    package = importlib.util.find_spec("spacy.lang")
+    folders = package.submodule_search_locations if package else None
+    path = Path(next(iter(folders or ["."]))) / language / "stop_words.py"
+    spec = importlib.util.spec_from_file_location(f"deskpilot_spacy_stop_words_{language}", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise LookupError(f"spaCy ships no stop words for {language!r} (looked for {path})")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return frozenset(module.STOP_WORDS)
+
+
 def foreign_function_words(
     english: frozenset[str], names: frozenset[str], particles: frozenset[str]
 ) -> frozenset[str]:
     """The stop words spaCy ships for :data:`FOREIGN_LANGUAGES`, less English words, given names
     and the particles of names ("van", "de", "del")."""
-    import importlib
-
     words: set[str] = set()
     for language in FOREIGN_LANGUAGES:
-        module = importlib.import_module(f"spacy.lang.{language}.stop_words")
-        words.update(word.casefold() for word in module.STOP_WORDS)
+        words.update(word.casefold() for word in spacy_stop_words(language))
     return frozenset(
         word
         for word in words
