@@ -1,8 +1,10 @@
 """Log files: bytes in, the lines worth reading and their error signatures out.
 
-* :func:`decode_log` finds the encoding (BOMs first, then UTF-8, UTF-16 without a BOM by its
-  pattern of NULs, then charset-normalizer for legacy code pages such as cp1252) and refuses
-  binary content (NULs, control bytes, nothing that decodes) as ``unsupported_media_type``.
+* :func:`decode_log` reads the log with the decoder every service shares
+  (:mod:`contracts.textfiles`: BOMs first, then UTF-8, UTF-16/32 without a BOM, then
+  charset-normalizer for legacy code pages, cp1252 preferred when it reads as cleanly), refuses
+  binary content (nothing decodes, NULs or control bytes) as ``unsupported_media_type`` and drops
+  terminal colours and CR line ends.
 * :func:`trim_log` keeps a long log's head, its tail and its error-bearing lines in between, each
   gap marked ``… N lines omitted …``, bounded by the line and character limits of the settings.
 * :func:`read_log` does both and adds the signatures (:mod:`ocr.signatures`) of the whole log,
@@ -11,30 +13,16 @@
 
 from __future__ import annotations
 
-import codecs
 import re
 from dataclasses import dataclass
 
-from charset_normalizer import from_bytes
-
+from contracts.textfiles import NotText, read_text
 from ocr import signatures
 from ocr.config import OcrSettings
 from ocr.errors import AttachmentRefused
 
-_BOMS: tuple[tuple[bytes, str], ...] = (
-    (codecs.BOM_UTF32_LE, "utf-32-le"),
-    (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
 # Terminal colours and cursor moves in captured console output.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
-# Control characters that text never holds (tab, newlines, form feed and ESC are allowed).
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
-_MAX_CONTROL_RATIO = 0.01
-_SAMPLE_BYTES = 64 * 1024
-_MOST_COMMON_CODE_PAGE = "cp1252"
 
 BINARY_DETAIL = (
     "This file does not look like a text log (it holds binary data). Attach the log as plain "
@@ -83,58 +71,11 @@ def read_log(data: bytes, settings: OcrSettings) -> LogText:
 
 def decode_log(data: bytes) -> tuple[str, str]:
     """The text of a log and the encoding it was read with; binary content is refused."""
-    encoding = _encoding_of(data)
     try:
-        text = data.decode(encoding)
-    except (UnicodeDecodeError, LookupError) as exc:
+        text, encoding = read_text(data)
+    except NotText as exc:
         raise AttachmentRefused("unsupported_media_type", BINARY_DETAIL) from exc
-    text = text.removeprefix("\ufeff")
-    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
-    if len(_CONTROL.findall(text)) > _MAX_CONTROL_RATIO * max(len(text), 1) or "\x00" in text:
-        raise AttachmentRefused("unsupported_media_type", BINARY_DETAIL)
-    return text, encoding
-
-
-def _encoding_of(data: bytes) -> str:
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            return encoding
-    sample = data[:_SAMPLE_BYTES]
-    if b"\x00" in sample:
-        # UTF-16 without a BOM: ASCII characters leave a NUL in every other byte.
-        utf16 = _utf16_without_bom(sample)
-        if utf16 is None:
-            raise AttachmentRefused("unsupported_media_type", BINARY_DETAIL)
-        return utf16
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    else:
-        return "utf-8"
-    results = from_bytes(data[: 4 * _SAMPLE_BYTES])
-    best = results.best()
-    if best is None:
-        raise AttachmentRefused("unsupported_media_type", BINARY_DETAIL)
-    # Western text fits cp1250 as well as cp1252 when only shared letters occur, and "è" then
-    # reads "č". Among equally plausible code pages, the one most Windows logs are written in.
-    tied = {
-        match.encoding
-        for match in results
-        if match.chaos == best.chaos and match.coherence == best.coherence
-    }
-    return _MOST_COMMON_CODE_PAGE if _MOST_COMMON_CODE_PAGE in tied else best.encoding
-
-
-def _utf16_without_bom(sample: bytes) -> str | None:
-    even = sample[0::2].count(0)
-    odd = sample[1::2].count(0)
-    pairs = max(len(sample) // 2, 1)
-    if odd > 0.3 * pairs and even < 0.02 * pairs:
-        return "utf-16-le"
-    if even > 0.3 * pairs and odd < 0.02 * pairs:
-        return "utf-16-be"
-    return None
+    return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n"), encoding
 
 
 def omitted_marker(count: int) -> str:

@@ -48,6 +48,32 @@ def test_cp1252_legacy_text() -> None:
 
 
 @pytest.mark.parametrize(
+    "line",
+    [
+        "Fehler: Zugriff verweigert. Bitte prüfen Sie die Berechtigungen für Laufwerk Ü:",
+        "Drucker im Büro München nicht erreichbar",
+        "2024-03-05 10:12:01 FEHLER Anmeldung fehlgeschlagen für Benutzer Jürgen Bäcker",
+    ],
+)
+def test_a_german_windows_log_reads_as_cp1252(line: str) -> None:
+    # Short German text fits cp775 (Baltic) or cp1250 as well for the detector's first choice;
+    # either turns "ü" into "³" or "Ü" into "▄".
+    decoded, encoding = decode_log((line + "\r\n").encode("cp1252"))
+
+    assert decoded == line + "\n"
+    assert encoding == "cp1252"
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be", "utf-32", "utf-32-le"])
+def test_a_german_log_in_utf16_or_utf32_reads_right(codec: str) -> None:
+    text = "Größe überschritten: Datei „Übersicht.xlsx“ – 0x80070070\r\nnächste Zeile\r\n"
+
+    decoded, _ = decode_log(text.encode(codec))
+
+    assert decoded == text.replace("\r\n", "\n")
+
+
+@pytest.mark.parametrize(
     "data",
     [
         b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00" + bytes(range(256)) * 4,  # an executable
