@@ -11,6 +11,7 @@ Every event about a document carries the document id as its conversation id, so
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -24,6 +25,7 @@ from redis.exceptions import RedisError
 
 from contracts.bus import Bus
 from contracts.events import DocumentDeleted, DocumentStatus, DocumentSubmitted, new_id, utcnow
+from contracts.textfiles import NotText, decode_text
 from contracts.topics import Topic
 from gateway.config import GatewaySettings
 from gateway.errors import ApiError, ErrorCode
@@ -68,7 +70,8 @@ def check_upload(filename: str, data: bytes, max_bytes: int) -> str:
     """Refuse what the indexer cannot read or should not receive; return the content type.
 
     413 above ``max_bytes``; 415 for other extensions, a ``.pdf`` that is not a PDF, or a text
-    format that contains NUL bytes (binary data with a misleading name); 422 for an empty file.
+    format that no text encoding reads (binary data with a misleading name: a NUL byte alone does
+    not make it binary, UTF-16 and UTF-32 text holds them); 422 for an empty file.
     """
     if len(data) > max_bytes:
         raise ApiError(
@@ -88,11 +91,14 @@ def check_upload(filename: str, data: bytes, max_bytes: int) -> str:
         raise ApiError(ErrorCode.INVALID_REQUEST, "The uploaded file is empty.")
     if suffix == ".pdf" and not data[:1024].lstrip().startswith(b"%PDF-"):
         raise ApiError(ErrorCode.UNSUPPORTED_FILE_TYPE, "The file is named .pdf but is not a PDF.")
-    if suffix in TEXT_TYPES and b"\x00" in data:
-        raise ApiError(
-            ErrorCode.UNSUPPORTED_FILE_TYPE,
-            f"The file is named {suffix} but holds binary data, not text.",
-        )
+    if suffix in TEXT_TYPES:
+        try:
+            decode_text(data)  # as the indexer will read it
+        except NotText:
+            raise ApiError(
+                ErrorCode.UNSUPPORTED_FILE_TYPE,
+                f"The file is named {suffix} but holds binary data, not text.",
+            ) from None
     return content_type
 
 
@@ -137,7 +143,10 @@ class DocumentService:
         otherwise arrive first and be overwritten by "queued".
         """
         filename = safe_filename(filename)
-        content_type = check_upload(filename, data, self.settings.max_upload_bytes)
+        # In a thread: telling text from binary decodes the file (10 MB of cp1252: 0.3 s here).
+        content_type = await asyncio.to_thread(
+            check_upload, filename, data, self.settings.max_upload_bytes
+        )
         document_id = new_id()
         with tracer.start_as_current_span(
             "document.submit", attributes={"deskpilot.document_id": document_id}

@@ -6,11 +6,13 @@ limit; documents are uploaded, found in answers, deleted and gone, through the p
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
 
+import chromadb
 import httpx
 import pytest
 import redis
@@ -175,6 +177,47 @@ async def test_an_unreadable_pdf_fails_with_a_reason_that_quotes_nothing(stack: 
     assert secret.decode() not in json.dumps(failed)
 
 
+GERMAN_NOTE = (
+    "Zephyr-9 Etikettendrucker im Büro Zürich\n\n"
+    "1. Öffnen Sie „Geräte und Drucker“ und wählen Sie den Zephyr-9.\n"
+    "2. Stellen Sie die Größe auf 62 mm – fertig. Ersatzrolle: 12 €.\n"
+)
+
+
+def chunk_texts(stack: Stack, url: str) -> list[str]:
+    """The knowledge base's chunks of the document at ``url``, as retrieval reads them."""
+    collection = chromadb.HttpClient(host=stack.chroma_host, port=stack.chroma_port).get_collection(
+        "deskpilot_kb"
+    )
+    return [str(text) for text in collection.get(where={"url": url})["documents"] or []]
+
+
+@pytest.mark.parametrize(
+    ("filename", "data"),
+    [
+        ("zephyr.txt", codecs.BOM_UTF16_LE + GERMAN_NOTE.encode("utf-16-le")),
+        ("zephyr.md", GERMAN_NOTE.encode("cp1252")),
+    ],
+    ids=["utf-16-le-bom", "cp1252"],
+)
+async def test_text_saved_in_another_encoding_is_indexed_readable(
+    stack: Stack, filename: str, data: bytes
+) -> None:
+    accepted = upload(stack, filename, data)
+    assert accepted.status_code == 202, accepted.text
+    document_id = accepted.json()["id"]
+    indexed = await status_of(stack, document_id, "indexed")
+    assert indexed["status"] == "indexed", indexed
+
+    text = " ".join(chunk_texts(stack, f"upload://{document_id}/{filename}"))
+    for words in ("Büro Zürich", "„Geräte und Drucker“", "Größe auf 62 mm – fertig", "12 €"):
+        assert words in text, text
+
+    deleted = httpx.delete(f"{stack.url}/api/documents/{document_id}", headers=ADMIN, timeout=30)
+    assert deleted.status_code == 202
+    assert (await status_of(stack, document_id, "deleted"))["status"] == "deleted"
+
+
 @pytest.mark.parametrize(
     "headers",
     [{}, {"Authorization": "Bearer wrong-token"}, {"Authorization": f"Basic {TOKEN}"}],
@@ -206,6 +249,12 @@ def test_document_endpoints_need_the_admin_token(stack: Stack, headers: dict[str
         ("no-extension", b"plain words", 415, "unsupported_file_type"),
         ("fake.pdf", b"<html>not a pdf</html>", 415, "unsupported_file_type"),
         ("binary.txt", b"text\x00with NUL bytes", 415, "unsupported_file_type"),
+        (
+            "photo.txt",
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)),
+            415,
+            "unsupported_file_type",
+        ),
         ("empty.md", b"", 422, "invalid_request"),
     ],
 )
