@@ -301,32 +301,19 @@ class Bus:
         ``opened``), and the raw entry itself is deleted from the topic.
         """
         raw: dict[bytes, bytes] = msg.raw_message["data"]
-        envelope = opened.model_dump_json().encode() if opened is not None else msg.body
-        content: tuple[bytes, bytes] = (
-            (WITHHELD_FIELD, _envelope_only(envelope))
-            if topic in RAW_TOPICS
-            else (RAW_FIELD, raw.get(RAW_FIELD, msg.body))
+        await self._write_dead_letter(
+            topic,
+            group,
+            entry=raw.get(RAW_FIELD, msg.body),
+            envelope=opened.model_dump_json().encode() if opened is not None else msg.body,
+            error=error,
+            deliveries=deliveries,
+            # The stream entry id; ``msg.message_id`` is FastStream's message-id header, a
+            # random uuid for messages published without one.
+            original_id=_entry_id(msg),
         )
-        await self.redis.xadd(
-            dead_letter_stream(topic),
-            {
-                content[0]: content[1],
-                b"error": error.encode(),
-                b"group": group.encode(),
-                b"consumer": self.consumer.encode(),
-                # The stream entry id; ``msg.message_id`` is FastStream's message-id header, a
-                # random uuid for messages published without one.
-                b"original_id": _entry_id(msg).encode(),
-                b"deliveries": str(deliveries).encode(),
-                b"failed_at": datetime.now(UTC).isoformat().encode(),
-            },
-            maxlen=self.settings.stream_maxlen,
-            approximate=True,
-        )
-        metrics.DEAD_LETTERS.labels(self.service, topic, group).inc()
         if topic in RAW_TOPICS:
             await self.redis.xdel(topic, _entry_id(msg))
-        log.error("message dead-lettered", extra={"topic": topic, "error": error})
 
     async def dead_letter_event(
         self,
@@ -348,20 +335,43 @@ class Bus:
         ``group`` is the consumer group that gave up (default: this service's),
         ``original_id`` the stream entry id when known, else the event id.
         """
-        group = group or self.service
         body = event.model_dump_json().encode()
+        return await self._write_dead_letter(
+            topic,
+            group or self.service,
+            entry=await self.broker.message_format.encode(
+                message=body,
+                reply_to=None,
+                headers={"content-type": "application/json"},
+                correlation_id=event.correlation_id,
+            ),
+            envelope=body,
+            error=error,
+            deliveries=deliveries,
+            original_id=original_id or event.event_id,
+        )
+
+    async def _write_dead_letter(
+        self,
+        topic: str,
+        group: str,
+        *,
+        entry: bytes,
+        envelope: bytes,
+        error: str,
+        deliveries: int,
+        original_id: str,
+    ) -> str:
+        """Append one dead letter to ``<topic>.dlq``, count and log it; returns its entry id.
+
+        ``entry`` is the message as :meth:`publish` writes it (what ``deskpilot dlq replay``
+        appends again); on a raw topic it is left out and only the ids of the event JSON
+        ``envelope`` are kept (``withheld``).
+        """
         content: tuple[bytes, bytes] = (
-            (WITHHELD_FIELD, _envelope_only(body))
+            (WITHHELD_FIELD, _envelope_only(envelope))
             if topic in RAW_TOPICS
-            else (
-                RAW_FIELD,
-                await self.broker.message_format.encode(
-                    message=body,
-                    reply_to=None,
-                    headers={"content-type": "application/json"},
-                    correlation_id=event.correlation_id,
-                ),
-            )
+            else (RAW_FIELD, entry)
         )
         entry_id = await self.redis.xadd(
             dead_letter_stream(topic),
@@ -370,7 +380,7 @@ class Bus:
                 b"error": error.encode(),
                 b"group": group.encode(),
                 b"consumer": self.consumer.encode(),
-                b"original_id": (original_id or event.event_id).encode(),
+                b"original_id": original_id.encode(),
                 b"deliveries": str(deliveries).encode(),
                 b"failed_at": datetime.now(UTC).isoformat().encode(),
             },
@@ -378,7 +388,7 @@ class Bus:
             approximate=True,
         )
         metrics.DEAD_LETTERS.labels(self.service, topic, group).inc()
-        log.error("event dead-lettered", extra={"topic": topic, "error": error})
+        log.error("message dead-lettered", extra={"topic": topic, "group": group, "error": error})
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
     # -- producing -------------------------------------------------------------------------
