@@ -78,6 +78,15 @@ on publish and opens on delivery, ``contracts.sealing``), so no file Redis write
 clear. An entry is deleted once handled; one that fails for good, or does not open, is
 dead-lettered without its content (ids and why only), never with it."""
 
+DELETED_ONCE_HANDLED: frozenset[str] = RAW_TOPICS | {
+    Topic.DOCUMENT_SUBMITTED,
+    Topic.PAGES_CRAWLED,
+}
+"""Streams whose one reading group deletes each entry (XDEL) once it handled it: raw user content,
+and the bulky ones, an uploaded document's bytes and a crawled page's HTML or PDF (tens of KB, up
+to megabytes), whose extracted form the indexer keeps. They are not bounded by trimming instead:
+an approximate MAXLEN drops the oldest entries whether or not their group read them yet."""
+
 
 class Group(StrEnum):
     """Consumer groups, one per consuming service."""

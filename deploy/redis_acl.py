@@ -9,8 +9,9 @@ and ``default`` (no password, may only PING: container health checks). What a se
   runtime-configuration defaults; read access to every heartbeat (the health check scans them)
   and to the runtime configuration;
 * on each stream its consumer group reads (``contracts.topics.SUBSCRIPTIONS``): read through the
-  group, acknowledge, claim, create the group, dead-letter to ``<topic>.dlq``, and delete entries
-  of raw topics once redacted;
+  group, acknowledge, claim, create the group, dead-letter to ``<topic>.dlq``, and delete the
+  entries it handled of the streams that are emptied so (``contracts.topics.DELETED_ONCE_HANDLED``:
+  raw topics once redacted, uploaded documents and crawled pages once indexed);
 * on each stream it publishes (:data:`PUBLISHES`): append and create the readers' groups; the
   workers that answer a turn append to the gateways' reply streams (``reply.*``);
 * the gateway also reads stream lengths and group lag of every stream (admin analytics) and reads
@@ -40,8 +41,8 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from contracts.topics import (
+    DELETED_ONCE_HANDLED,
     DLQ_SUFFIX,
-    RAW_TOPICS,
     REPLY_PREFIX,
     SUBSCRIPTIONS,
     Group,
@@ -127,7 +128,7 @@ CONSUME = "+xreadgroup +xack +xautoclaim +xclaim +xpending +xgroup|create +xinfo
 service's metrics (contracts/metrics.py), the same numbers KEDA scales on."""
 PUBLISH = "+xadd +xgroup|create"
 DEAD_LETTER = "+xadd"
-DELETE_RAW = "+xdel"
+DELETE_HANDLED = "+xdel"
 INSPECT = "+xlen +xinfo|groups"
 RANGE = "+xrange +xrevrange"
 LAG = "+xinfo|groups +xlen +xpending"
@@ -148,8 +149,9 @@ class ServiceAccess:
         return tuple(f"{stream}{DLQ_SUFFIX}" for stream in self.consumes)
 
     @property
-    def raw(self) -> tuple[str, ...]:
-        return tuple(stream for stream in self.consumes if stream in RAW_TOPICS)
+    def deletes(self) -> tuple[str, ...]:
+        """The streams it deletes the entries of once handled."""
+        return tuple(stream for stream in self.consumes if stream in DELETED_ONCE_HANDLED)
 
 
 def streams(namespace: str = "") -> list[str]:
@@ -218,8 +220,8 @@ def service_rules(service: str, crawler_namespace: str = "") -> str:
     if a.consumes:
         parts.append(_selector(a.consumes, CONSUME))
         parts.append(_selector(a.dead_letters, DEAD_LETTER))
-    if a.raw:
-        parts.append(_selector(a.raw, DELETE_RAW))
+    if a.deletes:
+        parts.append(_selector(a.deletes, DELETE_HANDLED))
     if a.publishes:
         parts.append(_selector(a.publishes, PUBLISH))
     if service in INSPECTS:

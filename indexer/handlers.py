@@ -63,7 +63,7 @@ def register(bus: Bus, uploads: UploadService, crawled: CrawledPages) -> None:
         result = await asyncio.to_thread(uploads.delete, event.document_id)
         await _report(bus, event, event.document_id, result)
 
-    async def on_pages_crawled(event: PagesCrawled, _: Delivery) -> None:
+    async def on_pages_crawled(event: PagesCrawled, delivery: Delivery) -> None:
         result = await asyncio.to_thread(crawled.index, event.pages)
         # Also when nothing changed: the turn waiting on this correlation id searches again, and
         # the pages it needs may have been indexed by an earlier crawl.
@@ -79,6 +79,9 @@ def register(bus: Bus, uploads: UploadService, crawled: CrawledPages) -> None:
                 source_event_id=event.event_id,
             ),
         )
+        # The pages' HTML (tens of KB each) is stored in its extracted form now: drop the entry.
+        # Only the indexer reads this topic; an entry not handled yet is never trimmed instead.
+        await delivery.delete_entry()
 
     bus.subscribe(Topic.DOCUMENT_SUBMITTED, DocumentSubmitted, on_submitted, group=Group.INDEXER)
     bus.subscribe(Topic.PAGES_CRAWLED, PagesCrawled, on_pages_crawled, group=Group.INDEXER)

@@ -31,7 +31,14 @@ from contracts.runtime_config import (
     read_defaults,
 )
 from contracts.settings import ServiceSettings
-from contracts.topics import RAW_TOPICS, REPLY_PREFIX, SUBSCRIPTIONS, Group, Topic
+from contracts.topics import (
+    DELETED_ONCE_HANDLED,
+    RAW_TOPICS,
+    REPLY_PREFIX,
+    SUBSCRIPTIONS,
+    Group,
+    Topic,
+)
 from deploy import redis_acl
 from tests.support import wait_until
 
@@ -237,8 +244,8 @@ async def test_a_service_does_its_work_as_its_own_user(
     def handler_for(stream: str) -> Any:
         async def handle(evt: Event, delivery: Delivery) -> None:
             received[stream].append(evt.event_id)
-            if stream in RAW_TOPICS:
-                await delivery.delete_entry()  # raw text is deleted once handled
+            if stream in DELETED_ONCE_HANDLED:
+                await delivery.delete_entry()  # raw text, a document's bytes, a page's HTML
 
         return handle
 
@@ -248,7 +255,7 @@ async def test_a_service_does_its_work_as_its_own_user(
     await feeder.broker.connect()
     await bus.start()  # creates its groups, and skips the groups of streams it may not touch
     try:
-        # Reads through its group, acknowledges, deletes raw entries.
+        # Reads through its group, acknowledges, deletes the entries of the streams emptied so.
         sent = {stream: await feeder.publish(stream, event()) for stream in consumed}
 
         async def all_received() -> bool:
@@ -261,7 +268,7 @@ async def test_a_service_does_its_work_as_its_own_user(
 
         await wait_until(all_acknowledged)
         for stream in consumed:
-            if stream in RAW_TOPICS:
+            if stream in DELETED_ONCE_HANDLED:
                 assert not await admin.xrange(stream, sent[stream], sent[stream])
 
         # An entry that is not an event goes to the dead letters (and a raw one is deleted).
