@@ -20,14 +20,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -37,10 +31,9 @@ import pytest
 import redis
 import websockets
 
-from deploy.runner import Stack, free_port
-from tests.support import REPO_ROOT
+from deploy.runner import Stack
 from tests.support.fake_idp import FakeIdP, new_key
-from tests.support.stack import FAST_ENV, log_records, new_user, running_stack
+from tests.support.stack import log_records, new_user, running_stack
 
 pytestmark = pytest.mark.slow
 
@@ -481,69 +474,6 @@ async def test_the_websocket_opens_only_for_the_gateways_own_pages(stack: Stack)
     assert await handshake(None) == 101  # a program: no Origin (see gateway/origins.py)
     for origin in ("https://evil.example", "http://127.0.0.1:1", "null"):
         assert await handshake(origin) == 403, origin
-
-
-def test_deskpilot_up_makes_an_admin_token_per_run_and_shows_it_once(tmp_path: Path) -> None:
-    """No admin token configured: `deskpilot up` generates one, prints it once, and no known
-    default (`change-me`, empty) opens the admin API."""
-    port = free_port()
-    output = tmp_path / "up.log"
-    # Only the gateway's readiness matters here (the admin API needs nothing else), so `up`
-    # reports ready without waiting for the workers' models to load.
-    env = {
-        **os.environ,
-        **FAST_ENV,
-        "GATEWAY_REQUIRED_SERVICES": "[]",
-        "DESKPILOT_RUNNER_READY_TIMEOUT_S": "600",
-        "DESKPILOT_RUNNER_CRAWLER": "off",
-    }
-    env.pop("DESKPILOT_ADMIN_TOKEN", None)
-    with output.open("w") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "deploy.cli",
-                "up",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(tmp_path / "data"),
-            ],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    try:
-        deadline = time.monotonic() + 660
-        while "Admin token for this run" not in output.read_text():
-            assert process.poll() is None, output.read_text()
-            assert time.monotonic() < deadline, output.read_text()
-            time.sleep(0.5)
-        text = output.read_text()
-        [token] = re.findall(r"Admin token for this run[^:]*: (\S+)", text)
-        assert len(token) >= 40
-        assert text.count(token) == 1
-        url = f"http://127.0.0.1:{port}/api/admin/tickets"
-        assert httpx.get(url, headers=bearer(token), timeout=30).status_code == 200
-        for known in ("change-me", "changeme"):
-            assert httpx.get(url, headers=bearer(known), timeout=30).status_code == 401
-        assert httpx.get(url, timeout=30).status_code == 401
-        written = [
-            path
-            for path in (tmp_path / "data").rglob("*")
-            if path.is_file() and "redis" not in path.parts and token.encode() in path.read_bytes()
-        ]
-        assert written == []  # not in the logs, not in runtime.json
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(30)
 
 
 def test_a_generated_admin_token_is_fresh_each_run() -> None:
