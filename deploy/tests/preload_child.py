@@ -1,0 +1,34 @@
+"""A stand-in service for the fork server's tests: ``python -m deploy.tests.preload_child``.
+
+It prints what it was started with (its argv, one variable of its environment, whether a module
+the server preloads was already imported, its session), then behaves as ``PRELOAD_CHILD_DO``
+says: ``exit:N`` exits with N, ``sleep`` waits for a signal, ``raise`` dies of an exception."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+if __name__ == "__main__":
+    print(
+        json.dumps(
+            {
+                "argv0": sys.argv[0],
+                "marker": os.environ.get("PRELOAD_CHILD_MARKER"),
+                "inherited": os.environ.get("PRELOAD_SERVER_ONLY"),
+                "decimal_preloaded": "decimal" in sys.modules,
+                "own_session": os.getsid(0) == os.getpid(),
+                "stdin": sys.stdin.read(),
+            }
+        ),
+        flush=True,
+    )
+    action = os.environ.get("PRELOAD_CHILD_DO", "exit:0")
+    if action == "sleep":
+        while True:
+            time.sleep(1)
+    if action == "raise":
+        raise RuntimeError("the stand-in service failed")
+    sys.exit(int(action.split(":", 1)[1]))
