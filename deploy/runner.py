@@ -404,6 +404,10 @@ def generated_admin_token(settings: ServiceSettings) -> str | None:
     return secrets.token_urlsafe(32)
 
 
+class _StopRequested(BaseException):
+    """Ctrl-C or SIGTERM while the stack starts (a BaseException, so no wait swallows it)."""
+
+
 def up(data_dir: Path | None, port: int, host: str, verbose: bool) -> int:
     overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
     settings = RunnerSettings(**overrides)
@@ -413,8 +417,25 @@ def up(data_dir: Path | None, port: int, host: str, verbose: bool) -> int:
     admin_token = generated_admin_token(settings)
     extra_env = {"DESKPILOT_ADMIN_TOKEN": admin_token} if admin_token else {}
     stack = Stack(settings, port=port, host=host, verbose=verbose, extra_env=extra_env)
+    # Until run_forever takes over, Ctrl-C or SIGTERM stops what has started. SIGTERM's default
+    # ended the runner at once and left Redis, Chroma and every service running. While start()
+    # spawns the children the request waits, so no child is started unrecorded.
+    starting = True
+    requested = False
+
+    def request_stop(*_: object) -> None:
+        nonlocal requested
+        requested = True
+        if not starting:
+            raise _StopRequested
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
     try:
         stack.start()
+        starting = False
+        if requested:
+            raise _StopRequested
         print("Starting services (loading models takes a little while)…", flush=True)
         if not stack.wait_ready():
             print(
@@ -432,5 +453,12 @@ def up(data_dir: Path | None, port: int, host: str, verbose: bool) -> int:
         stack.run_forever()
         print("Stopping Deskpilot…", flush=True)
         return 0
+    except _StopRequested:
+        print("Stopping Deskpilot before it was ready…", file=sys.stderr, flush=True)
+        return 1
     finally:
+        # Stopping takes a while (each worker finishes its in-flight work): a second Ctrl-C or
+        # SIGTERM must not cut it short and leave children running, or exited and unreaped.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stack.stop()

@@ -1,0 +1,79 @@
+"""`deskpilot up` stopped while it is still starting (models load for minutes): every process it
+started, Redis and Chroma included, is stopped and reaped, none is left running or <defunct>."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from deploy.runner import RUNTIME_FILE, free_port
+from tests.support import REPO_ROOT, wait_until_sync
+from tests.support.stack import FAST_ENV, vector_cache_dir
+
+pytestmark = pytest.mark.slow
+
+
+def left_running(processes: list[psutil.Process]) -> list[str]:
+    """The processes still there, running or a zombie nobody reaped."""
+    left = []
+    for process in processes:
+        try:
+            left.append(f"{process.pid} {process.name()} {process.status()}")
+        except psutil.NoSuchProcess:
+            continue
+    return left
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["term", "int"])
+def test_a_stop_during_the_start_stops_and_reaps_every_child(
+    tmp_path: Path, signal_number: signal.Signals
+) -> None:
+    data_dir = tmp_path / "data"
+    log_path = tmp_path / "up.log"
+    with log_path.open("w") as log:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "deploy.cli", "up", "--port", str(free_port())]
+            + ["--data-dir", str(data_dir)],
+            cwd=REPO_ROOT,
+            env={
+                **os.environ,
+                **FAST_ENV,
+                "DESKPILOT_EMBEDDING_CACHE_DIR": str(vector_cache_dir()),
+            },
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    children: list[psutil.Process] = []
+    try:
+        # runtime.json is written once every child is started, long before the stack is ready.
+        wait_until_sync(
+            lambda: runner.poll() is None and (data_dir / RUNTIME_FILE).exists(),
+            300,
+            message=log_path.read_text,
+        )
+        children = psutil.Process(runner.pid).children()
+        names = {child.name() for child in children}
+        assert {"valkey-server", "chroma"} <= names, names
+        assert "ready" not in log_path.read_text()
+
+        runner.send_signal(signal_number)
+
+        assert runner.wait(180) == 1, log_path.read_text()
+        assert left_running(children) == []
+        assert "Stopping Deskpilot" in log_path.read_text()
+        assert not (data_dir / RUNTIME_FILE).exists()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(30)
+        for child in children:  # what the runner left behind, so the run goes on clean
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                continue
