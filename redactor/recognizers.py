@@ -27,7 +27,6 @@ from presidio_analyzer.predefined_recognizers import (
     EmailRecognizer,
     IbanRecognizer,
     IpRecognizer,
-    PhoneRecognizer,
     SpacyRecognizer,
     UrlRecognizer,
     UsLicenseRecognizer,
@@ -37,6 +36,7 @@ from presidio_analyzer.predefined_recognizers import (
 from redactor.addresses import StreetAddressRecognizer
 from redactor.names import NAME_PARTICLES, NameLists, words_of_no_name
 from redactor.people import PersonCueRecognizer
+from redactor.phones import VersionAwarePhoneRecognizer
 from redactor.secrets import (
     NOT_SECRETS,
     PASSWORD,
@@ -123,40 +123,6 @@ class RoutableIpRecognizer(IpRecognizer):
             return True
         address = ipaddress.ip_interface(pattern_text).ip
         return address.is_loopback or address.is_unspecified
-
-
-class VersionAwarePhoneRecognizer(PhoneRecognizer):
-    """Presidio's phone recogniser, less what only looks like a number to call: a version or
-    build after its word ("version 126.0.6478.127"), and digits glued to letters before them
-    ("PO-2024-008812", an order number)."""
-
-    _VERSION_BEFORE = re.compile(
-        r"(?i:\b(?:version|ver|v|build|release|firmware|bios|driver|update|kb|patch)\.?\s*:?\s*)$"
-    )
-
-    def analyze(
-        self,
-        text: str,
-        entities: list[str],
-        nlp_artifacts: NlpArtifacts | None = None,
-    ) -> list[RecognizerResult]:
-        results: list[RecognizerResult] = super().analyze(
-            text,
-            entities,
-            nlp_artifacts,  # type: ignore[arg-type]  # Presidio's own default is None
-        )
-        kept = []
-        for result in results:
-            before = text[max(0, result.start - 20) : result.start]
-            glued = (
-                result.start >= 2
-                and text[result.start - 1] in "-_/#"
-                and text[result.start - 2].isalnum()
-            )
-            if glued or self._VERSION_BEFORE.search(before):
-                continue
-            kept.append(result)
-        return kept
 
 
 # A command that logs in to another machine: what follows it as user@host is a login target,
