@@ -19,7 +19,8 @@ and expire ``CRAWLER_JOB_TTL_S`` after the job starts; ``<ns>`` is ``CRAWLER_NAM
                                 task stream entry), ``d:<outcome>`` (done)
 ``...:batch``                   hash: dispatcher → JSON of the URLs it dispatched (replayed, never
                                 re-popped, when the dispatcher's message is redelivered)
-``...:hashes``                  hash: content hash → URL (identical content published once)
+``...:hashes``                  hash: content hash → URL (identical content published once; a
+                                URL whose fetch fails after its claim lets it go)
 ``...:offsite``                 set: links found outside the allowed domains (``skip:off_domain``
                                 counts each once)
 ``...:pages``                   list: summaries of the published pages, in order
@@ -276,6 +277,12 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return ARGV[2]
 """
 
+# KEYS: hashes; ARGV: hash url
+_RELEASE_HASH = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+return redis.call('HDEL', KEYS[1], ARGV[1])
+"""
+
 Begin = Literal["go", "done", "duplicate", "busy", "cancel", "late", "gone"]
 
 
@@ -371,6 +378,7 @@ class JobStore:
         self._finish = redis.register_script(_FINISH)
         self._renew = redis.register_script(_RENEW)
         self._claim_hash = redis.register_script(_CLAIM_HASH)
+        self._release_hash = redis.register_script(_RELEASE_HASH)
         self._note_offsite = redis.register_script(_NOTE_OFFSITE)
         self._note_refused = redis.register_script(_NOTE_REFUSED)
         self._specs: dict[str, ContextInsufficient] = {}
@@ -500,6 +508,14 @@ class JobStore:
             args=[content_hash, url],
         )
         return result.decode() if isinstance(result, bytes) else str(result)
+
+    async def release_content(self, job_id: str, content_hash: str, url: str) -> bool:
+        """``url`` will not publish ``content_hash`` after all: the next URL with it may claim
+        it. True if ``url`` held the claim (a claim of another URL is left alone)."""
+        result = await self._release_hash(
+            keys=[self.key(job_id, "hashes")], args=[content_hash, url]
+        )
+        return int(result) == 1
 
     async def settled(self, job_id: str) -> None:
         """The job's end was announced: the deadline sweep can forget it."""

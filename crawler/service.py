@@ -537,7 +537,15 @@ class CrawlService:
             ms=ms,
             rendered=rendered,
         )
-        links = await self._plan(spec, task, extracted, scope)
+        try:
+            links = await self._plan(spec, task, extracted, scope)
+        except BaseException:
+            # Planning failed or the page's time ran out (a cancellation): this URL will not
+            # publish the content, so the same content under another URL must not be skipped
+            # as its duplicate. Redis away too: the claim stays, as before.
+            with contextlib.suppress(RedisError):
+                await self.jobs.release_content(spec.job_id, extracted.content_hash, document.url)
+            raise
         return _Result(Outcome.PAGE, page=page, links=links, extracted=extracted)
 
     async def _read_html(self, document: _Document, scope: Scope) -> tuple[ExtractedPage, bool]:
