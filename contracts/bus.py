@@ -37,7 +37,6 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 from faststream import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
-from faststream.redis.annotations import RedisStreamMessage
 from faststream.redis.message import RedisStreamMessage as StreamMessage
 from faststream.redis.opentelemetry import RedisTelemetryMiddleware
 from faststream.redis.parser import BinaryMessageFormatV1
@@ -119,6 +118,10 @@ class Bus:
             middlewares=[RedisTelemetryMiddleware(tracer_provider=provider)],
             logger=logging.getLogger(f"deskpilot.{service}.broker"),
             log_level=logging.DEBUG,
+            # Handlers take the message from the broker's context (see :meth:`subscribe`), not
+            # through FastStream's dependency injection, which resolves a context argument in
+            # a worker thread: a thread hop on every delivery.
+            apply_types=False,
         )
         self.redis: aioredis.Redis = aioredis.from_url(
             settings.redis_url, health_check_interval=10, socket_keepalive=True
@@ -156,11 +159,11 @@ class Bus:
         self._groups.add((topic, group))
         idle_ms = self.settings.reclaim_idle_ms
 
-        async def on_new(msg: RedisStreamMessage) -> None:
-            await self._deliver(topic, group, model, handler, msg, reclaimed=False)
+        async def on_new(_: bytes) -> None:
+            await self._deliver(topic, group, model, handler, self._message(), reclaimed=False)
 
-        async def on_reclaimed(msg: RedisStreamMessage) -> None:
-            await self._deliver(topic, group, model, handler, msg, reclaimed=True)
+        async def on_reclaimed(_: bytes) -> None:
+            await self._deliver(topic, group, model, handler, self._message(), reclaimed=True)
 
         # A read takes no more entries than the handler can work on at once. Unbounded, the
         # first XREADGROUP moves a whole backlog into this consumer's pending list: replicas
@@ -177,6 +180,7 @@ class Bus:
             ),
             ack_policy=AckPolicy.NACK_ON_ERROR,
             max_workers=concurrency,
+            decoder=_undecoded,
             title=f"{topic}:{group}",
         )(on_new)
         self.broker.subscriber(
@@ -188,9 +192,15 @@ class Bus:
                 polling_interval=min(5_000, max(50, idle_ms // 5)),
             ),
             ack_policy=AckPolicy.NACK_ON_ERROR,
+            decoder=_undecoded,
             title=f"{topic}:{group}:reclaim",
             include_in_schema=False,
         )(on_reclaimed)
+
+    def _message(self) -> StreamMessage:
+        """The message being delivered (FastStream keeps it in the broker's context)."""
+        message: StreamMessage = self.broker.context.get_local("message")
+        return message
 
     async def _deliver(
         self,
@@ -430,6 +440,12 @@ class Bus:
             self._lag_watch = None
         await self.broker.stop()
         await self.redis.aclose()
+
+
+async def _undecoded(msg: StreamMessage) -> bytes:
+    """The body as it came: :meth:`Bus._deliver` validates it into the event (FastStream's
+    default decoder would parse the JSON once more, for nothing)."""
+    return msg.body
 
 
 def _all_known_groups() -> list[tuple[str, str]]:
