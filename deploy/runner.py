@@ -17,6 +17,7 @@ Each child serves its Prometheus metrics on a free loopback port of its own (one
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import signal
@@ -35,11 +36,14 @@ from pydantic_settings import SettingsConfigDict
 
 from contracts.sealing import new_key_entry
 from contracts.settings import ServiceSettings
+from deploy.preload import ForkedProcess, ForkServer, ForkServerError
 
 SERVICES = ("redactor", "ocr", "orchestrator", "indexer", "ticketing", "crawler", "gateway")
 """Start order: workers first, the gateway (the only entry point) last."""
 OPTIONAL = frozenset({"crawler"})
 """Started only where they can run (see :meth:`Stack.wanted`)."""
+
+log = logging.getLogger("deskpilot.runner")
 
 RUNTIME_FILE = "runtime.json"
 SEAL_KEYS_FILE = "seal-keys"
@@ -61,6 +65,14 @@ class RunnerSettings(ServiceSettings):
         "is installed; `on` always; `off` never.",
     )
     crawler_workers: int = Field(1, ge=1, le=16, description="Crawler worker processes to start.")
+    preload: bool = Field(
+        True,
+        description=(
+            "Start the services from one process that has imported the libraries they share "
+            "(a fork server, deploy/preload.py): each is still a process of its own, it only "
+            "skips most of its imports. Off: each starts with its own `python -m`."
+        ),
+    )
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -117,13 +129,23 @@ class Child:
     argv: list[str]
     env: dict[str, str]
     log_path: Path | None
-    process: subprocess.Popen[bytes] | None = None
+    process: subprocess.Popen[bytes] | ForkedProcess | None = None
     started_at: float = 0.0
     restarts: int = 0
     next_start: float = 0.0
+    fork_server: ForkServer | None = field(default=None, repr=False)
+    """Forks the child when set and its argv is ``python -m <module>``."""
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> None:
+        if self.fork_server is not None and self.argv[1:2] == ["-m"]:
+            try:
+                self.process = self.fork_server.spawn(self.argv[2], self.env, self.log_path)
+                self.started_at = time.monotonic()
+                return
+            except ForkServerError as exc:
+                log.warning("starting %s on its own: %s", self.name, exc)
+                self.fork_server = None
         if self.log_path is not None and self._log is None:
             self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(  # nosec B603 # the stack's own services, argv list, no shell
@@ -187,6 +209,7 @@ class Stack:
         self.chroma_port = 0
         self.metrics: dict[str, str] = {}
         """Where each child serves its metrics, by child name."""
+        self.fork_server: ForkServer | None = None
         self.stopping = False
 
     @property
@@ -201,6 +224,11 @@ class Stack:
         self._start_redis()
         self._start_chroma()
         env = self._service_env()
+        if self.settings.preload:
+            try:
+                self.fork_server = ForkServer(env)
+            except OSError as exc:
+                self.say(f"Starting each service on its own (no fork server: {exc})")
         for name in SERVICES:
             if name in OPTIONAL and not self.wanted(name, env):
                 continue
@@ -218,6 +246,7 @@ class Stack:
                         "DESKPILOT_METRICS_PORT": str(metrics_port),
                     },
                     log_path=None if self.verbose else self.data_dir / "logs" / f"{label}.log",
+                    fork_server=self.fork_server,
                 )
                 child.start()
                 self.children.append(child)
@@ -325,7 +354,12 @@ class Stack:
             "metrics": self.metrics,
             "children": {child.name: child.process.pid for child in self.children if child.process},
         }
-        (self.data_dir / RUNTIME_FILE).write_text(json.dumps(runtime, indent=2))
+        # Replaced whole, never rewritten in place: `deskpilot` commands and tests read it while
+        # the supervisor rewrites it after a restart, and a truncated file read empty.
+        path = self.data_dir / RUNTIME_FILE
+        partial = path.with_name(f".{RUNTIME_FILE}.{os.getpid()}")
+        partial.write_text(json.dumps(runtime, indent=2))
+        os.replace(partial, path)
 
     def wait_ready(self) -> bool:
         """True once the gateway reports every dependency and service healthy."""
@@ -387,6 +421,8 @@ class Stack:
             child.wait(self.settings.stop_timeout_s)
         for child in self.children:
             child.close()
+        if self.fork_server is not None:
+            self.fork_server.close()
         if self.chroma:
             self.chroma.terminate()
             self.chroma.wait(15)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 import redis
 
@@ -222,6 +223,10 @@ def test_a_crashed_service_is_restarted_by_the_runner(first_run: FirstRun, secon
         return bool(now != old_pid and alive(int(now)))
 
     wait_until_sync(restarted, 120, interval_s=0.2, message="orchestrator was not restarted")
+    # Started again the way `up` starts every service: forked by the stack's fork server, which
+    # had imported the libraries the services share (deploy/preload.py).
+    new_pid = int(json.loads((data_dir / "runtime.json").read_text())["children"]["orchestrator"])
+    assert "deploy.preload" in psutil.Process(new_pid).parent().cmdline()
     wait_until_sync(
         lambda: httpx.get(f"{url}/health", timeout=10).status_code == 200,
         120,

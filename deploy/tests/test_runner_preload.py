@@ -1,0 +1,55 @@
+"""The runner's children started through its fork server (deploy/preload.py), and without one."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deploy.preload import ForkedProcess, ForkServer
+from deploy.runner import Child
+from tests.support import REPO_ROOT
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO_ROOT)}
+
+
+def stand_in(tmp_path: Path, server: ForkServer | None) -> Child:
+    return Child(
+        name="stand-in",
+        argv=[sys.executable, "-m", "deploy.tests.preload_child"],
+        env={**ENV, "PRELOAD_CHILD_DO": "exit:0"},
+        log_path=tmp_path / "stand-in.log",
+        fork_server=server,
+    )
+
+
+def test_a_child_is_forked_by_the_stacks_fork_server(tmp_path: Path) -> None:
+    server = ForkServer(ENV, modules=("decimal",))
+    try:
+        child = stand_in(tmp_path, server)
+        child.start()
+        assert isinstance(child.process, ForkedProcess)
+        assert child.process.wait(60) == 0
+        assert '"decimal_preloaded": true' in (tmp_path / "stand-in.log").read_text()
+    finally:
+        server.close()
+
+
+def test_without_a_working_fork_server_a_child_starts_on_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = ForkServer(ENV, modules=("decimal",))
+    server.close()  # gone before the child starts
+    child = stand_in(tmp_path, server)
+    with caplog.at_level(logging.WARNING, logger="deskpilot.runner"):
+        child.start()
+    assert isinstance(child.process, subprocess.Popen)
+    assert child.process.wait(60) == 0
+    assert child.fork_server is None  # the next restart does not try the dead server again
+    assert any("starting stand-in on its own" in r.getMessage() for r in caplog.records)
+    child.close()
+    assert '"decimal_preloaded": false' in (tmp_path / "stand-in.log").read_text()
