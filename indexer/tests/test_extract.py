@@ -356,17 +356,94 @@ def test_real_gnome_help_pages(name: str) -> None:
         assert boilerplate not in doc.text, boilerplate
 
 
-def test_lists_of_links_to_other_pages_are_navigation(tmp_path: Path) -> None:
-    page = tmp_path / "topic.html"
-    page.write_text(
-        "<html><body><main><h1>Sound</h1><p>Sound settings and troubleshooting.</p>"
+# -- Navigation and link cards ------------------------------------------------------------------
+
+
+def _html_text(tmp_path: Path, main: str) -> str:
+    page = tmp_path / "page.html"
+    page.write_text(f"<html><body><main>{main}</main></body></html>", encoding="utf-8")
+    return extract_document(page).text
+
+
+def test_link_cards_of_an_index_page_are_left_out(tmp_path: Path) -> None:
+    """A card's description says what another page is for; the index holds that page itself,
+    which its description on the index page would outrank (see ``drop_boilerplate``)."""
+    text = _html_text(
+        tmp_path,
+        "<h1>Sound</h1><p>Sound settings and troubleshooting.</p>"
         "<ul><li><a href='volume.html'>Change the volume</a> Make sounds louder.</li>"
         "<li><a href='mic.html'>Use another microphone</a> Pick the input device.</li></ul>"
-        "<ol><li>Open <a href='settings.html'>Settings</a>.</li><li>Choose Sound.</li></ol>"
-        "</main></body></html>"
+        "<ol><li>Open <a href='settings.html'>Settings</a>.</li><li>Choose Sound.</li></ol>",
     )
-    text = extract_document(page).text
-    assert "Make sounds louder" not in text
-    assert "Use another microphone" not in text
-    assert "Choose Sound" in text  # steps that merely contain a link stay
-    assert "Sound settings and troubleshooting" in text
+
+    assert (
+        text
+        == "Sound\n\nSound settings and troubleshooting.\n\n1. Open Settings.\n2. Choose Sound."
+    )
+
+
+def test_cards_drawn_as_boxes_are_link_cards_and_their_headings_no_sections(
+    tmp_path: Path,
+) -> None:
+    """Docusaurus' category cards (``<a class=card><h2>title</h2><p>description</p></a>`` in
+    a grid) and GNOME help's link boxes (title and description spans inside the link)."""
+    text = _html_text(
+        tmp_path,
+        "<h1>Settings</h1><p>Who is paged, and for what.</p><section class='row'>"
+        "<article class='col'><a class='card' href='/settings/contact/team'>"
+        "<h2 class='cardTitle'>Team</h2><p class='cardDescription'>Who gets paged.</p></a>"
+        "</article>"
+        "<article class='col'><a class='card' href='/settings/contact/service'>"
+        "<h2 class='cardTitle'>Service</h2><p class='cardDescription'>What is on call.</p></a>"
+        "</article></section>"
+        "<div class='links-divs'>"
+        "<div class='linkdiv'><a href='backup-how.html'><span class='title'>How to back up</span>"
+        "<span class='desc'> \u2014 Use a backup application.</span></a></div>"
+        "<div class='linkdiv'><a href='backup-what.html'><span class='title'>What to back up"
+        "</span><span class='desc'> \u2014 Anything you cannot lose.</span></a></div></div>",
+    )
+
+    assert text == "Settings\n\nWho is paged, and for what."
+
+
+def test_tables_of_contents_and_lists_of_bare_links_are_navigation(tmp_path: Path) -> None:
+    text = _html_text(
+        tmp_path,
+        "<div class='theme-doc-toc-mobile'><button>On this page</button></div>"
+        "<h1>Zoom</h1><p>Configure the Zoom plugin.</p>"
+        "<ul><li><a href='#api-key'>API key</a></li><li><a href='#api-secret'>API secret</a>"
+        "<ul><li><a href='#rotation'>Rotation</a></li></ul></li></ul>"
+        "<h2 id='api-key'>ZOOM_API_KEY</h2><p>The key of the application.</p>"
+        "<ul class='tags'><li><a href='/tags/plugins'>Plugins <span>4</span></a></li>"
+        "<li><a href='/tags/video'>Video</a></li></ul>"
+        "<ul><li><a href='/docs/slack'>Slack</a> ›</li><li><a href='/docs/jira'>Jira</a></li></ul>",
+    )
+
+    assert text == (
+        "Zoom\n\nConfigure the Zoom plugin.\n\nZoom > ZOOM_API_KEY\n\nThe key of the application."
+    )
+
+
+def test_prose_whose_only_markup_is_links_is_kept(tmp_path: Path) -> None:
+    """A paragraph whose child elements are all links (wrapped, as GNOME help writes them) is
+    no list of links."""
+    text = _html_text(
+        tmp_path,
+        "<h1>Backups</h1><p>Copy your files to <span class='link'><a href='drive.html'>an "
+        "external drive</a></span> or <span class='link'><a href='cloud.html'>an online storage "
+        "service</a></span>.</p>",
+    )
+    assert text == "Backups\n\nCopy your files to an external drive or an online storage service."
+
+
+def test_real_gnome_help_prose_with_links_is_kept() -> None:
+    text = extract_document(GNOME_HELP / "power-percentage.html").text
+    assert "It can also display the charge as a percentage." in text
+
+
+def test_real_gnome_help_index_page_keeps_its_text_not_its_link_cards() -> None:
+    text = extract_document(GNOME_HELP / "a11y.html").text
+
+    assert "The system includes assistive technologies" in text
+    assert "Ignore quickly-repeated key presses of the same key." not in text
+    assert "»" not in text  # the breadcrumb trail
