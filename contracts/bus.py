@@ -41,6 +41,7 @@ from faststream.redis.message import RedisStreamMessage as StreamMessage
 from faststream.redis.opentelemetry import RedisTelemetryMiddleware
 from faststream.redis.parser import BinaryMessageFormatV1
 from pydantic import ValidationError
+from redis.asyncio.client import Pipeline
 from redis.exceptions import NoPermissionError, RedisError, ResponseError
 
 from contracts import metrics
@@ -102,6 +103,20 @@ async def create_group(client: aioredis.Redis, stream: str, group: str) -> bool:
 async def ensure_groups(client: aioredis.Redis, pairs: Iterable[tuple[str, str]]) -> None:
     for stream, group in pairs:
         await create_group(client, stream, group)
+
+
+class Batch:
+    """Events and Redis commands written together (:meth:`Bus.batch`)."""
+
+    def __init__(self, bus: Bus, pipeline: Pipeline) -> None:
+        self._bus = bus
+        self.redis = pipeline
+        """Queue Redis commands here (``batch.redis.set(...)``); they run in order with the
+        events."""
+
+    async def publish(self, topic: str, event: Event) -> None:
+        """Append ``event`` to ``topic`` with the batch, as :meth:`Bus.publish` does."""
+        await self._bus._publish(topic, event, self.redis)
 
 
 class Bus:
@@ -405,19 +420,34 @@ class Bus:
 
     async def publish(self, topic: str, event: Event) -> str:
         """Append ``event`` to ``topic`` (sealed on a raw topic) and return its stream entry id."""
+        entry_id = await self._publish(topic, event, None)
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    @contextlib.asynccontextmanager
+    async def batch(self, *, transaction: bool = False) -> AsyncIterator[Batch]:
+        """Writes made together: the events published in the block (``batch.publish``) and the
+        commands queued on ``batch.redis`` go to Redis in one round trip, in order, when the
+        block ends (nothing is written if it raises). With ``transaction``, all or nothing
+        (MULTI/EXEC)."""
+        async with self.redis.pipeline(transaction=transaction) as pipe:
+            yield Batch(self, pipe)
+            await pipe.execute()
+
+    async def _publish(self, topic: str, event: Event, pipeline: Pipeline | None) -> Any:
         if event.traceparent is None:
             traceparent, tracestate = current_traceparent()
             event = event.model_copy(update={"traceparent": traceparent, "tracestate": tracestate})
         wire: Event = seal_event(event, self.key_ring) if topic in RAW_TOPICS else event
-        entry_id = await self.broker.publish(
+        result = await self.broker.publish(
             wire.model_dump_json().encode(),
             stream=topic,
             maxlen=self.settings.stream_maxlen,
             correlation_id=event.correlation_id,
             headers={"content-type": "application/json"},
+            pipeline=pipeline,
         )
         metrics.EVENTS_PUBLISHED.labels(self.service, topic).inc()
-        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        return result
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""What a delivery costs besides the handler, on a real valkey: no worker thread, and the
-handler still gets the event and the message (entry id, delivery count) it needs."""
+"""What a delivery and a publish cost besides the work, on a real valkey: no worker thread per
+delivery (the handler still gets the event and the message: entry id, delivery count), and
+events and commands written together in one round trip (:meth:`Bus.batch`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 
 import anyio.to_thread
 import pytest
+from redis.asyncio.connection import AbstractConnection
 
-from contracts.bus import Bus, Delivery
+from contracts.bus import RAW_FIELD, Bus, Delivery
 from contracts.events import Event, new_id
 from contracts.settings import ServiceSettings
 from tests.support import unique_name, wait_until
@@ -93,3 +95,58 @@ async def test_a_reclaimed_message_is_delivered_with_its_count(redis_url: str) -
         assert counts == [1, 2]
     finally:
         await bus.stop()
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per write to Redis of a packed command or pipeline (a round trip)."""
+    writes: list[int] = []
+    original = AbstractConnection.send_packed_command
+
+    async def counting(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        writes.append(1)
+        await original(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting)
+    return writes
+
+
+async def test_a_batch_writes_its_events_and_commands_in_one_round_trip_in_order(
+    bus: Bus, round_trips: list[int]
+) -> None:
+    topic, key = unique_name("batch"), unique_name("batch-key")
+    seen: list[str] = []
+
+    async def handle(event: Probe, delivery: Delivery) -> None:
+        seen.append(event.payload)
+
+    bus.subscribe(topic, Probe, handle, group=unique_name("g"))
+    await bus.start()
+    round_trips.clear()
+    async with bus.batch() as batch:
+        await batch.publish(topic, probe("first"))
+        batch.redis.set(key, "between", ex=60)
+        await batch.publish(topic, probe("second"))
+        assert round_trips == []  # nothing is written before the block ends
+    assert len(round_trips) == 1
+    await wait_until(lambda: len(seen) == 2)
+    assert seen == ["first", "second"]
+    assert await bus.redis.get(key) == b"between"
+    entries: Any = await bus.redis.xrange(topic)
+    # The entries are the ones Bus.publish writes: the event carries its trace context.
+    assert all(b"traceparent" in fields[RAW_FIELD] for _, fields in entries)
+
+
+async def test_a_batch_whose_block_fails_writes_nothing(bus: Bus) -> None:
+    topic, key = unique_name("batch"), unique_name("batch-key")
+
+    async def change_of_mind() -> None:
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(topic, probe("never"))
+            batch.redis.set(key, "never", ex=60)
+            raise RuntimeError("changed my mind")
+
+    with pytest.raises(RuntimeError, match="changed my mind"):
+        await change_of_mind()
+    assert await bus.redis.xlen(topic) == 0
+    assert await bus.redis.get(key) is None
