@@ -31,6 +31,7 @@ from orchestrator.feedback import FeedbackBoosts
 from orchestrator.incidents import IncidentStore
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState, TurnStore
+from orchestrator.turn.deps import AuditNote
 
 log = logging.getLogger("deskpilot.orchestrator")
 
@@ -89,28 +90,33 @@ class BusAudit:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
 
-    async def record(
-        self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
-    ) -> None:
-        if action == "decision":
-            # The redacted question: the analytics' unanswered topics and the indexer's gaps
-            # (unanswered, escalated and badly rated questions) read it.
-            details["question"] = turn.question.split("\n", 1)[0][:UNANSWERED_QUESTION_CHARS]
-        record = AuditRecorded.model_validate(
-            {
-                "correlation_id": turn.correlation_id,
-                "conversation_id": turn.conversation_id,
-                "service": "orchestrator",
-                "action": action,
-                "reason": reason,
-                "trace_id": current_trace_id(),
-                "details": details,
-            }
-        )
-        await self.bus.publish(Topic.AUDIT, record)
+    async def record(self, turn: TurnState, *notes: AuditNote) -> None:
+        trace_id = current_trace_id()
+        async with self.bus.batch() as batch:
+            for note in notes:
+                await batch.publish(Topic.AUDIT, _audit_record(turn, note, trace_id))
 
     async def publish(self, record: AuditRecorded) -> None:
         await self.bus.publish(Topic.AUDIT, record)
+
+
+def _audit_record(turn: TurnState, note: AuditNote, trace_id: str | None) -> AuditRecorded:
+    details = dict(note.details)
+    if note.action == "decision":
+        # The redacted question: the analytics' unanswered topics and the indexer's gaps
+        # (unanswered, escalated and badly rated questions) read it.
+        details["question"] = turn.question.split("\n", 1)[0][:UNANSWERED_QUESTION_CHARS]
+    return AuditRecorded.model_validate(
+        {
+            "correlation_id": turn.correlation_id,
+            "conversation_id": turn.conversation_id,
+            "service": "orchestrator",
+            "action": note.action,
+            "reason": note.reason,
+            "trace_id": trace_id,
+            "details": details,
+        }
+    )
 
 
 def _reply(turn: TurnState, **fields: object) -> TurnReply:

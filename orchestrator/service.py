@@ -51,6 +51,7 @@ from orchestrator.turn import (
     carry_out,
     finish,
     first_reply,
+    publish_notes,
 )
 
 log = logging.getLogger("deskpilot.orchestrator")
@@ -155,13 +156,20 @@ class Orchestrator:
                 reply, reason=f"{reply.reason}; {len(turn.attached)} attachment(s) read"
             )
         await carry_out(turn, reply)
+        await publish_notes(turn)
 
     async def begin(self, query: QueryReceived, replies: Replies) -> Turn | None:
         """The new turn: its state saved, its conversation, what its attachments say and the
         incident it is about. ``None`` when the query was delivered before: an answered turn
         gets its answer again, a waiting one is answered when its wait ends."""
         deps = self.deps
-        state = await deps.turns.get(query.correlation_id)
+        # Read at once; the state is saved when the turn is answered or starts to wait (a turn
+        # found unanswered and not waiting is simply taken again).
+        state, conversation, _ = await asyncio.gather(
+            deps.turns.get(query.correlation_id),
+            deps.conversations.load(query.conversation_id),
+            self.remember_keys(query.conversation_id, query.correlation_id),
+        )
         if state is not None and state.status is TurnStatus.ANSWERED and state.answer is not None:
             log.info("turn already answered; sending the same answer again")
             await replies.answer(state, state.answer)
@@ -176,11 +184,6 @@ class Orchestrator:
             reply_to=query.reply_to,
             question=query.text,
             redaction_notice=redaction_notice(query.redactions),
-        )
-        _, conversation, _ = await asyncio.gather(
-            deps.turns.save(state),
-            deps.conversations.load(query.conversation_id),
-            self.remember_keys(query.conversation_id, query.correlation_id),
         )
         turn = self.turn(state, conversation, replies, query=query, allow_crawl=True)
         turn.attached = await self.read_attachments(turn, query)
@@ -253,6 +256,7 @@ class Orchestrator:
         turn = self.turn(state, conversation, replies, allow_crawl=allow_crawl)
         turn.text = text
         _, reply = await first_reply(turn, self.steps.question)
+        await publish_notes(turn)
         return answer_of(reply), reply.reason
 
     async def purge(self, conversation_id: str) -> int:
@@ -324,7 +328,8 @@ class Orchestrator:
             _, reply = await first_reply(turn, self.steps.question)
             body = answer_of(reply)
             if not over and not self.enough(body):
-                await deps.turns.save(state)  # not enough yet: wait for more pages
+                # Not enough yet: wait for more pages.
+                await asyncio.gather(deps.turns.save(state), publish_notes(turn))
                 return
             if state.crawl_published is None and deps.fleet is not None and state.crawl_job_id:
                 await deps.fleet.stop(state, state.crawl_job_id)  # enough: end the crawl early

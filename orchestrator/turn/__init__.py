@@ -50,6 +50,7 @@ from orchestrator.turn.base import (
 )
 from orchestrator.turn.conversation import AutomationStep, CheckpointStep, IncidentStep
 from orchestrator.turn.deps import (
+    AuditNote,
     AuditTrail,
     CrawlFleet,
     NoAudit,
@@ -57,7 +58,7 @@ from orchestrator.turn.deps import (
     TicketDesk,
     TurnDeps,
 )
-from orchestrator.turn.finish import carry_out, finish
+from orchestrator.turn.finish import audit, carry_out, finish, publish_notes
 from orchestrator.turn.question import (
     AnswerStep,
     ChecklistStep,
@@ -89,6 +90,7 @@ __all__ = [
     "TURN_STEPS",
     "Answer",
     "AnswerStep",
+    "AuditNote",
     "AuditTrail",
     "AutomationStep",
     "Background",
@@ -117,7 +119,9 @@ __all__ = [
     "Turn",
     "TurnDeps",
     "answer_of",
+    "audit",
     "carry_out",
     "finish",
     "first_reply",
+    "publish_notes",
 ]

@@ -28,7 +28,7 @@ from orchestrator.intent import Intent
 from orchestrator.memory import Conversation
 from orchestrator.retrieval import Retrieval
 from orchestrator.state import TurnState
-from orchestrator.turn.deps import Replies, TurnDeps
+from orchestrator.turn.deps import AuditDetail, AuditNote, Replies, TurnDeps
 
 log = logging.getLogger("deskpilot.orchestrator")
 T = TypeVar("T")
@@ -243,6 +243,9 @@ class Turn:
     incident: Incident | None = None
     """The ongoing incident the message is about, if any."""
     allow_crawl: bool = True
+    audit_notes: list[AuditNote] = field(default_factory=list)
+    """Audit records the steps noted (:meth:`note`), published with the turn's outcome
+    (:func:`~orchestrator.turn.finish.audit`); shared by a copy of the turn (``replace``)."""
 
     # What the question steps find out, for the steps after them.
     follow_up: bool = field(default=False, init=False)
@@ -254,6 +257,11 @@ class Turn:
     similar_cases: asyncio.Task[list[SimilarCase]] | None = field(default=None, init=False)
     read_intent: Intent | None = field(default=None, init=False)
     retrieved: Retrieval | None = field(default=None, init=False)
+
+    def note(self, action: str, reason: str, **details: AuditDetail) -> None:
+        """Record ``action`` in the audit trail with the turn's outcome, not now: one write
+        for the turn's records instead of one per step, and none on the way to the answer."""
+        self.audit_notes.append(AuditNote(action, reason, details))
 
     @property
     def intent(self) -> Intent:

@@ -58,12 +58,24 @@ class TicketDesk(Protocol):
     async def status(self, request: TicketStatusRequested) -> None: ...
 
 
+AuditDetail = str | int | float | None
+
+
+@dataclass(frozen=True)
+class AuditNote:
+    """One audit record of a turn, before it is published: the action, why, and its details."""
+
+    action: str
+    reason: str
+    details: dict[str, AuditDetail] = field(default_factory=dict)
+
+
 class AuditTrail(Protocol):
     """The durable, redacted record of every agent action (the ``audit.log`` stream)."""
 
-    async def record(
-        self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
-    ) -> None: ...
+    async def record(self, turn: TurnState, *notes: AuditNote) -> None:
+        """Publish ``notes`` as records of ``turn``, in order and together (one write)."""
+        ...
 
     async def publish(self, record: AuditRecorded) -> None: ...
 
@@ -71,9 +83,7 @@ class AuditTrail(Protocol):
 class NoAudit:
     """No audit trail (tests of the turn's logic)."""
 
-    async def record(
-        self, turn: TurnState, action: str, reason: str, **details: str | int | float | None
-    ) -> None:
+    async def record(self, turn: TurnState, *notes: AuditNote) -> None:
         return None
 
     async def publish(self, record: AuditRecorded) -> None:

@@ -23,6 +23,7 @@ from orchestrator.memory import Conversation
 from orchestrator.state import TurnStatus
 from orchestrator.tickets import build_escalation, problem_words, requester
 from orchestrator.turn.base import CRAWL_STARTED, Answer, CheckTicket, Crawl, Escalate, Reply, Turn
+from orchestrator.turn.deps import AuditDetail
 
 log = logging.getLogger("deskpilot.orchestrator")
 
@@ -70,10 +71,28 @@ async def finish(
     if ticket_offer is None and body.action is Action.NO_ANSWER:
         ticket_offer = reason
     conversation.ticket_offer = ticket_offer
-    await asyncio.gather(turn.deps.conversations.save(conversation), turn.deps.turns.save(state))
     log.info("decided", extra={"action": body.action.value, "reason": reason})
-    await turn.deps.audit.record(state, "decision", reason, outcome=body.action.value)
+    # Recorded (memory, turn state, audit trail) at once, then sent.
+    await asyncio.gather(
+        turn.deps.conversations.save(conversation),
+        turn.deps.turns.save(state),
+        audit(turn, "decision", reason, outcome=body.action.value),
+    )
     await turn.replies.answer(state, body)
+
+
+async def audit(turn: Turn, action: str, reason: str, **details: AuditDetail) -> None:
+    """Record ``action`` in the audit trail, after what the turn's steps noted, in one write."""
+    turn.note(action, reason, **details)
+    await publish_notes(turn)
+
+
+async def publish_notes(turn: Turn) -> None:
+    """Publish the audit records the turn's steps noted and nothing published yet."""
+    notes = list(turn.audit_notes)
+    turn.audit_notes.clear()
+    if notes:
+        await turn.deps.audit.record(turn.state, *notes)
 
 
 async def escalate(turn: Turn, reply: Escalate) -> None:
@@ -105,7 +124,7 @@ async def escalate(turn: Turn, reply: Escalate) -> None:
     await waits.wait(state.correlation_id, time.time() + turn.settings.ticket_wait_s)
     await desk.request(escalation)
     log.info("decided", extra={"action": Action.ESCALATED.value, "reason": state.reason})
-    await deps.audit.record(state, "ticket", state.reason, queue=queue, topic=escalation.topic)
+    await audit(turn, "ticket", state.reason, queue=queue, topic=escalation.topic)
     await turn.replies.progress(state, "creating_ticket", "creating a ticket")
 
 
@@ -160,7 +179,7 @@ async def start_crawl(turn: Turn, reason: str) -> None:
         )
     )
     log.info("decided", extra={"action": Action.CRAWL.value, "reason": reason})
-    await deps.audit.record(state, "crawl_request", reason, seeds=len(settings.crawl_seed_urls))
+    await audit(turn, "crawl_request", reason, seeds=len(settings.crawl_seed_urls))
     await turn.replies.progress(state, "crawling", CRAWL_STARTED)
 
 

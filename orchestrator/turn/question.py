@@ -192,18 +192,16 @@ class RetrievalStep(Step):
 
     async def __call__(self, turn: Turn) -> Reply | None:
         deps, settings = turn.deps, turn.settings
-        await turn.replies.progress(turn.state, "searching")
+        search = turn.early_search or turn.background.soon(
+            deps.retriever.retrieve, turn.search_text, settings.top_k, os=turn.os
+        )
         turn.similar_cases = similar_cases_early(turn)
-        if turn.early_search is not None:
-            turn.retrieved = await turn.early_search
-        else:
-            turn.retrieved = await asyncio.to_thread(
-                deps.retriever.retrieve, turn.search_text, settings.top_k, os=turn.os
-            )
+        # The user hears of the search while it runs.
+        await turn.replies.progress(turn.state, "searching")
+        turn.retrieved = await search
         retrieval = turn.retrieval
         best = retrieval.confidence
-        await deps.audit.record(
-            turn.state,
+        turn.note(
             "retrieval",
             turn.confidence,
             hits=len(retrieval.hits),
