@@ -43,7 +43,7 @@ PASSWORD_WORDS: dict[str, str] = {
     ),
     # Compounds are written as one word ("Gerätepasswort") or with a hyphen ("WLAN-Passwort"):
     # the words may follow letters (see COMPOUND_CUE_ENDINGS).
-    "de": r"kennwort|passwort|zugangspasswort",
+    "de": r"kennwort|passwort|zugangspasswort|kennw\.|passw\.",
     "fr": r"mot\s+de\s+passe|mdp|phrase\s+(?:secr[èe]te|de\s+passe)",
     "es": (
         r"contrase[ñn]a|frase\s+(?:secreta|de\s+contrase[ñn]a|de\s+paso)|"
@@ -52,7 +52,8 @@ PASSWORD_WORDS: dict[str, str] = {
     "ca": r"contrasenya",
     "it": r"parola\s+d'ordine|parola\s+chiave",
     "pt": r"senha|palavra-passe|palavra\s+passe",
-    "nl": r"wachtwoord|wachtzin",
+    # "ww", as Dutch writers shorten "wachtwoord" ("mijn ww is ...")
+    "nl": r"wachtwoord|wachtzin|ww",
     "pl": r"has[łl]o",
     "sv": r"l[öo]senord(?:et)?",
     "da_no": r"adgangskode|passord(?:et)?",
@@ -73,7 +74,10 @@ WIFI_AND_DISK_KEY_WORDS = (
     r"netzwerkschl[üu]ssel|wlan-schl[üu]ssel|sicherheitsschl[üu]ssel|"
     r"cl[ée]\s+(?:wpa2?|wi-?fi|wep|de\s+s[ée]curit[ée](?:\s+r[ée]seau)?|r[ée]seau)|"
     r"clave\s+(?:wpa2?|wi-?fi|de\s+red)|chiave\s+(?:wpa2?|wi-?fi|di\s+rete)|"
-    r"netwerksleutel|wifi-sleutel"
+    r"netwerksleutel|wifi-sleutel|"
+    # the Wi-Fi key as "netsh wlan show profile ... key=clear" prints it, in several languages
+    r"key\s+content|schl[üu]sselinhalt|contenu\s+de\s+la\s+cl[ée]|contenido\s+de\s+la\s+clave|"
+    r"contenuto\s+(?:della\s+)?chiave|inhoud\s+van\s+(?:de\s+)?sleutel|conte[úu]do\s+da\s+chave"
 )
 
 # Words that name a PIN or a fixed code. German and Dutch compounds end in them ("SIM-PIN",
@@ -106,7 +110,13 @@ ONE_TIME_CODE_WORDS = (
     r"verificatiecode|bevestigingscode|beveiligingscode|sms-code|eenmalige\s+code|"
     r"kod\s+(?:weryfikacyjny|sms|jednorazowy|potwierdzaj[ąa]cy)|"
     r"verifieringskod|engangskode|vahvistuskoodi|ov[ěe]řovac[íi]\s+k[óo]d|"
-    r"doğrulama\s+kodu|dogrulama\s+kodu|код(?:\s+подтверждения)?"
+    r"doğrulama\s+kodu|dogrulama\s+kodu|код(?:\s+подтверждения)?|"
+    # a code named by its length ("the 6-digit code", "a six digit code")
+    r"(?:\d|four|five|six|seven|eight)[-\s]?digits?\s+(?:code|passcode)|"
+    # a code named by what gave it ("code from the app", "Code aus der App", "code de l'appli")
+    r"code\s+(?:from|in|aus|von|de|uit|van|da|dalla|dal|della|del|na|no)\s+(?:the\s+|my\s+|der\s+|"
+    r"dem\s+|la\s+|l'|de\s+|het\s+|mijn\s+|meiner\s+|o\s+|a\s+)?(?:app|sms|text|e-?mail|mail|"
+    r"authenticator|token|appli|application|aplicaci[óo]n|aplicativo|telefoon|handy|phone)"
 )
 # The apps and devices that show a one-time code ("the authenticator shows 305 718").
 CODE_SOURCES = (
@@ -157,7 +167,7 @@ VERBS: dict[str, str] = {
 # cue word of their own language.
 FOREIGN_VERBS: dict[str, str] = {
     "on": "salasana", "oli": "salasana", "es": "contrase|clave|frase|c[óo]digo|pin",
-    "era": "contrase|clave|senha|frase|c[óo]digo|codice|pin|password|parola",
+    "era": "contrase|clave|senha|palavra|frase|c[óo]digo|codice|pin|password|parola",
     "war": "passwort|kennwort|pin|code", "var": "l[öo]senord|passord|adgangskode",
     "er": "passord|adgangskode", "je": "heslo", "to": "has[łl]o|kod|pin",
     "é": "senha|password|c[óo]digo|pin|palavra", "è": "password|parola|codice|pin",
@@ -214,7 +224,7 @@ STATE_WORDS: frozenset[str] = frozenset(
         # English, of the system rather than the password ("the password page is down")
         "down", "offline", "unavailable", "unreachable", "slow", "gone", "greyed", "required",
         "missing", "expired", "invalid", "incorrect", "wrong", "locked", "blocked", "disabled",
-        "rejected", "empty", "blank", "mandatory", "optional", "needed",
+        "rejected", "empty", "blank", "mandatory", "optional", "needed", "present", "absent",
         # and what starts a pointer to it ("pw: see ticket INC0012345", "password: check the wiki")
         "see", "check", "ask", "look", "refer", "contact", "find", "attached", "below", "above",
         # German
@@ -262,5 +272,15 @@ DEFAULT_PASSWORDS: frozenset[str] = frozenset(
         "qwerty", "abc123", "123456", "1234", "12345", "12345678", "0000", "1111", "passw0rd",
         "p@ssw0rd", "trustno1", "iloveyou", "hunter2", "ubnt", "cisco", "raspberry", "alpine",
         "vagrant", "postgres", "mysql", "oracle", "operator", "secret", "sa",
+    }
+)  # fmt: skip
+
+# Account names devices and databases ship with: with a default password beside them ("admin /
+# admin", "cisco:cisco", "pi:raspberry") they are a working login.
+DEFAULT_USERS: frozenset[str] = frozenset(
+    {
+        "admin", "administrator", "root", "user", "guest", "pi", "ubnt", "cisco", "sa",
+        "operator", "support", "manager", "service", "test", "demo", "postgres", "oracle",
+        "super", "supervisor", "sysadmin", "tech", "monitor", "vagrant",
     }
 )  # fmt: skip

@@ -37,6 +37,8 @@ screenshot"); references instead of values (``${DB_PASSWORD}``, ``********``, ``
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections import Counter
@@ -54,6 +56,7 @@ from redactor.credential_words import (
     CODE_SOURCES,
     COMPOUND_CUE_ENDINGS,
     DEFAULT_PASSWORDS,
+    DEFAULT_USERS,
     FILLERS,
     FOREIGN_CHANGE_BEFORE,
     FOREIGN_CHANGE_TO,
@@ -318,6 +321,15 @@ _COMPOUND_NOUNS: frozenset[str] = frozenset(
         "question", "questions",
     }
 )  # fmt: skip
+# Words that link the password word to what it is for: "the password for the portal is X",
+# "la clave del portal es X" (the noun after them is no compound: "password portal is down").
+_LINKING_WORDS: frozenset[str] = frozenset(
+    {
+        "for", "of", "to", "on", "at", "in", "into", "del", "de", "du", "des", "da", "do", "dos",
+        "das", "di", "della", "dello", "für", "zum", "zur", "vom", "van", "voor", "het", "per",
+        "pour", "para", "na", "no", "po", "till", "til", "för", "på",
+    }
+)  # fmt: skip
 _ADVERBS = rf"(?:{FILLERS})"
 
 # The word starts a token, or follows "_", "-", a quote or a bracket ("DB_PASSWORD",
@@ -371,10 +383,27 @@ _USER_COLON_PASSWORD = re.compile(
     r"(?P<user>(?=[\w.\\-]*[^\W\d_])[\w.\\-]{1,40}):(?P<value>[^\s:/@]{4,64})(?![:/@])",
     re.IGNORECASE,
 )
+# A factory account and its default password, with no word before them: "the Ricoh still has
+# admin / admin", "the switch answers to cisco:cisco on telnet". A word of logging in must be
+# near; an owner and group ("chown root:root") or a container's user ("-u root:root") is none.
+_DEFAULT_PAIR = re.compile(
+    r"(?<![\w@/:.\\-])(?P<user>[A-Za-z][\w.-]{1,30})[ \t]?[:/][ \t]?"
+    r"(?P<value>[^\s:/@,;'\"()]{2,30})(?![\w:/@\\.-])"
+)
+_DEFAULT_PAIR_CONTEXT = re.compile(
+    r"\b(?:telnet|ssh|log(?:ged)?[\s-]?(?:in|on)|login|logon|sign[\s-]?in|web\s?(?:ui|interface|"
+    r"page|login|admin)|default|factory|credentials?|creds|answers\s+to|password|passwort|"
+    r"console|username|account|rdp|ftp|snmp|accepts?)\b",
+    re.IGNORECASE,
+)
+_OWNER_OR_CONTAINER_USER = re.compile(
+    r"\b(?:chown|chgrp|install|rsync|tar)\b[^\n]*$|(?:^|\s)(?:-u|--user|--chown|user:)\s*=?\s*$",
+    re.IGNORECASE,
+)
 _IMAGE_TAG = re.compile(r"v?\d+(?:\.\d+)+[\w.-]*", re.IGNORECASE)
 # "tried Passw0rd! and P@ssw0rd1": values tried, when a password word is near.
 _TRIED = re.compile(
-    r"\b(?:tried|try|typed?|entered|enter|used|use)\s+(?:with\s+)?(?P<values>[^\s,]{4,64}"
+    r"\b(?P<verb>tried|try|typed?|entered|enter|used|use|keyed\s+in)\s+(?:with\s+)?(?P<values>[^\s,]{4,64}"
     r"(?:(?:,\s*|\s+(?:and|or)\s+)[^\s,]{4,64})*)",
     re.IGNORECASE,
 )
@@ -524,7 +553,26 @@ _CODE_VALUE = re.compile(
     r"(?![\w.,/:-]\d|[\w/-])"
 )
 _ALNUM_CODE = re.compile(
-    r"(?P<value>(?=[a-z0-9-]*\d)(?=[a-z0-9-]*[a-z])[a-z0-9]{4,5}-[a-z0-9]{4,5})(?![\w-])",
+    r"(?P<value>(?=[a-z0-9-]*\d)(?=[a-z0-9-]*[a-z])"
+    r"(?:[a-z0-9]{4,5}-[a-z0-9]{4,5}|[a-z0-9]{3,6}(?:-[a-z0-9]{3,6}){2,3}))(?![\w-])",
+    re.IGNORECASE,
+)
+# What a card, a letter or an app does with a code: "the PUK on the card says 58203391".
+_CODE_SAYS = re.compile(
+    r"(?:^|(?<=\s))(?:says|said|shows|showed|reads|displays|displayed|gives|gave)\b[ \t]*:?",
+    re.IGNORECASE,
+)
+# "now it shows 119364" once an app or a code was named before.
+_IT_SHOWS = re.compile(
+    r"\b(?:and\s+|now\s+|then\s+)?it\s+(?:now\s+|then\s+)?(?:shows?|says|displays?|gives?|reads)"
+    r"\b[ \t]*:?[ \t]*",
+    re.IGNORECASE,
+)
+# Words of signing in with a second factor near "the code": "Okta Verify ... I can only see the
+# code 730215".
+_SECOND_FACTOR = re.compile(
+    r"\b(?:okta|duo|verify|authenticator|mfa|2fa|otp|push|sign(?:ing)?[\s-]?in|log(?:ging)?[\s-]?in|"
+    r"login|one[-\s]time|sms|texted|token|app)\b",
     re.IGNORECASE,
 )
 # More codes of a list after the first: "8342 1907, 5521 6038 and 7788 9900".
@@ -729,20 +777,29 @@ _CHANGED_TO_ABROAD = (
 )
 _PIN_NOUN = re.compile(r"\b(?:pin|passcode)\b", re.IGNORECASE)
 _FILE_NAME = re.compile(r"\.(?:[a-z]{2,4}|\d)$|[/\\]", re.IGNORECASE)
-# "the new one is X", "the old one was X", "new one: X" once a password word was written.
+# "the new one is X", "the old one was X", "new one: X", "the last one I had was 0909", "then I
+# tried the old one X"; "das neue X", "het oude was X", "la nueva es X": the adjective alone
+# stands for the password in the other languages.
 _THE_OTHER_ONE = re.compile(
-    r"\b(?:(?:the|my|and|a)\s+)?(?:new|old|current|previous|temporary|temp|default|initial|other|"
-    r"second|first|right|correct|real|actual|original|latest|last|neue|alte|nouveau|ancien|nuevo|"
-    r"nueva|nieuwe|oude)\s+(?:one|1|eins|un|uno)\b"
-    r"(?:\s+(?:is|was|would\s+be|will\s+be|should\s+be|ist|war|est|es|is)(?:\s+now)?\s*:?|\s*[:=])"
+    r"\b(?:(?:(?:the|my|and|a)\s+)?(?:new|old|current|previous|temporary|temp|default|initial|"
+    r"other|second|first|right|correct|real|actual|original|latest|last|neue|alte|nouveau|ancien|"
+    r"nuevo|nueva|nieuwe|oude)\s+(?:one|1|eins|un|uno)\b"
+    r"|(?:das|die|der|den)\s+(?:neue|alte|aktuelle|richtige|vorherige)|het\s+(?:nieuwe|oude)|"
+    r"(?:el|la)\s+(?:nuevo|nueva|viejo|vieja|antiguo|antigua|anterior)|"
+    r"(?:le|la)\s+(?:nouveau|nouvelle|ancien|ancienne)|(?:o|a)\s+(?:novo|nova|antigo|antiga))"
+    r"(?P<clause>\s+(?:i|we|you|she|he)\s+(?:had|have|used|use|set|chose|picked|typed|tried))?"
+    r"(?P<verb>\s+(?:is|was|would\s+be|will\s+be|should\s+be|ist|war|est|es|era|[ée]tait|é)"
+    r"(?:\s+now)?\s*:?|\s*[:=])?"
     r"[ \t]+(?P<value>[^\s\"'`]{4,64})",
     re.IGNORECASE,
 )
-# "it's X" once a password word was written ("I forgot my password, it's X"), or when the words
-# after it say it is one ("it's X, the same one I use for the VPN").
+# "it's X" once a password word was written ("I forgot my password, it's X", "... it was X"),
+# or when the words after it say it is one ("it's X, the same one I use for the VPN", "its X all
+# lowercase"). The value may be spelled out ("it's H a r b o u r l i g h t 7").
 _ITS = re.compile(
-    rf"(?:^|(?<=[\s,;.?!(]))(?:it'?s|it’s|it\s+is|that'?s|that\s+is)(?:\s+(?:{FILLERS}))?"
-    r"[ \t]+(?P<value>[^\s\"'`]{4,64})",
+    rf"(?:^|(?<=[\s,;.?!(]))(?:it'?s|it’s|it\s+is|it\s+was|that'?s|that\s+is|that\s+was)"
+    rf"(?:\s+(?:{FILLERS}))?[ \t]+"
+    r"(?P<value>(?:[^\s\"'`] ){5,}[^\s\"'`](?!\S)|[^\s\"'`]{4,64})",
     re.IGNORECASE,
 )
 _SAME_ONE_AFTER = re.compile(
@@ -750,6 +807,119 @@ _SAME_ONE_AFTER = re.compile(
     r"one\s+I\s+(?:always\s+)?use|I\s+(?:always\s+)?use\s+(?:it\s+)?(?:for|everywhere|on))",
     re.IGNORECASE,
 )
+# What the letters of a value are, said right after it: "all lowercase", "with capital H",
+# "case sensitive", "no spaces", "caps lock was on": the value was typed, so it is a secret.
+_LETTERS_AFTER = re.compile(
+    r"^[ \t]*[,(–—-]?[ \t]*"
+    r"(?:all\s+(?:in\s+)?(?:lower|upper|small|capital)[\s-]?(?:case|letters|caps)?"
+    r"|(?:with\s+)?(?:a\s+|an\s+)?(?:capital|uppercase|upper-case|lowercase|lower-case|small)"
+    r"\s+(?:letter\s+)?\w\b|(?:it'?s\s+)?case[\s-]sensitive|no\s+spaces|(?:with\s+)?caps\s+lock)",
+    re.IGNORECASE,
+)
+# The words of a message about signing in: a value typed or tried there is a password even
+# with no password word ("locked after I typed Summer2024!!", "tried X, still says wrong
+# credentials").
+_SIGN_IN_WORDS = re.compile(
+    r"pass\s?word|passwd|\bpwd?\b|\bp/w\b|\bcreds?\b|credentials?|"
+    r"\blog(?:ged|ging)?[\s-]?(?:in|on)\b|\blog(?:in|on)\b|\bsign(?:ed|ing)?[\s-]?in\b|\blocked\b|"
+    r"\block(?:ed)?[\s-]?out\b|\bunlock|\bcaps[\s-]?lock\b|case[\s-]sensitive|\bsso\b|\banmeld|"
+    r"\beinlogg|\bgesperrt\b|\bconnexion\b|\binloggen\b|\biniciar\s+sesi[óo]n\b|\bkennwort|"
+    r"\bpasswort|\bwachtwoord|\bcontrase|\bsenha\b|\bmot\s+de\s+passe\b",
+    re.IGNORECASE,
+)
+# "X is what I typed", "X thats what I set on friday", "X was what she entered".
+_WHAT_I_TYPED = re.compile(
+    r"(?:^|(?<=[\s,;:.!?(]))(?P<value>[^\s\"'`]{4,64})\s*,?\s+"
+    r"(?:is|was|that'?s|thats|that\s+is|that\s+was|=)\s+(?:exactly\s+|also\s+)?what\s+"
+    r"(?:i|we|he|she|they)(?:'ve|\s+have|\s+had)?\s+(?:just\s+|always\s+|usually\s+)?"
+    r"(?:typed?|set|use[sd]?|entered|enter|put\s+in|chose|picked|tried|gave)\b",
+    re.IGNORECASE,
+)
+# "I just use the same for everything: X", "same one everywhere - X".
+_SAME_EVERYWHERE = re.compile(
+    r"\bsame(?:\s+(?:one|password|pw|pass))?\s+(?:for\s+(?:everything|all(?:\s+\w+)?|"
+    r"every\s+\w+)|everywhere|on\s+all\s+\w+)[ \t]*[:,–—-][ \t]*(?P<value>[^\s\"'`]{4,64})",
+    re.IGNORECASE,
+)
+# "she set 1122", "I chose 4471" once a PIN word was written.
+_SET_DIGITS = re.compile(
+    r"\b(?:set|chose|picked|used|typed|entered|put\s+in)\s+(?:it\s+(?:to|as)\s+)?"
+    r"(?P<value>\d{4,8})(?![\w.,:/-]\d|[\w/-])",
+    re.IGNORECASE,
+)
+# Symbols of a password that versions, paths, host and model names do not have.
+_STRONG_SYMBOLS = set("!@#$%^&*_+=~?|\\€£§")
+
+
+# A time, an ordinal, a size or an amount: "it was 10am", "that's 2nd", "it's 12GB".
+_A_TIME_OR_AMOUNT = re.compile(
+    r"\d{1,2}(?::\d{2})?(?:am|pm|h|uhr)|\d+(?:st|nd|rd|th)|"
+    r"\d+(?:[.,]\d+)?(?:gb|mb|kb|tb|gib|mib|ms|s|sec|secs|min|mins|h|hrs|k|x|px|p|%|eur|usd)",
+    re.IGNORECASE,
+)
+
+
+def _decoded_login(token: str) -> tuple[str, str] | None:
+    """The user and password that ``token`` holds in base64 ("YWRtaW46..." is "admin:..."),
+    or None: the decoded text must be printable ASCII with no space, a user name, a colon and
+    a password."""
+    if len(token.rstrip("=")) < 8:
+        return None
+    try:
+        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+        plain = decoded.decode("ascii")
+    except (binascii.Error, ValueError):
+        return None
+    pair = _USER_AND_PASSWORD.fullmatch(plain)
+    if pair is None:
+        return None
+    return pair.group("user"), pair.group("password")
+
+
+def _default_login(user: str, value: str, separator: str = "/") -> bool:
+    """A factory password beside its account: the same word twice ("admin / admin",
+    "cisco:cisco"; not a service's user and group, "root:root", "postgres:postgres"), or a
+    default password that is not itself an account name ("root:toor", not "admin/root")."""
+    folded = value.casefold()
+    if folded == user.casefold():
+        return folded.isalnum() and (separator != ":" or folded not in _USER_GROUPS)
+    return folded in DEFAULT_PASSWORDS and folded not in DEFAULT_USERS
+
+
+# Accounts that are also their own group ("chown postgres:postgres", "--user root:root").
+_USER_GROUPS: frozenset[str] = frozenset(
+    {"root", "postgres", "mysql", "oracle", "vagrant", "user", "users", "www-data", "nginx"}
+)
+
+
+def _said_to_be_typed(text: str, end: int) -> bool:
+    """The words after a value say it is a password: "..., same as my email one", "all
+    lowercase", "with capital H"."""
+    after = text[end : end + 60]
+    return bool(_SAME_ONE_AFTER.match(after) or _LETTERS_AFTER.match(after))
+
+
+def _password_without_its_word(value: str) -> bool:
+    """What a password looks like with no word to say it is one: letters with a symbol and
+    digits or capitals inside ("Lisbon#1990", "Pancake$Sunday"), or a word and a year
+    ("Summer2025", "kettle2019"); no version, model, path, date or file name."""
+    value = value.rstrip(".!?")
+    letters = sum(c.isalpha() for c in value)
+    digits = any(c.isdigit() for c in value)
+    inner_capital = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+    symbol = bool(_STRONG_SYMBOLS & set(value))
+    return (
+        looks_like_password(value)
+        and letters > 0
+        and (
+            (symbol and (digits or inner_capital))
+            or (letters >= 4 and re.search(r"[^\W\d_]{3}\d{4}|\d{4}[^\W\d_]{3}", value) is not None)
+        )
+        and not _DATE_OR_PATH.search(value)
+        and not _FILE_NAME.search(value)
+        and not _IMAGE_TAG.fullmatch(value)
+    )
+
 
 _ANOTHER_FIELD = re.compile(r"^[A-Za-z_][\w.-]*[=:]")
 _DATE_OR_PATH = re.compile(r"^\d{1,4}[/.-]\d{1,2}|^https?:|^[\w.-]+\.(?:com|org|net|exe|txt)$")
@@ -779,6 +949,31 @@ _DESCRIBED_DIGITS = re.compile(
     r"year\s+of\s+birth|birth\s*date|date\s+of\s+birth|anniversary|wedding\s+day|"
     r"house\s+number|door\s+number|street\s+number|postcode|zip(?:\s*code)?|"
     r"phone\s+number|year)[ \t]*[,:(]?[ \t]*(?P<digits>\d{2,8}(?:[./-]\d{1,4}){0,2})(?![\w.])",
+    re.IGNORECASE,
+)
+# An account's password given with a change verb and no password word: "please set the local
+# admin on all kiosk PCs to 'W1nd0ws!Adm1n'", "reset the root account to Toor#2024".
+_ACCOUNT_SET_TO = re.compile(
+    rf"\b(?:{CHANGE_VERBS})\s+(?:the\s+|my\s+|our\s+|a\s+|its\s+|their\s+)?"
+    r"(?:local\s+|default\s+|built-?in\s+|domain\s+|shared\s+|service\s+|kiosk\s+)?"
+    r"(?:admin(?:istrator)?s?|root|accounts?|users?|logins?)\b(?:[ \t]+(?!to\b)[\w'-]+){0,6}?"
+    r"[ \t]+to[ \t]+(?P<value>'[^'\n]{4,64}'|\"[^\"\n]{4,64}\"|[^\s\"'`]{4,64})",
+    re.IGNORECASE,
+)
+# An AWS secret key beside its access key id: "AKIA.../juDlg...", "AKIA..., juDlg...".
+_AWS_KEY_PAIR = re.compile(
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}(?:[ \t]*[/,;|:][ \t]*|[ \t]+)"
+    r"(?P<value>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
+)
+# Base64 that may hide "user:password" (a registry's "auth", an "echo ... | base64 -d").
+_BASE64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{8,}={0,2}")
+_LONGEST_ENCODED_LOGIN = 400
+_USER_AND_PASSWORD = re.compile(r"(?P<user>[A-Za-z][\w.@\\-]{0,63}):(?P<password>[!-~]{1,128})")
+# A password described by its pieces, then given after a colon: "it's the name of the street I
+# grew up on plus my house number: Dorpsstraat41".
+_DESCRIBED_THEN_VALUE = re.compile(
+    r"\b(?:it'?s|it\s+is|it\s+was)\s+(?:the|my)\s+[^.:\n]{3,100}?\b(?:plus|and|then|followed\s+by|"
+    r"with)\s+(?:my|the|his|her|our|a)\s+[^.:\n]{2,40}?:[ \t]*(?P<value>[^\s\"'`]{4,64})",
     re.IGNORECASE,
 )
 # A BitLocker recovery key: eight groups of six digits.
@@ -1005,7 +1200,7 @@ class CredentialRecognizer(EntityRecognizer):
     that "password: see the screenshot" is read as a sentence, not as the password "see".
     """
 
-    ENTITIES = (PASSWORD, PIN, API_KEY, BASIC_AUTH)
+    ENTITIES = (PASSWORD, PIN, API_KEY, BASIC_AUTH, AWS_SECRET_KEY)
     PASSWORD_SCORE = 0.85
     KEY_SCORE = 0.8
     PIN_SCORE = 0.8
@@ -1036,10 +1231,7 @@ class CredentialRecognizer(EntityRecognizer):
             *self._pins(text),
             *self._shell(text),
             *self._headers(text),
-            *(
-                _Span(PASSWORD, m.start(), m.end(), self.PASSWORD_SCORE)
-                for m in _RECOVERY_KEY.finditer(text)
-            ),
+            *self._pairs_and_encodings(text),
         ]
         if _telegraphic(text):
             # Text stripped of its stop words ("change password hello please assist"): a value
@@ -1049,6 +1241,11 @@ class CredentialRecognizer(EntityRecognizer):
                 for span in spans
                 if span.entity_type != PASSWORD or looks_like_password(text[span.start : span.end])
             ]
+        # Recognised by their shape, so also in a tool's terse output (manage-bde's listing).
+        spans += [
+            _Span(PASSWORD, m.start(), m.end(), self.PASSWORD_SCORE)
+            for m in _RECOVERY_KEY.finditer(text)
+        ]
         wanted = set(entities) if entities else set(self.ENTITIES)
         seen: set[tuple[str, int, int]] = set()
         results = []
@@ -1125,6 +1322,27 @@ class CredentialRecognizer(EntityRecognizer):
         elif looks_random(value):
             yield _Span(API_KEY, start, end, self.KEY_SCORE)
 
+    def _pairs_and_encodings(self, text: str) -> Iterator[_Span]:
+        """An AWS secret key beside its access key id, base64 that decodes to "user:password"
+        (BASIC_AUTH), and that decoded pair where the text shows it too ("echo '...' |
+        base64 -d" and its output)."""
+        for match in _AWS_KEY_PAIR.finditer(text):
+            if looks_random(match.group("value")):
+                yield _Span(
+                    AWS_SECRET_KEY, match.start("value"), match.end("value"), self.KEY_SCORE
+                )
+        for match in _BASE64_TOKEN.finditer(text):
+            if len(match.group(0)) > _LONGEST_ENCODED_LOGIN:
+                continue  # a blob, an image: no login is that long
+            pair = _decoded_login(match.group(0))
+            if pair is None:
+                continue
+            yield _Span(BASIC_AUTH, match.start(), match.end(), self.KEY_SCORE)
+            user, password = pair
+            for shown in re.finditer(re.escape(f"{user}:{password}"), text):
+                start = shown.start() + len(user) + 1
+                yield _Span(PASSWORD, start, shown.end(), self.PASSWORD_SCORE)
+
     # -- chats and e-mails --------------------------------------------------------------------
 
     def _password_sentences(self, text: str) -> Iterator[_Span]:
@@ -1169,30 +1387,72 @@ class CredentialRecognizer(EntityRecognizer):
                         and _PIN_NOUN.search(match.group(0))
                     ):
                         yield _Span(PIN, start, end, self.PIN_SCORE)  # "set my PIN to 4471"
-                    elif looks_like_password(value) and not _DATE_OR_PATH.search(value):
+                    elif (looks_like_password(value) and not _DATE_OR_PATH.search(value)) or (
+                        "user" in rule.groupindex
+                        and _default_login(
+                            match.group("user"), value, ":" if rule is _USER_COLON_PASSWORD else "/"
+                        )
+                    ):
                         yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _DEFAULT_PAIR.finditer(text):
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            if (
+                _default_login(
+                    match.group("user"),
+                    match.group("value"),
+                    text[match.end("user") : match.start("value")].strip(),
+                )
+                and match.group("user").casefold() in DEFAULT_USERS
+                and _DEFAULT_PAIR_CONTEXT.search(text, max(0, match.start() - 80), match.end() + 80)
+                and not _OWNER_OR_CONTAINER_USER.search(text, line_start, match.start())
+            ):
+                yield _Span(PASSWORD, match.start("value"), match.end("value"), self.PASSWORD_SCORE)
         yield from self._by_reference(text, cue_starts)
         for match in _TRIED.finditer(text):
             window = text[max(0, match.start() - 100) : match.end() + 100]
-            if not _PASSWORD_NEAR.search(window):
-                continue
+            password_near = _PASSWORD_NEAR.search(window) is not None
+            # a value typed or tried in a message about signing in ("locked after I typed X")
+            signing_in = (
+                match.group("verb").casefold().startswith(("tri", "typ", "ent", "key"))
+                and _SIGN_IN_WORDS.search(window) is not None
+            )
             offset = match.start("values")
             for tried in re.finditer(r"[^\s,]+", match.group("values")):
-                start, end = self._trim(text, offset + tried.start(), offset + tried.end())
+                start, end = self._trim_sentence(text, offset + tried.start(), offset + tried.end())
                 word = text[start:end]
-                if word.casefold() not in {"and", "or"} and looks_like_password(word):
+                if word.casefold() in {"and", "or"} or not looks_like_password(word):
+                    continue
+                said = _said_to_be_typed(text, end)
+                if password_near or said or (signing_in and _password_without_its_word(word)):
                     yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
 
     def _by_reference(self, text: str, cue_starts: list[int]) -> Iterator[_Span]:
-        """A password named by what it replaces or by "it", once a password word was written:
-        "... and the new one is X", "my password? it's X"; or "it's X" with words after it that
-        say it is one ("it's X, the same one I use for the VPN"). The value must look like a
-        password, and for "it's" also have a lower-case letter and a digit."""
+        """A password named by what it replaces or by "it": "... and the new one is X", "my
+        password? it's X", "the old one was Lisbon#1990", "das neue X", "the last one I had was
+        0909" (a PIN); "it's X" with words after it that say it is one ("it's X, the same one I
+        use for the VPN", "its X all lowercase"); "X is what I typed"; "the same for
+        everything: X"; "she set 1122" after a PIN word. Without a password word before it,
+        the value must look like a password on its own (letters, digits and a symbol or a
+        year)."""
         for match in _THE_OTHER_ONE.finditer(text):
-            if not any(start < match.start() for start in cue_starts):
+            start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
+            value = text[start:end]
+            before = max(0, match.start() - 150)
+            if re.fullmatch(r"\d{4,8}", value):
+                if match.group("verb") and _PIN_NOUN.search(text, before, match.start()):
+                    yield _Span(PIN, start, end, self.PIN_SCORE)  # "the last one I had was 0909"
                 continue
-            start, end = self._trim(text, match.start("value"), match.end("value"))
-            if looks_like_password(text[start:end]) and not _DATE_OR_PATH.search(text[start:end]):
+            if not looks_like_password(value) or _DATE_OR_PATH.search(value):
+                continue
+            named = any(s < match.start() for s in cue_starts)
+            if (named and match.group("verb")) or (
+                _password_without_its_word(value)
+                and (
+                    named
+                    or match.group("verb")
+                    or _SIGN_IN_WORDS.search(text, before, match.end() + 100)
+                )
+            ):
                 yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
         for match in _ITS.finditer(text):
             start, end = self._trim(text, match.start("value"), match.end("value"))
@@ -1203,16 +1463,42 @@ class CredentialRecognizer(EntityRecognizer):
                 continue
             value = text[start:end].rstrip(".!?")
             end = start + len(value)
+            joined = value.replace(" ", "")
             if not (
-                looks_like_password(value)
-                and any(c.islower() for c in value)
-                and any(c.isdigit() for c in value)
-                and not _DATE_OR_PATH.search(value)
-                and not _FILE_NAME.search(value)
+                looks_like_password(joined)
+                and any(c.islower() for c in joined)
+                and any(c.isdigit() for c in joined)
+                and not _DATE_OR_PATH.search(joined)
+                and not _FILE_NAME.search(joined)
+                and not _A_TIME_OR_AMOUNT.fullmatch(joined)
             ):
                 continue
             cue_before = any(0 <= match.start() - s < 150 for s in cue_starts)
-            if cue_before or _SAME_ONE_AFTER.match(text[end : end + 60]):
+            if cue_before or _said_to_be_typed(text, end):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for rule in (_WHAT_I_TYPED, _SAME_EVERYWHERE):
+            for match in rule.finditer(text):
+                start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
+                if _password_without_its_word(text[start:end]):
+                    yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _SET_DIGITS.finditer(text):
+            if _PIN_NOUN.search(text, max(0, match.start() - 120), match.start()) and not (
+                _UNIT_AFTER.match(text, match.end())
+            ):
+                yield _Span(PIN, match.start("value"), match.end("value"), self.PIN_SCORE)
+        for match in _ACCOUNT_SET_TO.finditer(text):
+            start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
+            value = text[start:end]
+            if value[:1] in "\"'" and value[-1:] == value[:1] and len(value) >= 2:
+                start, end = start + 1, end - 1
+                if looks_like_password(text[start:end]) and not self._is_reference(text[start:end]):
+                    yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+            elif _password_without_its_word(value):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _DESCRIBED_THEN_VALUE.finditer(text):
+            start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
+            value = text[start:end]
+            if looks_like_password(value) and any(c.isdigit() for c in value):
                 yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
 
     def _after_password_word(self, text: str, cue: re.Match[str]) -> _Span | None:
@@ -1253,7 +1539,11 @@ class CredentialRecognizer(EntityRecognizer):
         words_after = [w.casefold().strip(":=,") for w in text[position:window_end].split()[:2]]
         if words_after and (
             words_after[0] in _COMPOUND_NOUNS
-            or (len(words_after) == 2 and words_after[1] in _COMPOUND_NOUNS)
+            or (
+                len(words_after) == 2
+                and words_after[1] in _COMPOUND_NOUNS
+                and words_after[0] not in _LINKING_WORDS
+            )
         ):
             return None  # "password policy is ...", "the password admin portal is down"
         for verb in _VERB_AT.finditer(text, position, window_end):
@@ -1333,8 +1623,8 @@ class CredentialRecognizer(EntityRecognizer):
         """Nothing after ``end`` but punctuation, the end, or a word that starts a new part of
         the sentence ("... password admin on the lab vm", "... pass guest, try it")."""
         rest = text[end:].lstrip(" \t")
-        if not rest or rest[0] in ",.;:!?)\r\n/":
-            return True
+        if not rest or rest[0] in ",.;:!?)(\r\n/–—" or rest.startswith("- "):
+            return True  # "password 12345678 (factory default)", "pass guest - try it"
         following = re.match(r"[^\W\d_]+(?:'[^\W\d_]+)?", rest)
         return following is not None and following.group(0).casefold() in self._phrase_stops
 
@@ -1412,7 +1702,8 @@ class CredentialRecognizer(EntityRecognizer):
             elif not self._one_time_code(text, match, digits, link):
                 continue
             yield _Span(PIN, value_start, value_end, self.PIN_SCORE)
-            if keyword.endswith("codes"):
+            listed = len(link.split()) > 1 and link.rstrip().endswith(":")
+            if keyword.endswith("codes") or listed:
                 yield from self._more_codes(text, value_end)
         for source in _CODE_SOURCE.finditer(text):
             value = _CODE_VALUE.match(text, source.end())
@@ -1420,6 +1711,14 @@ class CredentialRecognizer(EntityRecognizer):
                 continue
             count = sum(char.isdigit() for char in value.group("value"))
             if 6 <= count <= 8 and not _UNIT_AFTER.match(text, value.end()):
+                yield _Span(PIN, value.start("value"), value.end("value"), self.PIN_SCORE)
+        for shows in _IT_SHOWS.finditer(text):
+            value = _CODE_VALUE.match(text, shows.end())
+            if value is None or _UNIT_AFTER.match(text, value.end()):
+                continue
+            count = sum(char.isdigit() for char in value.group("value"))
+            before = text[max(0, shows.start() - 150) : shows.start()]
+            if 6 <= count <= 8 and (_CODE_SOURCE.search(before) or _PIN_CUE.search(before)):
                 yield _Span(PIN, value.start("value"), value.end("value"), self.PIN_SCORE)
 
     def _code_after(self, text: str, cue: re.Match[str]) -> tuple[int, int, str] | None:
@@ -1467,6 +1766,23 @@ class CredentialRecognizer(EntityRecognizer):
             described = _DESCRIBED_DIGITS.match(text, after)
             if described is not None:  # "my PIN is my birth year 1987"
                 return described.start("digits"), described.end("digits"), text[position:after]
+        for verb in _CODE_SAYS.finditer(text, position, window_end):
+            between = text[position : verb.start()]
+            if len(between.split()) > 6 or _NEGATION.search(between):
+                break
+            after = _skip_blanks(text, verb.end())
+            value = _CODE_VALUE.match(text, after) or _ALNUM_CODE.match(text, after)
+            if value is not None:  # "the PUK on the card says 58203391"
+                return value.start("value"), value.end("value"), text[position:after]
+        # A remark with commas, then a colon and a list: "the backup codes I printed, in case
+        # you need them: 8391 2047, 5520 1178", "a recovery code, I still have these two: ...".
+        late_sign = _LATE_SIGN.match(text, position)
+        if late_sign and not _NEGATION.search(late_sign.group("remark")):
+            value = _CODE_VALUE.match(text, late_sign.end()) or _ALNUM_CODE.match(
+                text, late_sign.end()
+            )
+            if value is not None and text[late_sign.end("remark") :].lstrip().startswith(":"):
+                return value.start("value"), value.end("value"), text[position : late_sign.end()]
         return None
 
     @staticmethod
@@ -1480,6 +1796,8 @@ class CredentialRecognizer(EntityRecognizer):
         before = text[max(0, cue.start() - 40) : cue.start()]
         if not words and _ENTER_BEFORE.search(before):
             words = ["enter"]  # "use code 552918 to sign in": the verb stands before the word
+        if not words and 6 <= count <= 8 and _SECOND_FACTOR.search(text, max(0, cue.start() - 150)):
+            words = ["shown"]  # "Okta Verify isn't pushing, I can only see the code 730215"
         if (
             not 4 <= count <= 10
             or not words
@@ -1658,6 +1976,14 @@ class CredentialRecognizer(EntityRecognizer):
                 end -= 1
             else:
                 break
+        return start, end
+
+    def _trim_sentence(self, text: str, start: int, end: int) -> tuple[int, int]:
+        """:meth:`_trim`, and a full stop or question mark that ends the sentence after the
+        value ("... for everything: Pancake$Sunday. can you ...")."""
+        start, end = self._trim(text, start, end)
+        while end > start and text[end - 1] in ".?" and (end == len(text) or text[end].isspace()):
+            end -= 1
         return start, end
 
     @staticmethod
