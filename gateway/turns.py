@@ -21,7 +21,7 @@ from opentelemetry import trace
 from redis.exceptions import RedisError
 
 from contracts.bus import Bus
-from contracts.events import MessageReceived, TurnReply
+from contracts.events import AnswerBody, MessageReceived, TurnReply
 from contracts.topics import Topic, reply_stream
 from contracts.tracing import current_trace_id
 from gateway.analytics import AnalyticsRecorder, AnsweredTurn
@@ -63,7 +63,12 @@ class TurnStore:
     async def complete(self, turn_id: str, answer: ChatRead) -> bool:
         """Store the answer; False when it was already stored (a redelivered reply). A turn
         purged or expired meanwhile is not brought back."""
-        record = await self._record(turn_id)
+        return await self.complete_record(turn_id, answer, await self._record(turn_id))
+
+    async def complete_record(
+        self, turn_id: str, answer: ChatRead, record: dict[str, object] | None
+    ) -> bool:
+        """:meth:`complete` with the turn's record already read (:meth:`record`)."""
         if record and record.get("status") == "done":
             return False
         if record is not None:
@@ -96,10 +101,10 @@ class TurnStore:
             return TurnRead(turn_id=turn_id, status="done", answer=answer)
         return TurnRead(turn_id=turn_id, status="pending")
 
-    async def trace_id(self, turn_id: str) -> str | None:
-        record = await self._record(turn_id)
-        value = record.get("trace_id") if record else None
-        return value if isinstance(value, str) else None
+
+def _trace_id(record: dict[str, object] | None) -> str | None:
+    value = record.get("trace_id") if record else None
+    return value if isinstance(value, str) else None
 
 
 class TurnService:
@@ -118,6 +123,8 @@ class TurnService:
         self.index = index or ConversationIndex(bus.redis, settings.turn_ttl_s)
         self.reply_to = reply_stream(settings.instance_id)
         self._listeners: dict[str, set[asyncio.Queue[TurnReply]]] = defaultdict(set)
+        self._answers: dict[str, ChatRead] = {}
+        """Answers just stored, for the listeners of their turn (no second read of Redis)."""
 
     def validate_text(self, text: str, attachments: bool = False) -> str:
         """The message stripped; 422 when empty (unless files are attached), 413 when long."""
@@ -145,6 +152,7 @@ class TurnService:
             self._listeners[turn_id].discard(queue)
             if not self._listeners[turn_id]:
                 del self._listeners[turn_id]
+                self._answers.pop(turn_id, None)
 
     async def submit(
         self,
@@ -166,8 +174,10 @@ class TurnService:
         with tracer.start_as_current_span("chat.turn", attributes={"deskpilot.turn_id": turn_id}):
             submitted = Submitted(turn_id, conversation_id, current_trace_id())
             try:
-                await self.store.create(submitted, user)
-                await self.index.add(conversation_id, "turn", turn_id, user)
+                await asyncio.gather(
+                    self.store.create(submitted, user),
+                    self.index.add(conversation_id, "turn", turn_id, user),
+                )
                 await self.bus.publish(
                     Topic.MESSAGE_RECEIVED,
                     MessageReceived(
@@ -192,36 +202,53 @@ class TurnService:
     async def on_reply(self, reply: TurnReply) -> None:
         """Handle a reply from this instance's stream: store answers, notify listeners."""
         if reply.kind == "answer" and reply.body is not None:
-            answer = ChatRead(
-                **reply.body.model_dump(),
-                conversation_id=reply.conversation_id,
-                turn_id=reply.correlation_id,
-                trace_id=await self.store.trace_id(reply.correlation_id),
-            )
-            # Counted once per turn (a marker), so also when an earlier delivery failed after it.
-            await self._count_answer(answer)
-            if not await self.store.complete(reply.correlation_id, answer):
-                log.info("duplicate answer ignored")
-                return
-            log.info("answer received", extra={"action": answer.action.value})
-        elif reply.kind == "progress" and reply.stage == "crawling" and self.analytics:
+            await self._on_answer(reply, reply.body)
+            return
+        if reply.kind == "progress" and reply.stage == "crawling" and self.analytics:
             await self.analytics.on_crawling(reply.correlation_id)
+        self._notify(reply)
+
+    async def _on_answer(self, reply: TurnReply, body: AnswerBody) -> None:
+        """Store the answer, hand it to the turn's listeners, then count it: the user is not
+        kept waiting for the analytics. The turn's record is read once for all three."""
+        arrived = time.time()
+        turn_id = reply.correlation_id
+        record = await self.store.record(turn_id)
+        answer = ChatRead(
+            **body.model_dump(),
+            conversation_id=reply.conversation_id,
+            turn_id=turn_id,
+            trace_id=_trace_id(record),
+        )
+        stored = await self.store.complete_record(turn_id, answer, record)
+        if stored:
+            log.info("answer received", extra={"action": answer.action.value})
+            if record is not None and turn_id in self._listeners:
+                self._answers[turn_id] = answer
+            self._notify(reply)
+        else:
+            log.info("duplicate answer ignored")
+        # Counted once per turn (a marker), so also when a delivery failed after storing it.
+        await self._count_answer(answer, record or {}, arrived)
+
+    def _notify(self, reply: TurnReply) -> None:
         for queue in list(self._listeners.get(reply.correlation_id, ())):
             queue.put_nowait(reply)
 
     async def answer_of(self, reply: TurnReply) -> ChatRead:
+        """The answer a listener was notified of, as stored."""
+        if (answer := self._answers.get(reply.correlation_id)) is not None:
+            return answer
         turn = await self.store.get(reply.correlation_id)
         if turn is None or turn.answer is None:
             raise ApiError(ErrorCode.UNKNOWN_TURN, "The answer expired.")
         return turn.answer
 
-    async def _count_answer(self, answer: ChatRead) -> None:
+    async def _count_answer(self, answer: ChatRead, record: dict[str, object], now: float) -> None:
         """The answered turn's facts for the admin analytics (no user text)."""
         if self.analytics is None:
             return
-        record = await self.store.record(answer.turn_id) or {}
         submitted = record.get("submitted_at")
-        now = time.time()
         latency_ms = (now - submitted) * 1000 if isinstance(submitted, int | float) else None
         await self.analytics.on_answer(
             AnsweredTurn(

@@ -1,0 +1,129 @@
+"""The reply path of a turn inside the gateway, on a real valkey: an answer is stored, handed to
+the turn's listener and counted, reading the turn's record once, and the listener is not kept
+waiting for the analytics."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from contracts.bus import Bus
+from contracts.events import Action, AnswerBody, Citation, TurnReply
+from gateway.analytics import AnalyticsRecorder, AnsweredTurn, day_of, key
+from gateway.config import GatewaySettings
+from gateway.errors import ApiError
+from gateway.turns import Submitted, TurnService, TurnStore
+
+CITATION = Citation(n=1, url="https://kb.example/vpn", title="VPN", snippet="Open the client.")
+
+
+class CountingStore(TurnStore):
+    """Counts the reads of a turn's record."""
+
+    def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
+        super().__init__(client, ttl_s)
+        self.reads = 0
+
+    async def _record(self, turn_id: str) -> dict[str, object] | None:
+        self.reads += 1
+        return await super()._record(turn_id)
+
+
+class WatchingAnalytics(AnalyticsRecorder):
+    """Notes, when an answer is counted, whether its listener already had it."""
+
+    def __init__(self, client: aioredis.Redis, queue: asyncio.Queue[TurnReply]) -> None:
+        super().__init__(client, retention_days=1)
+        self.queue = queue
+        self.listener_had_it: list[bool] = []
+        self.counted: list[AnsweredTurn] = []
+
+    async def on_answer(self, turn: AnsweredTurn) -> bool:
+        self.listener_had_it.append(not self.queue.empty())
+        self.counted.append(turn)
+        return await super().on_answer(turn)
+
+
+@pytest.fixture
+async def bus(settings: GatewaySettings) -> AsyncIterator[Bus]:
+    made = Bus(settings, "gateway")
+    try:
+        yield made
+    finally:
+        await made.redis.aclose()
+
+
+def answer_reply(turn_id: str) -> TurnReply:
+    body = AnswerBody(answer="Open the client [1].", action=Action.ANSWER, citations=[CITATION])
+    return TurnReply(correlation_id=turn_id, conversation_id="c-1", kind="answer", body=body)
+
+
+async def test_an_answer_reaches_its_listener_with_one_read_of_the_record_and_is_counted_after(
+    bus: Bus, redis: aioredis.Redis, settings: GatewaySettings
+) -> None:
+    store = CountingStore(redis, 600)
+    turn_id = "turn-replies-1"
+    await store.create(Submitted(turn_id, "c-1", "0af7651916cd43dd8448eb211c80319c"), "u-1")
+    turns = TurnService(bus, store, settings)
+    async with turns.listen(turn_id) as queue:
+        analytics = WatchingAnalytics(redis, queue)
+        turns.analytics = analytics
+        store.reads = 0
+
+        await turns.on_reply(answer_reply(turn_id))
+        reply = queue.get_nowait()
+        answer = await turns.answer_of(reply)
+
+    assert answer.answer == "Open the client [1]."
+    assert answer.trace_id == "0af7651916cd43dd8448eb211c80319c"
+    assert answer.citations == [CITATION]
+    # Read once for the trace id, the duplicate check and the latency; before, four times
+    # (and a fifth for the listener).
+    assert store.reads == 1
+    # The user had the answer before it was counted.
+    assert analytics.listener_had_it == [True]
+    (counted,) = analytics.counted
+    assert counted.latency_ms is not None
+    assert counted.cited_urls == [CITATION.url]
+    stored = await store.get(turn_id)
+    assert stored is not None
+    assert stored.answer == answer
+
+
+async def test_a_redelivered_answer_is_counted_once_and_not_sent_again(
+    bus: Bus, redis: aioredis.Redis, settings: GatewaySettings
+) -> None:
+    store = TurnStore(redis, 600)
+    turn_id = "turn-replies-2"
+    await store.create(Submitted(turn_id, "c-1", None), "u-1")
+    turns = TurnService(bus, store, settings)
+    async with turns.listen(turn_id) as queue:
+        analytics = WatchingAnalytics(redis, queue)
+        turns.analytics = analytics
+        await turns.on_reply(answer_reply(turn_id))
+        await turns.on_reply(answer_reply(turn_id))
+        delivered: list[Any] = []
+        while not queue.empty():
+            delivered.append(queue.get_nowait())
+
+    assert len(delivered) == 1
+    # Both deliveries reach the analytics, whose marker counts the turn once.
+    assert len(analytics.counted) == 2
+    counters = await redis.hgetall(key("day", day_of(analytics.counted[0].at)))
+    assert counters[b"turns"] == b"1"
+
+
+async def test_an_answer_to_a_purged_turn_is_not_handed_over(
+    bus: Bus, redis: aioredis.Redis, settings: GatewaySettings
+) -> None:
+    store = TurnStore(redis, 600)
+    turns = TurnService(bus, store, settings)
+    async with turns.listen("turn-gone") as queue:
+        await turns.on_reply(answer_reply("turn-gone"))
+        reply = queue.get_nowait()
+        with pytest.raises(ApiError, match="expired"):
+            await turns.answer_of(reply)
