@@ -212,16 +212,12 @@ class LinkLists:
 
 
 def link_lists(root: Tag) -> LinkLists:
-    """The lists of links in ``root``, innermost first: a grid of card columns is read as its
-    columns, and no box around link cards is a list of links itself."""
+    """The lists of links in ``root``, outermost first (a grid of card columns is one list)."""
     found = LinkLists()
-    holds_cards: set[int] = set()
-    for container in reversed(root.find_all(True)):  # descendants before their ancestors
-        kind = None if id(container) in holds_cards else _link_list_kind(container)
+    for container in root.find_all(True):
+        kind = _link_list_kind(container)
         if kind is not None:
             getattr(found, kind).append(container)
-        if (kind == "cards" or id(container) in holds_cards) and container.parent is not None:
-            holds_cards.add(id(container.parent))
     return found
 
 

@@ -386,7 +386,8 @@ def test_cards_drawn_as_boxes_are_link_cards_and_their_headings_no_sections(
     tmp_path: Path,
 ) -> None:
     """Docusaurus' category cards (``<a class=card><h2>title</h2><p>description</p></a>`` in
-    a grid) and GNOME help's link boxes (title and description spans inside the link)."""
+    a grid) and GNOME help's link boxes (title and description spans inside the link, in
+    columns, one of which may hold a single box)."""
     text = _html_text(
         tmp_path,
         "<h1>Settings</h1><p>Who is paged, and for what.</p><section class='row'>"
@@ -396,11 +397,14 @@ def test_cards_drawn_as_boxes_are_link_cards_and_their_headings_no_sections(
         "<article class='col'><a class='card' href='/settings/contact/service'>"
         "<h2 class='cardTitle'>Service</h2><p class='cardDescription'>What is on call.</p></a>"
         "</article></section>"
-        "<div class='links-divs'>"
+        "<div class='links-twocolumn'><div class='links-divs'>"
         "<div class='linkdiv'><a href='backup-how.html'><span class='title'>How to back up</span>"
         "<span class='desc'> \u2014 Use a backup application.</span></a></div>"
         "<div class='linkdiv'><a href='backup-what.html'><span class='title'>What to back up"
-        "</span><span class='desc'> \u2014 Anything you cannot lose.</span></a></div></div>",
+        "</span><span class='desc'> \u2014 Anything you cannot lose.</span></a></div></div>"
+        "<div class='links-divs'><div class='linkdiv'><a href='backup-where.html'>"
+        "<span class='title'>Where to store it</span><span class='desc'> \u2014 Devices to use."
+        "</span></a></div></div></div>",
     )
 
     assert text == "Settings\n\nWho is paged, and for what."
