@@ -18,8 +18,27 @@ One run:
 5. measures extraction coverage: for every page read, the share of the words of a direct
    HTML-to-text pass of the served file (BeautifulSoup ``get_text``) found in the extracted
    text (for the fleet, the indexer's extraction of the published page: what the knowledge base
-   gets), once for the whole page and once for its content (see :func:`reference_texts`): the
-   extractor leaves navigation, headers, footers, sidebars and lists of links out on purpose.
+   gets), once for the whole page and once for its content (see :func:`reference_texts`).
+
+What a page's content is, for the extractor and for this reference alike: ``<main>`` (else the
+body) less navigation, by one rule (:func:`indexer.extract.html.drop_navigation`), so neither
+side is judged by a definition of its own:
+
+* navigation is what the page marks as its chrome (``nav``, ``header`` other than an article's
+  title block, ``footer``, ``aside`` and their ARIA roles), tables of contents (elements classed
+  ``toc`` or ``table-of-contents``, such as Docusaurus' "On this page" box and button, and lists
+  of links into the page itself) and lists of bare links to other pages (breadcrumbs, tag lists,
+  "see also" titles), which repeat headings or other pages' titles;
+* content is everything else a reader reads to act: text, steps, tables, code, and the link
+  cards of index pages (a link with a short description of the page it leads to), which the
+  extractor keeps as a list.
+
+Nothing else is left out of the reference but what a browser does not show (scripts, styles,
+templates, ``<noscript>``): words the extractor drops otherwise (a heading with only a
+screenshot under it, say) count as lost. A page whose content holds no words outside its
+headings (a title with nothing under it, like a category page whose cards only JavaScript
+draws) has nothing to cover: it is reported as empty (n/a), apart from the mean and the minimum,
+as the indexer files no document for it.
 
 Throughput counts *distinct pages of the site* (served files) per second, so a crawler that reads
 ``/a`` and ``/a.html`` separately is not credited twice; fetches per second counts every document
@@ -235,28 +254,44 @@ class MemorySampler:
 
 _WORD = re.compile(r"\w+")
 _INVISIBLE = ("script", "style", "noscript", "template", "svg", "head")
-_CHROME_TAGS = ("nav", "header", "footer", "aside")
-_CHROME_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 
 def words(text: str) -> Counter[str]:
     return Counter(_WORD.findall(text.lower()))
 
 
-def reference_texts(html: str) -> tuple[str, str]:
-    """Direct HTML-to-text passes (BeautifulSoup ``get_text``) of a served page: the whole body,
-    and its content: ``<main>`` (else the body) without what the page marks up as its chrome
-    (``nav``, ``header``, ``footer``, ``aside`` and the ARIA roles of the same)."""
+@dataclass(frozen=True)
+class Reference:
+    """Direct HTML-to-text passes (BeautifulSoup ``get_text``) of a served page."""
+
+    whole: str
+    """The whole body."""
+    content: str
+    """``<main>`` (else the body) less navigation."""
+    empty: bool
+    """Nothing in the content but headings: a title with no text under it."""
+
+
+def reference_texts(html: str) -> Reference:
+    """The page's words as a reader sees them, and its content: ``<main>`` (else the body)
+    without navigation, by the rule the indexer's extractor drops it with
+    (:func:`indexer.extract.html.drop_navigation`: what the page marks as its chrome, tables of
+    contents, lists of bare links); link cards that describe other pages stay in both."""
     from bs4 import BeautifulSoup
+
+    from indexer.extract.html import drop_navigation
 
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup(list(_INVISIBLE)):
         tag.decompose()
     whole = (soup.body or soup).get_text(" ")
-    for tag in [*soup(list(_CHROME_TAGS)), *soup.find_all(role=list(_CHROME_ROLES))]:
-        tag.decompose()
     content = soup.find("main") or soup.body or soup
-    return whole, content.get_text(" ")
+    drop_navigation(content)
+    text = content.get_text(" ")
+    for heading in content(list(_HEADINGS)):
+        heading.decompose()
+    return Reference(whole, text, empty=not _WORD.search(content.get_text(" ")))
 
 
 def covered(reference: Counter[str], extracted: Counter[str]) -> float:
@@ -269,23 +304,31 @@ def covered(reference: Counter[str], extracted: Counter[str]) -> float:
 
 @dataclass
 class Coverage:
+    """Coverage of each page read; an empty page (:attr:`Reference.empty`) has none to
+    measure: it is listed apart, in no mean or minimum."""
+
     page: list[float] = field(default_factory=list)
     content: list[float] = field(default_factory=list)
     worst: tuple[float, str] = (2.0, "")
+    empty: list[str] = field(default_factory=list)
 
     def add(self, reference_html: str, extracted: str, url: str) -> None:
-        whole, content = reference_texts(reference_html)
+        reference = reference_texts(reference_html)
+        if reference.empty:
+            self.empty.append(url)
+            return
         text = words(extracted)
-        self.page.append(covered(words(whole), text))
-        share = covered(words(content), text)
+        self.page.append(covered(words(reference.whole), text))
+        share = covered(words(reference.content), text)
         self.content.append(share)
         self.worst = min(self.worst, (share, url))
 
     def summary(self) -> dict[str, Any]:
         if not self.content:
-            return {"pages": 0}
+            return {"pages": 0, "empty_pages": self.empty}
         return {
             "pages": len(self.content),
+            "empty_pages": self.empty,
             "content_mean": round(statistics.fmean(self.content), 4),
             "content_min": round(min(self.content), 4),
             "content_pages_at_target": sum(share >= TARGET_COVERAGE for share in self.content),
@@ -673,14 +716,17 @@ def _lines(report: dict[str, Any]) -> Iterator[str]:
             f"{ratio['fetches_per_s']} (fetches/s)"
         )
     for name, figures in report["coverage"].items():
+        empty = figures.get("empty_pages", [])
         if figures.get("pages"):
             yield (
                 f"coverage ({name}): content mean {figures['content_mean']:.1%}, min "
-                f"{figures['content_min']:.1%} ({figures['content_pages_at_target']} pages at "
-                f"{TARGET_COVERAGE:.0%} or more, the worst {figures['worst_content_page']}); "
-                f"whole page mean {figures['page_mean']:.1%}, min "
-                f"{figures['page_min']:.1%} ({figures['pages']} pages)"
+                f"{figures['content_min']:.1%} ({figures['content_pages_at_target']} of "
+                f"{figures['pages']} pages at {TARGET_COVERAGE:.0%} or more, the worst "
+                f"{figures['worst_content_page']}); whole page mean {figures['page_mean']:.1%}, "
+                f"min {figures['page_min']:.1%}"
             )
+        if empty:
+            yield f"coverage ({name}): n/a for {len(empty)} empty pages: {', '.join(empty)}"
     yield f"load average (1 min) before / after: {report['load_avg_1m']}"
     yield f"targets: {report['targets']}"
 
