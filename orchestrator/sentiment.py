@@ -29,6 +29,7 @@ construction, so build one :class:`AngerScorer` per process and share it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -234,10 +235,16 @@ _ACRONYMS = word_set(
 _WORDS = re.compile(r"[a-z0-9']+")
 
 
+@functools.lru_cache(maxsize=4096)
+def _content_words(text: str) -> tuple[str, ...]:
+    """The message's content words (3+ letters), in order. Remembered: every turn compares its
+    message with the conversation's earlier ones, which would be read again each time."""
+    return tuple(w for w in _WORDS.findall(normalize(text)) if len(w) > 2)
+
+
 def _ratio_similar(a: str, b: str) -> float:
     """Jaccard overlap of the two messages' word sets (content words of 3+ letters)."""
-    first = {w for w in _WORDS.findall(normalize(a)) if len(w) > 2}
-    second = {w for w in _WORDS.findall(normalize(b)) if len(w) > 2}
+    first, second = set(_content_words(a)), set(_content_words(b))
     if not first or not second:
         return 0.0
     return len(first & second) / len(first | second)
@@ -250,7 +257,7 @@ def repeated_question(text: str, previous: Sequence[str], threshold: float = 0.6
     another order counts, and a follow-up that shares only the topic ("and on Linux?") does not.
     Very short messages ("yes", "still broken") never count: they repeat words, not questions.
     """
-    if len([w for w in _WORDS.findall(normalize(text)) if len(w) > 2]) < 3:
+    if len(_content_words(text)) < 3:
         return False
     return any(_ratio_similar(text, earlier) >= threshold for earlier in previous)
 

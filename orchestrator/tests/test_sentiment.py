@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from orchestrator.sentiment import (
@@ -179,3 +181,31 @@ def test_answering_a_checklist_step_is_not_frustration() -> None:
         Trajectory(failed_steps=2, answering_step=True),
     )
     assert angry.score >= 0.5
+
+
+def test_a_message_is_read_once_however_many_turns_compare_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every turn compares its message with the conversation's earlier ones: each is normalised
+    once, not again on every later turn (before: 1 + 2 per earlier message, every turn)."""
+    import orchestrator.sentiment as sentiment
+
+    calls: list[str] = []
+    original = sentiment.normalize
+
+    def counting(text: str) -> str:
+        calls.append(text)
+        return original(text)
+
+    monkeypatch.setattr(sentiment, "normalize", counting)
+    fresh = "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:8])  # unseen texts
+    earlier = [f"how do I reset the password of printer number {n} {fresh}" for n in range(12)]
+    for asked in (
+        f"where is the manual of the scanner {fresh}",
+        f"my webcam does not work in meetings {fresh}",
+        f"which monitor cable fits the docking station {fresh}",
+    ):
+        assert not repeated_question(asked, earlier)
+        earlier.append(asked)
+    assert len(calls) == 12 + 3
+    assert repeated_question(f"how do I reset the password of printer number 4 {fresh}", earlier)
