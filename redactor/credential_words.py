@@ -86,7 +86,10 @@ PIN_WORDS = (
     r"(?:sim\s+|voicemail\s+|windows\s+hello\s+|card\s+|door\s+|device\s+|phone\s+)?"
     r"pin(?:\s?code|-code)?|code\s+pin|c[óo]digo\s+pin|codice\s+pin|kod\s+pin|"
     r"passcode|pass\s+code|puk|p[ .\-]i[ .\-]n|"
-    r"(?:door|alarm|access|entry|unlock|gate|lock|safe|keypad|building|garage|locker)\s+code|"
+    r"(?:door|alarm|access|entry|unlock|gate|lock|safe|keypad|building|garage|locker|phone|"
+    r"screen|laptop|tablet|ipad|iphone|sim|atm|bank|voicemail|pc|computer)\s+code|"
+    # the code of a screen lock: "my screen lock is 1379", "lock screen pin"
+    r"screen[\s-]?lock(?:\s+(?:code|pin))?|lock[\s-]?screen\s+(?:code|pin)|"
     r"zugangscode|t[üu]rcode|schlosscode|alarmcode|entsperrcode|"
     r"code\s+(?:d'acc[èe]s|de\s+la\s+porte|porte|d'entr[ée]e|de\s+d[ée]verrouillage)|"
     r"c[óo]digo\s+de\s+(?:acceso|la\s+puerta|desbloqueo)|codice\s+(?:di\s+accesso|della\s+porta)|"
@@ -147,6 +150,8 @@ VERBS: dict[str, str] = {
         r"(?:is\s+|was\s+|now\s+)?(?:set|updated|changed|reset)\s+to|"
         r"has\s+been\s+(?:set|changed|reset|updated)\s+to|"
         r"was\s+changed\s+to|changed\s+to|reset\s+to|would\s+be|should\s+be|will\s+be|"
+        # a guess: "my password might be X", "it could be X"
+        r"might\s+be|may\s+be|could\s+be|must\s+be|might\s+have\s+been|"
         r"is|was|are|were|reads|equals"
     ),
     "de": r"ist|lautet|lautete|war|hei[ßs]t|w[äa]re|sind",
@@ -182,6 +187,7 @@ FOREIGN_VERBS: dict[str, str] = {
 FILLERS = (
     r"now|still|currently|actually|just|also|then|simply|literally|again|probably|basically|"
     r"apparently|obviously|btw|by\s+the\s+way|fyi|supposedly|definitely|temporarily|"
+    r"either|maybe|perhaps|possibly|"
     r"[üu]brigens|jetzt|nun|noch|immer\s+noch|aktuell|eigentlich|gerade|momentan|wohl|halt|"
     r"also|derzeit|zurzeit|"
     r"maintenant|actuellement|toujours|encore|bien|juste|en\s+fait|d[ée]sormais|le|la|"
@@ -225,6 +231,8 @@ STATE_WORDS: frozenset[str] = frozenset(
         "down", "offline", "unavailable", "unreachable", "slow", "gone", "greyed", "required",
         "missing", "expired", "invalid", "incorrect", "wrong", "locked", "blocked", "disabled",
         "rejected", "empty", "blank", "mandatory", "optional", "needed", "present", "absent",
+        "insecure", "unsafe", "safe", "secure", "visible", "exposed", "logged", "leaked",
+        "compromised", "plaintext",
         # and what starts a pointer to it ("pw: see ticket INC0012345", "password: check the wiki")
         "see", "check", "ask", "look", "refer", "contact", "find", "attached", "below", "above",
         # German

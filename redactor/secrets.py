@@ -403,7 +403,8 @@ _OWNER_OR_CONTAINER_USER = re.compile(
 _IMAGE_TAG = re.compile(r"v?\d+(?:\.\d+)+[\w.-]*", re.IGNORECASE)
 # "tried Passw0rd! and P@ssw0rd1": values tried, when a password word is near.
 _TRIED = re.compile(
-    r"\b(?P<verb>tried|try|typed?|entered|enter|used|use|keyed\s+in)\s+(?:with\s+)?(?P<values>[^\s,]{4,64}"
+    r"\b(?P<verb>tried|try|typed?|entered|enter|used|use|using|keyed|put)(?:\s+in)?\s+(?:with\s+)?"
+    r"(?P<values>[^\s,]{4,64}"
     r"(?:(?:,\s*|\s+(?:and|or)\s+)[^\s,]{4,64})*)",
     re.IGNORECASE,
 )
@@ -552,9 +553,25 @@ _CODE_VALUE = re.compile(
     r"\d(?:[ ]?[-.][ ]?\d|[ ]\d){3,9}(?!\d)|\d{3,10}\#?)"
     r"(?![\w.,/:-]\d|[\w/-])"
 )
+# A PIN spelled in number words: "four four one nine", "eight-one-four-two".
+_NUMBER_WORD = r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)"
+_WORD_CODE = re.compile(
+    rf"(?P<value>{_NUMBER_WORD}(?:[ \t]*[-,]?[ \t]*{_NUMBER_WORD}){{3,9}})(?![\w-])", re.IGNORECASE
+)
 _ALNUM_CODE = re.compile(
     r"(?P<value>(?=[a-z0-9-]*\d)(?=[a-z0-9-]*[a-z])"
     r"(?:[a-z0-9]{4,5}-[a-z0-9]{4,5}|[a-z0-9]{3,6}(?:-[a-z0-9]{3,6}){2,3}))(?![\w-])",
+    re.IGNORECASE,
+)
+_CODE_IN_BRACKETS = re.compile(r"[ \t]*\(")
+# "my pin is 1357 or 1537": another code of the same length as an alternative.
+_OR_ANOTHER = re.compile(
+    r"[ \t]*(?:,[ \t]*)?(?:or|oder|ou|o|of|eller)[ \t]+(?:maybe[ \t]+|perhaps[ \t]+)?"
+)
+# "I enter 2468 to unlock it", "typing 0451 to get into the phone".
+_ENTERED_TO_UNLOCK = re.compile(
+    r"\b(?:enter|type|put\s+in|key\s+in|tap|use)(?:s|ed|ing)?\s+(?:in\s+)?(?P<value>\d{4,8})\s+"
+    r"(?:to|for)\s+(?:unlock|open|get\s+in|get\s+into|sign\s+in|log\s+in|access|wake)",
     re.IGNORECASE,
 )
 # What a card, a letter or an app does with a code: "the PUK on the card says 58203391".
@@ -824,7 +841,9 @@ _SIGN_IN_WORDS = re.compile(
     r"\blog(?:ged|ging)?[\s-]?(?:in|on)\b|\blog(?:in|on)\b|\bsign(?:ed|ing)?[\s-]?in\b|\blocked\b|"
     r"\block(?:ed)?[\s-]?out\b|\bunlock|\bcaps[\s-]?lock\b|case[\s-]sensitive|\bsso\b|\banmeld|"
     r"\beinlogg|\bgesperrt\b|\bconnexion\b|\binloggen\b|\biniciar\s+sesi[óo]n\b|\bkennwort|"
-    r"\bpasswort|\bwachtwoord|\bcontrase|\bsenha\b|\bmot\s+de\s+passe\b",
+    r"\bpasswort|\bwachtwoord|\bcontrase|\bsenha\b|\bmot\s+de\s+passe\b|"
+    # what the sign-in page answers
+    r"\bwrong\b|\bincorrect\b|\binvalid\b|\brejected\b|\bdenied\b|\bnot\s+accepted\b",
     re.IGNORECASE,
 )
 # "X is what I typed", "X thats what I set on friday", "X was what she entered".
@@ -841,6 +860,42 @@ _SAME_EVERYWHERE = re.compile(
     r"every\s+\w+)|everywhere|on\s+all\s+\w+)[ \t]*[:,–—-][ \t]*(?P<value>[^\s\"'`]{4,64})",
     re.IGNORECASE,
 )
+# A password given in parts once a password word was written: "the first part is Blue and then
+# 2021", "it starts with Sun and ends with 88, Sunshine88".
+_IN_PARTS = re.compile(
+    r"\b(?:(?:the\s+)?(?:first|1st)\s+(?:part|half|bit|word)\s+(?:is|was)|(?:starts|begins)\s+"
+    r"with)\s+(?P<first>[^\s,.;]{2,40})(?:,?\s+(?:and\s+)?(?:then|(?:the\s+)?(?:second|last|other|"
+    r"rest)(?:\s+(?:part|half|bit))?\s+(?:is|was)|ends?\s+with)\s+(?P<last>[^\s,.;]{1,40}))?"
+    r"(?:,\s*(?P<whole>[^\s,;]{4,64}))?",
+    re.IGNORECASE,
+)
+# What must stand before "starts with": the password, "it" or "mine", not an id or a name.
+_PARTS_OF_A_SECRET = re.compile(
+    rf"(?:\b(?:it|mine|one)|{PASSWORD_WORDS['en']}|pin|passcode|kennwort|passwort)[ \t]+"
+    r"(?:(?:just|always|also|then)[ \t]+)?$|^\s*$|[.,;:!?][ \t]*(?:and[ \t]+)?(?:the[ \t]+)?$",
+    re.IGNORECASE,
+)
+# "it's all lowercase: gardenparty", "case sensitive: Gardenparty".
+_LETTERS_THEN_VALUE = re.compile(
+    r"\b(?:all\s+(?:in\s+)?(?:lower|upper|small)[\s-]?case|no\s+(?:capitals|caps|spaces)|"
+    r"case[\s-]sensitive)[ \t]*[:–—-][ \t]*(?P<value>[^\s\"'`]{4,64})",
+    re.IGNORECASE,
+)
+# A user and password joined by a colon in a message about signing in, with no word before
+# them: "jdoe:Pine2022 doesn't work on the portal".
+_BARE_USER_COLON = re.compile(
+    r"(?<![\w@/.:\\-])(?P<user>[a-z][\w.-]{1,30}):(?P<value>[^\s:/@\"'`]{4,64})(?![\w:/@])"
+)
+# "my credentials are jdoe and Raven33", "creds: jdoe, Raven33".
+_CREDENTIALS_ARE = re.compile(
+    r"\b(?:credentials|creds|login\s+details|log-?in)\s*(?:are|is|were|was|:)\s+(?P<user>[\w.@\\-]{2,40})"
+    r"\s*(?:and|&|,|/)\s*(?:the\s+)?(?:password\s+|pw\s+|pass\s+)?(?P<value>[^\s\"'`]{4,64})",
+    re.IGNORECASE,
+)
+# A token after a password word in the same sentence that only a password looks like: letters,
+# digits and a symbol, or a digit between letters with a capital ("my password expired and the
+# new one I was given, Tr0mb0ne!, fails").
+_SENTENCE_AFTER_CUE = re.compile(r"(?:[^\n.!?]|\.{2,}|[.!?](?!\s)){0,150}")
 # "she set 1122", "I chose 4471" once a PIN word was written.
 _SET_DIGITS = re.compile(
     r"\b(?:set|chose|picked|used|typed|entered|put\s+in)\s+(?:it\s+(?:to|as)\s+)?"
@@ -876,6 +931,12 @@ def _decoded_login(token: str) -> tuple[str, str] | None:
     return pair.group("user"), pair.group("password")
 
 
+def _digit_count(code: str) -> int:
+    """How many digits a code has, written in figures or in number words."""
+    figures = sum(char.isdigit() for char in code)
+    return figures or len(re.findall(_NUMBER_WORD, code, re.IGNORECASE))
+
+
 def _default_login(user: str, value: str, separator: str = "/") -> bool:
     """A factory password beside its account: the same word twice ("admin / admin",
     "cisco:cisco"; not a service's user and group, "root:root", "postgres:postgres"), or a
@@ -899,6 +960,63 @@ def _said_to_be_typed(text: str, end: int) -> bool:
     return bool(_SAME_ONE_AFTER.match(after) or _LETTERS_AFTER.match(after))
 
 
+# Products named with their version, which a sign-in message may name next to "typed" or
+# "using": "Office365", "Win11", "Server2019", "iPhone15".
+_PRODUCT_WITH_VERSION = re.compile(
+    r"(?:office|windows|win|server|sql|exchange|sharepoint|outlook|teams|iphone|ipad|ios|android|"
+    r"galaxy|pixel|surface|macos|ubuntu|debian|rhel|centos|fedora|chrome|firefox|edge|java|jdk|"
+    r"python|node|dotnet|net|vs|visual|studio|excel|word|acrobat|reader|xbox|thinkpad|latitude|"
+    r"elitebook|optiplex|precision|probook|vpn|build|version|release|room|floor)[\s_-]?v?\d{1,4}",
+    re.IGNORECASE,
+)
+
+
+def _unmistakable_password(value: str) -> bool:
+    """A token only a password looks like, even among other words: letters, digits and a
+    symbol no address, path, version or key=value has ("Tr0mb0ne!", "Summ3r#24"), or a digit
+    between letters beside capitals and small letters ("Summ3r2024")."""
+    if len(value) < 6 or len(value) > 64 or re.search(r"[@/\\=:]|://|^[#$%&*]", value):
+        return False
+    letters = any(c.isalpha() for c in value)
+    digits = any(c.isdigit() for c in value)
+    symbols = set(value) & (_STRONG_SYMBOLS - {"_", "\\", "|"})
+    mixed = any(c.isupper() for c in value) and any(c.islower() for c in value)
+    leet = re.search(r"[^\W\d_]\d+[^\W\d_]", value) is not None
+    return (
+        letters
+        and digits
+        and ((bool(symbols) and mixed) or (leet and mixed))
+        and not _DATE_OR_PATH.search(value)
+        and not _FILE_NAME.search(value)
+        and not looks_like_password_reference(value)
+    )
+
+
+def looks_like_password_reference(value: str) -> bool:
+    """A ticket, a change or an error number ("INC0012345", "CHG-4471", "0x8007"): no password."""
+    return (
+        re.fullmatch(r"[A-Z]{2,6}-?\d+|0x[0-9a-f]+|KB\d+|[A-Z]+\d+[A-Z]?", value, re.I) is not None
+    )
+
+
+def _typed_password(value: str) -> bool:
+    """What was typed into a sign-in page, when a message says so: a password shape (see
+    :func:`_password_without_its_word`), or a word of four letters or more with two digits or
+    more ("Rainbow55", "Hazelnut12"), not a product with its version ("Office365")."""
+    core = value.rstrip(".!?")
+    letters = sum(c.isalpha() for c in core)
+    digits = sum(c.isdigit() for c in core)
+    return _password_without_its_word(core) or (
+        looks_like_password(core)
+        and letters >= 4
+        and digits >= 2
+        and any(c.islower() for c in core)
+        and not _PRODUCT_WITH_VERSION.fullmatch(core)
+        and not _HOST_LIKE.match(core)
+        and not _FILE_NAME.search(core)
+    )
+
+
 def _password_without_its_word(value: str) -> bool:
     """What a password looks like with no word to say it is one: letters with a symbol and
     digits or capitals inside ("Lisbon#1990", "Pancake$Sunday"), or a word and a year
@@ -908,11 +1026,14 @@ def _password_without_its_word(value: str) -> bool:
     digits = any(c.isdigit() for c in value)
     inner_capital = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
     symbol = bool(_STRONG_SYMBOLS & set(value))
+    # a digit between letters, as in "Summ3r2024", "P4ssw0rd"
+    leet = re.search(r"[^\W\d_]\d+[^\W\d_]", value) is not None and any(c.isupper() for c in value)
     return (
         looks_like_password(value)
         and letters > 0
         and (
             (symbol and (digits or inner_capital))
+            or (leet and letters >= 4)
             or (letters >= 4 and re.search(r"[^\W\d_]{3}\d{4}|\d{4}[^\W\d_]{3}", value) is not None)
         )
         and not _DATE_OR_PATH.search(value)
@@ -933,15 +1054,33 @@ _COMMA_LETTERS = re.compile(r"(?:[^\s,],[ ]?){3,}[^\s,](?![^\s,.;!?])")
 _NAMED_THEN_DIGITS = re.compile(
     r"(?:(?:my|the|his|her|our)\s+[^\W\d_]+(?:['’]s)?\s+(?:name|word|nickname)\s*[,:(]?\s*)?"
     r"(?P<first>[A-Z][^\W\d_]{2,})\)?\s*,?\s+(?:then|followed\s+by|and\s+then|plus|with|\+)\s+"
-    r"(?:the\s+(?:number|year|digits?)\s+)?(?P<last>\d{1,8})(?![\w.])"
+    r"(?:an?\s+)?(?:the\s+(?:number|year|digits?)\s+)?(?P<last>\d{1,8})(?![\w.])"
 )
 # The same with a description first, anywhere in the clause: "the name of my cat, Whiskers,
 # plus 2019".
 _DESCRIBED_NAME = re.compile(
-    r"(?P<first>[A-Z][^\W\d_]{2,})\)?,?\s+(?:then|followed\s+by|and\s+then|plus|with|\+)\s+"
-    r"(?:the\s+(?:number|year|digits?)\s+)?(?P<last>\d{1,8})(?![\w.])"
+    r"(?P<first>[A-Z][^\W\d_]{2,})\)?,?\s+(?:then|followed\s+by|and\s+then|plus|with|and|\+)\s+"
+    r"(?:an?\s+)?(?:the\s+(?:number|year|digits?)\s+)?(?P<last>\d{1,8})(?![\w.])"
 )
 _DESCRIPTION_START = re.compile(r"(?:my|the|his|her|our|their|its|it's|it\s+is)\b", re.I)
+# After a description of a password's pieces, the digits joined to them ("my street name then
+# 42") or the whole value after a comma or colon ("my wife's name with my birth year, Anna1980").
+_DIGITS_AFTER_DESCRIPTION = re.compile(
+    r"\b(?:then|followed\s+by|plus|and\s+then|with\s+an?)\s+(?:the\s+(?:number|year|digits?)\s+)?"
+    r"(?P<digits>\d{1,8})(?![\w.])",
+    re.IGNORECASE,
+)
+_GIVEN_AFTER_DESCRIPTION = re.compile(
+    r"(?:name|word|year|number|birthday|date|street|city|team|pet|dog|cat|digits?)[ \t]*[,:][ \t]*"
+    r"(?:so[ \t]*[,:]?[ \t]*|i\.e\.[ \t]*|like[ \t]+)?(?P<value>(?=[^\s,;]*\d)[^\s\"'`,;]{4,64})",
+    re.IGNORECASE,
+)
+# "the password has my son's name, Oliver, and 2012": a description after a verb of containing.
+_CONTAINS_DESCRIPTION = re.compile(
+    r"[ \t]+(?:has|contains|includes|is\s+made\s+(?:up\s+)?of|consists\s+of|uses)[ \t]+"
+    r"(?=(?:my|the|his|her|our|their)\b)",
+    re.IGNORECASE,
+)
 # Digits given with what they are: "my birthday 0412", "my birth year 1987", "the house number
 # (42)". The digits are the secret (or its end).
 _DESCRIBED_DIGITS = re.compile(
@@ -973,7 +1112,7 @@ _USER_AND_PASSWORD = re.compile(r"(?P<user>[A-Za-z][\w.@\\-]{0,63}):(?P<password
 # grew up on plus my house number: Dorpsstraat41".
 _DESCRIBED_THEN_VALUE = re.compile(
     r"\b(?:it'?s|it\s+is|it\s+was)\s+(?:the|my)\s+[^.:\n]{3,100}?\b(?:plus|and|then|followed\s+by|"
-    r"with)\s+(?:my|the|his|her|our|a)\s+[^.:\n]{2,40}?:[ \t]*(?P<value>[^\s\"'`]{4,64})",
+    r"with)\s+(?:my|the|his|her|our|a)\s+[^.:,\n]{2,40}?[:,][ \t]*(?P<value>[^\s\"'`]{4,64})",
     re.IGNORECASE,
 )
 # A BitLocker recovery key: eight groups of six digits.
@@ -1379,8 +1518,12 @@ class CredentialRecognizer(EntityRecognizer):
                         window = text[max(0, match.start() - 80) : match.end() + 80]
                         if not _PASSWORD_NEAR.search(window):
                             continue
-                    if rule is _USER_COLON_PASSWORD and _IMAGE_TAG.fullmatch(value):
-                        continue  # "login ... && docker pull nginx:1.25-alpine"
+                    if rule is _USER_COLON_PASSWORD and (
+                        _IMAGE_TAG.fullmatch(value)
+                        or _HOST_LIKE.match(match.group("user"))
+                        or re.search(r"[=,]", value)
+                    ):
+                        continue  # "nginx:1.25-alpine", "redis-02.corp.local:6379,ssl=false"
                     if (
                         value.isdigit()
                         and 4 <= len(value) <= 10
@@ -1413,17 +1556,24 @@ class CredentialRecognizer(EntityRecognizer):
             password_near = _PASSWORD_NEAR.search(window) is not None
             # a value typed or tried in a message about signing in ("locked after I typed X")
             signing_in = (
-                match.group("verb").casefold().startswith(("tri", "typ", "ent", "key"))
+                match.group("verb")
+                .casefold()
+                .startswith(("tri", "typ", "ent", "key", "usi", "put"))
                 and _SIGN_IN_WORDS.search(window) is not None
             )
             offset = match.start("values")
             for tried in re.finditer(r"[^\s,]+", match.group("values")):
                 start, end = self._trim_sentence(text, offset + tried.start(), offset + tried.end())
                 word = text[start:end]
-                if word.casefold() in {"and", "or"} or not looks_like_password(word):
+                if (
+                    word.casefold() in {"and", "or"}
+                    or word.startswith("-")  # "Using --password via the CLI is insecure"
+                    or not looks_like_password(word)
+                    or _PRODUCT_WITH_VERSION.fullmatch(word)  # "using Windows11"
+                ):
                     continue
                 said = _said_to_be_typed(text, end)
-                if password_near or said or (signing_in and _password_without_its_word(word)):
+                if password_near or said or (signing_in and _typed_password(word)):
                     yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
 
     def _by_reference(self, text: str, cue_starts: list[int]) -> Iterator[_Span]:
@@ -1486,6 +1636,49 @@ class CredentialRecognizer(EntityRecognizer):
                 _UNIT_AFTER.match(text, match.end())
             ):
                 yield _Span(PIN, match.start("value"), match.end("value"), self.PIN_SCORE)
+        named = bool(cue_starts)
+        for match in _IN_PARTS.finditer(text) if named else ():
+            if not _PARTS_OF_A_SECRET.search(text, max(0, match.start() - 40), match.start()):
+                continue  # "key ID starts with 4A7C1E02"
+            for group in ("first", "last", "whole"):
+                if match.group(group) is None:
+                    continue
+                start, end = self._trim_sentence(text, match.start(group), match.end(group))
+                value = text[start:end]
+                if group == "whole" and not looks_like_password(value):
+                    continue
+                if self._is_reference(value) or value.casefold() in _DESCRIBING:
+                    continue
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _LETTERS_THEN_VALUE.finditer(text):
+            start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
+            if not self._is_reference(text[start:end]) and not self._is_prose(text, start, end):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _BARE_USER_COLON.finditer(text):
+            start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
+            window = text[max(0, match.start() - 100) : match.end() + 100]
+            value = text[start:end]
+            if (
+                _password_without_its_word(value)
+                and not re.search(r"[=,]", value)  # "host:6379,ssl=false": options
+                and not _HOST_LIKE.match(match.group("user"))
+                and _SIGN_IN_WORDS.search(window)
+            ):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _CREDENTIALS_ARE.finditer(text):
+            start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
+            if looks_like_password(text[start:end]):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for cue_start in cue_starts:
+            sentence = _SENTENCE_AFTER_CUE.match(text, cue_start)
+            if sentence is None:
+                continue
+            for token in _TOKEN.finditer(text, cue_start, sentence.end()):
+                start, end = self._trim_sentence(text, token.start(), token.end())
+                value = text[start:end].strip("()[]")
+                if value and _unmistakable_password(value):
+                    offset = text.index(value, start)
+                    yield _Span(PASSWORD, offset, offset + len(value), self.PASSWORD_SCORE)
         for match in _ACCOUNT_SET_TO.finditer(text):
             start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
             value = text[start:end]
@@ -1534,6 +1727,13 @@ class CredentialRecognizer(EntityRecognizer):
         dash = None if remark else _DASH_SIGN.match(text, position)
         if dash:
             return self._password_value(text, dash.end(), phrase=passphrase, passphrase=passphrase)
+        contains = _CONTAINS_DESCRIPTION.match(text, position)
+        if contains:
+            found = self._password_value(text, contains.end(), phrase=False)
+            if found is not None and _DESCRIPTION_START.match(text, contains.end()):
+                described = text[found.start : found.end]
+                if any(c.isdigit() for c in described) or looks_like_password(described):
+                    return found
         # The verb or sign, directly or after a few words: "my password for the vpn is X".
         window_end = self._clause_end(text, position, limit=80)
         words_after = [w.casefold().strip(":=,") for w in text[position:window_end].split()[:2]]
@@ -1571,6 +1771,12 @@ class CredentialRecognizer(EntityRecognizer):
             if found is not None:
                 return found
             if between.strip() == "":
+                # "pw = same as before: X": a remark after the verb, then the value
+                late_sign = _LATE_SIGN.match(text, verb.end())
+                if late_sign and not _NEGATION.search(late_sign.group("remark")):
+                    found = self._password_value(text, late_sign.end(), phrase=False)
+                    if found is not None and looks_like_password(text[found.start : found.end]):
+                        return found
                 # "password: <prose>" or "password is <prose>": nothing further along
                 break
         # "my password (Castle#909) is rejected", "the password you gave me (Init!al-99)"
@@ -1642,11 +1848,14 @@ class CredentialRecognizer(EntityRecognizer):
         named = _NAMED_THEN_DIGITS.match(text, start)
         if named:
             return _Span(PASSWORD, named.start("first"), named.end("last"), self.PASSWORD_SCORE)
-        if _DESCRIPTION_START.match(text, start):
-            clause_end = self._clause_end(text, start, limit=100)
+        describing = _DESCRIPTION_START.match(text, start) is not None
+        if describing:
             sentence_end = re.compile(r"[.!?;\n](?:\s|$)").search(text, start, start + 120)
-            end_of_search = sentence_end.start() if sentence_end else min(len(text), start + 120)
-            described = _DESCRIBED_NAME.search(text, start, max(clause_end, end_of_search))
+            end_of_search = max(
+                self._clause_end(text, start, limit=100),
+                sentence_end.start() if sentence_end else min(len(text), start + 120),
+            )
+            described = _DESCRIBED_NAME.search(text, start, end_of_search)
             if described:
                 return _Span(
                     PASSWORD, described.start("first"), described.end("last"), self.PASSWORD_SCORE
@@ -1659,6 +1868,19 @@ class CredentialRecognizer(EntityRecognizer):
         described = _DESCRIBED.match(text, start)
         if described and described.group("rest"):
             return _Span(PASSWORD, described.start("first"), described.end(), self.PASSWORD_SCORE)
+        if describing:
+            given = _GIVEN_AFTER_DESCRIPTION.search(text, start, end_of_search)
+            if given and looks_like_password(given.group("value")):
+                # "the name of my first pet, so: Rex1990", "my wife's name with my birth year,
+                # Anna1980"
+                return _Span(
+                    PASSWORD, given.start("value"), given.end("value"), self.PASSWORD_SCORE
+                )
+            joined = _DIGITS_AFTER_DESCRIPTION.search(text, start, end_of_search)
+            if joined:  # "my street name then 42", "the name of my first pet plus 123"
+                return _Span(
+                    PASSWORD, joined.start("digits"), joined.end("digits"), self.PASSWORD_SCORE
+                )
         value = self._read_value(text, position, phrase=phrase)
         if value is None:
             return None
@@ -1681,7 +1903,7 @@ class CredentialRecognizer(EntityRecognizer):
                 continue
             value_start, value_end, link = found
             digits = text[value_start:value_end].rstrip("#")
-            count = sum(char.isdigit() for char in digits)
+            count = _digit_count(digits)
             keyword = match.group("kw").casefold()
             if re.fullmatch(r"\d{4}-\d{2}-\d{2}", digits) or _UNIT_AFTER.match(text, value_end):
                 continue  # a date, "12 34 digits long"
@@ -1702,6 +1924,13 @@ class CredentialRecognizer(EntityRecognizer):
             elif not self._one_time_code(text, match, digits, link):
                 continue
             yield _Span(PIN, value_start, value_end, self.PIN_SCORE)
+            other = _OR_ANOTHER.match(text, value_end)
+            alternative = _CODE_VALUE.match(text, other.end()) if other else None
+            if alternative is not None and _digit_count(alternative.group("value")) == count:
+                # "my pin is 1357 or 1537"
+                yield _Span(
+                    PIN, alternative.start("value"), alternative.end("value"), self.PIN_SCORE
+                )
             listed = len(link.split()) > 1 and link.rstrip().endswith(":")
             if keyword.endswith("codes") or listed:
                 yield from self._more_codes(text, value_end)
@@ -1712,6 +1941,8 @@ class CredentialRecognizer(EntityRecognizer):
             count = sum(char.isdigit() for char in value.group("value"))
             if 6 <= count <= 8 and not _UNIT_AFTER.match(text, value.end()):
                 yield _Span(PIN, value.start("value"), value.end("value"), self.PIN_SCORE)
+        for entered in _ENTERED_TO_UNLOCK.finditer(text):
+            yield _Span(PIN, entered.start("value"), entered.end("value"), self.PIN_SCORE)
         for shows in _IT_SHOWS.finditer(text):
             value = _CODE_VALUE.match(text, shows.end())
             if value is None or _UNIT_AFTER.match(text, value.end()):
@@ -1732,6 +1963,15 @@ class CredentialRecognizer(EntityRecognizer):
         value = _CODE_VALUE.match(text, start) or _ALNUM_CODE.match(text, start)
         if value is not None and start > position:
             return value.start("value"), value.end("value"), text[position:start]
+        # "the PIN (4492) stopped working", "my PIN's 5512"
+        bracket = _CODE_IN_BRACKETS.match(text, position) or _POSSESSIVE_S.match(text, position)
+        if bracket is not None:
+            after = _skip_blanks(text, bracket.end())
+            value = _CODE_VALUE.match(text, after)
+            if value is not None and (
+                bracket.re is _POSSESSIVE_S or text.startswith(")", _skip_blanks(text, value.end()))
+            ):
+                return value.start("value"), value.end("value"), bracket.group(0)
         aside = _WHICH_IS.match(text, position) or _APPOSITION.match(text, position)
         if aside:
             value = _CODE_VALUE.match(text, aside.end())
@@ -1760,7 +2000,11 @@ class CredentialRecognizer(EntityRecognizer):
             ):
                 continue  # "login db01:5432", "the code for room B:12"
             after = _skip_blanks(text, verb.end())
-            value = _CODE_VALUE.match(text, after) or _ALNUM_CODE.match(text, after)
+            value = (
+                _CODE_VALUE.match(text, after)
+                or _ALNUM_CODE.match(text, after)
+                or _WORD_CODE.match(text, after)
+            )
             if value is not None:
                 return value.start("value"), value.end("value"), text[position:after]
             described = _DESCRIBED_DIGITS.match(text, after)
@@ -1835,6 +2079,13 @@ class CredentialRecognizer(EntityRecognizer):
                         continue
                     if entity == API_KEY and not looks_random(value):
                         continue
+                    if (
+                        group == "value"
+                        and value.isalpha()
+                        and value.islower()
+                        and self._is_prose(text, start, end)
+                    ):
+                        continue  # "Using --password via the CLI is insecure"
                     score = self.PASSWORD_SCORE if entity == PASSWORD else self.KEY_SCORE
                     yield _Span(entity, start, end, score)
 

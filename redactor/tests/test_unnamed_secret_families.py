@@ -141,12 +141,64 @@ ENCODED_NEAR_MISSES = [
     "it's the name of our street plus the house number, nothing special",
 ]
 
+# -- a guess, a value used in a sign-in message, a pair in one ----------------------------------
+GUESSED_AND_PAIRED: list[Form] = [
+    ("I think the password could be Pelican!4, not sure", ["Pelican!4"]),
+    ("the portal says access denied, I'm using Bluejay2026 as always", ["Bluejay2026"]),
+    ("login fails for kmeyer:Orbit#Nine3 since Monday", ["Orbit#Nine3"]),
+    ("the creds are svc_scan and Lemonade88", ["Lemonade88"]),
+]
+GUESSED_AND_PAIRED_NEAR_MISSES = [
+    "my password might be expired, the page says so",
+    "my password works in Edge but not in Chrome120",
+    "the sign-in fails, the cache is redis-02.corp.local:6379,ssl=false",
+    "my credentials are stored in the vault",
+]
+
+# -- PINs written in other ways ------------------------------------------------------------------
+PIN_FORMS: list[Form] = [
+    ("my PIN's 4183 if you need it", ["4183"]),
+    ("the PIN (7720) is refused", ["7720"]),
+    ("my pin is nine one one four", ["nine one one four"]),
+    ("the pin is either 5830 or 5380", ["5830", "5380"]),
+    ("my tablet code is 1946, can you wipe it?", ["1946"]),
+    ("screen lock is 8264 on the work phone", ["8264"]),
+    ("I type 3107 to unlock the laptop every morning", ["3107"]),
+]
+PIN_FORM_NEAR_MISSES = [
+    "my pin is one of the four digits on the card",
+    "I entered 2024 in the year field to unlock the form",
+    "the area code is 0221 and the country code 49",
+    "screen lock turns on after 5 minutes",
+]
+
+# -- described, in parts, after a remark ----------------------------------------------------
+DESCRIBED_MORE: list[Form] = [
+    ("pw = same as before: Walrus#Bay6", ["Walrus#Bay6"]),
+    ("my password is the name of my horse then 56", ["56"]),
+    ("it's my son's name with his birth year, Noah2016", ["Noah2016"]),
+    ("the password has my cat's name, Felix, and 2009", ["Felix", "2009"]),
+    ("my password: the first part is Orange and then 1999", ["Orange", "1999"]),
+    ("case sensitive: Bluemoon, and it still fails", ["Bluemoon"]),
+    ("my password is like Winter but with numbers... W1nter2024", ["W1nter2024"]),
+]
+DESCRIBED_MORE_NEAR_MISSES = [
+    "the password has 8 characters and a symbol",
+    "the password has expired, the policy is 90 days",
+    "the key ID starts with 7C2E91A0, which key is it?",
+    "it starts with a login page and ends with an error",
+    "password for server01 expired, see CHG-4471",
+    "WARNING: Using --password via the CLI is insecure",
+]
+
 FAMILIES: list[Form] = [
     *TYPED, *DESCRIBED, *BY_REFERENCE, *ABROAD, *DEFAULTS, *TOOL_OUTPUT, *CODES, *ENCODED,
+    *GUESSED_AND_PAIRED, *PIN_FORMS, *DESCRIBED_MORE,
 ]  # fmt: skip
 NEAR_MISSES: list[str] = [
     *TYPED_NEAR_MISSES, *DESCRIBED_NEAR_MISSES, *BY_REFERENCE_NEAR_MISSES, *ABROAD_NEAR_MISSES,
     *DEFAULT_NEAR_MISSES, *TOOL_OUTPUT_NEAR_MISSES, *CODE_NEAR_MISSES, *ENCODED_NEAR_MISSES,
+    *GUESSED_AND_PAIRED_NEAR_MISSES, *PIN_FORM_NEAR_MISSES, *DESCRIBED_MORE_NEAR_MISSES,
 ]  # fmt: skip
 
 
