@@ -159,9 +159,10 @@ class Orchestrator:
         await publish_notes(turn)
 
     async def begin(self, query: QueryReceived, replies: Replies) -> Turn | None:
-        """The new turn: its state saved, its conversation, what its attachments say and the
-        incident it is about. ``None`` when the query was delivered before: an answered turn
-        gets its answer again, a waiting one is answered when its wait ends."""
+        """The new turn: its conversation, what its attachments say and the incident it is
+        about (its state is saved once it is answered or waits). ``None`` when the query was
+        delivered before: an answered turn gets its answer again, a waiting one is answered when
+        its wait ends."""
         deps = self.deps
         # Read at once; the state is saved when the turn is answered or starts to wait (a turn
         # found unanswered and not waiting is simply taken again).
