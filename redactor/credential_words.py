@@ -37,6 +37,8 @@ PASSWORD_WORDS: dict[str, str] = {
         rf"pass\s?words?|pass-word|passwd|pass[\s-]?phrase|p{_A}{_S}{_S}w{_O}rd|"
         # the typing errors people make in it: "pasword", "passwrod", "passowrd", "psswd"
         r"p[a@4]?[s$5]{1,3}o?w(?:o?r|ro)?ds?|"
+        # cut short: "passw: X", "pasw is X"
+        r"pa[s$5]{1,2}w\.?|"
         rf"p{_A}{_S}{_S}|pswd|pwrd|pword|pwd|psw|pw|p/word|p/w|p\.w\.|"
         # the short words spelled out: "p w d", "p-w", "p.a.s.s"
         r"p[ .\-]w(?:[ .\-]d)?\.?|p[ .\-]a[ .\-]s[ .\-]s|pass|sign[\s-]?in\s+password"

@@ -427,12 +427,13 @@ _NEGATION = re.compile(
 # the same line and in the same sentence.
 _LATE_SIGN = re.compile(r"(?P<remark>[^\n.!?:=]{1,80}?)(?:\s?:|\s[-–])[ \t]+(?=\S)")
 _DASH_SIGN = re.compile(r"\s+[-–]\s+(?=\S)")
+_GLUED_DASH = re.compile(r"[-–](?=[^\W_]{2})")  # not "P-A-S-S-W-O-R-D"
 
 # "the word tulip then 1987", "the letters abc then the numbers 4455", "orange followed by 2468"
 _DESCRIBED = re.compile(
     r"(?:the\s+)?(?:word|letters?|numbers?|digits?|year)\s+"
-    r"(?P<first>[^\s,.;]+)(?P<rest>(?:\s+(?:then|followed\s+by|and\s+then|plus|and)\s+"
-    r"(?:the\s+)?(?:word|letters?|numbers?|digits?|year|number)?\s*[^\s,.;]+)+)?",
+    r"(?P<first>[^\s,.;]+)(?P<rest>(?:\s+(?:then|followed\s+by|and\s+then|plus|and|with(?:\s+an?)?)"
+    r"\s+(?:the\s+)?(?:word|letters?|numbers?|digits?|year|number)?\s*[^\s,.;]+)+)?",
     re.IGNORECASE,
 )
 _FOLLOWED_BY = re.compile(r"\s+(?:then|followed\s+by|and\s+then|plus)\s+(?P<next>[^\s,.;]+)",
@@ -896,6 +897,9 @@ _CREDENTIALS_ARE = re.compile(
 # digits and a symbol, or a digit between letters with a capital ("my password expired and the
 # new one I was given, Tr0mb0ne!, fails").
 _SENTENCE_AFTER_CUE = re.compile(r"(?:[^\n.!?]|\.{2,}|[.!?](?!\s)){0,150}")
+# A value spelled out letter by letter with letters and digits, where a password is talked of:
+# "it's like this: B l u e S k y 7".
+_SPELLED_VALUE = re.compile(r"(?<![^\s:\"'(])(?:[^\W_][ ]){5,}[^\W_](?![^\s,.;:!?)\"'])")
 # "she set 1122", "I chose 4471" once a PIN word was written.
 _SET_DIGITS = re.compile(
     r"\b(?:set|chose|picked|used|typed|entered|put\s+in)\s+(?:it\s+(?:to|as)\s+)?"
@@ -988,15 +992,13 @@ def _unmistakable_password(value: str) -> bool:
         and ((bool(symbols) and mixed) or (leet and mixed))
         and not _DATE_OR_PATH.search(value)
         and not _FILE_NAME.search(value)
-        and not looks_like_password_reference(value)
+        and not _ticket_or_error_number(value)
     )
 
 
-def looks_like_password_reference(value: str) -> bool:
+def _ticket_or_error_number(value: str) -> bool:
     """A ticket, a change or an error number ("INC0012345", "CHG-4471", "0x8007"): no password."""
-    return (
-        re.fullmatch(r"[A-Z]{2,6}-?\d+|0x[0-9a-f]+|KB\d+|[A-Z]+\d+[A-Z]?", value, re.I) is not None
-    )
+    return re.fullmatch(r"[A-Z]{2,6}-?\d+|0x[0-9a-fA-F]+|[Kk][Bb]\d+", value) is not None
 
 
 def _typed_password(value: str) -> bool:
@@ -1048,7 +1050,11 @@ _VALUE_SEPARATOR = re.compile(r"[;&,](?=\s*[A-Za-z_][\w.\-]*\s*=)|,(?=\s*[\"'{])
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "„": "“"}
 _SPACED_LETTERS = re.compile(r"(?:\S )+\S(?!\S)")
 # A password spelled with commas: "B, l, u, e, 4, 2".
-_COMMA_LETTERS = re.compile(r"(?:[^\s,],[ ]?){3,}[^\s,](?![^\s,.;!?])")
+# A letter may carry its case: "capital P, a, s, t, a, 9, 9".
+_CASE_WORD = r"(?:(?:capital|small|big|upper(?:[ -]?case)?|lower(?:[ -]?case)?)[ ]+)?"
+_COMMA_LETTERS = re.compile(
+    rf"(?:{_CASE_WORD}[^\s,],[ ]?){{3,}}{_CASE_WORD}[^\s,](?![^\s,.;!?])", re.IGNORECASE
+)
 # A password described by its pieces: "my dog's name Biscuit then 1987", "Falcon with 77 at the
 # end", "the word Tulip plus 12". A capitalised word, a joining word, then digits.
 _NAMED_THEN_DIGITS = re.compile(
@@ -1066,13 +1072,20 @@ _DESCRIPTION_START = re.compile(r"(?:my|the|his|her|our|their|its|it's|it\s+is)\
 # After a description of a password's pieces, the digits joined to them ("my street name then
 # 42") or the whole value after a comma or colon ("my wife's name with my birth year, Anna1980").
 _DIGITS_AFTER_DESCRIPTION = re.compile(
-    r"\b(?:then|followed\s+by|plus|and\s+then|with\s+an?)\s+(?:the\s+(?:number|year|digits?)\s+)?"
+    r"(?:\b(?:then|followed\s+by|plus|and\s+then|with\s+an?)|\+)\s+(?:the\s+(?:number|year|digits?)\s+)?"
     r"(?P<digits>\d{1,8})(?![\w.])",
     re.IGNORECASE,
 )
 _GIVEN_AFTER_DESCRIPTION = re.compile(
-    r"(?:name|word|year|number|birthday|date|street|city|team|pet|dog|cat|digits?)[ \t]*[,:][ \t]*"
-    r"(?:so[ \t]*[,:]?[ \t]*|i\.e\.[ \t]*|like[ \t]+)?(?P<value>(?=[^\s,;]*\d)[^\s\"'`,;]{4,64})",
+    r"[\w)][ \t]*[,:][ \t]*(?:so[ \t]*[,:]?[ \t]*|i\.e\.[ \t]*|e\.g\.[ \t]*|like[ \t]+)?"
+    r"(?P<value>(?=[^\s,;]*\d)(?=[^\s,;]*[^\W\d_])[^\s\"'`,;]{4,64})",
+    re.IGNORECASE,
+)
+# A PIN described, then given after a comma or colon: "the year I was born, 1987", "the same as
+# my door code, 2580".
+_CODE_AFTER_DESCRIPTION = re.compile(
+    r"(?:my|the|his|her|our)\b[^.!?\n]{3,60}?[,:][ \t]*(?:so[ \t]+|i\.e\.[ \t]*|like[ \t]+)?"
+    r"(?P<value>\d{4,8})(?![\d.,:/-]\d|[\w/-])",
     re.IGNORECASE,
 )
 # "the password has my son's name, Oliver, and 2012": a description after a verb of containing.
@@ -1650,6 +1663,15 @@ class CredentialRecognizer(EntityRecognizer):
                 if self._is_reference(value) or value.casefold() in _DESCRIBING:
                     continue
                 yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _SPELLED_VALUE.finditer(text):
+            value = match.group(0)
+            window = text[max(0, match.start() - 150) : match.start()]
+            if (
+                any(c.isalpha() for c in value)
+                and any(c.isdigit() for c in value)
+                and (named or _SIGN_IN_WORDS.search(window) or _ITS.search(window[-40:]))
+            ):
+                yield _Span(PASSWORD, match.start(), match.end(), self.PASSWORD_SCORE)
         for match in _LETTERS_THEN_VALUE.finditer(text):
             start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
             if not self._is_reference(text[start:end]) and not self._is_prose(text, start, end):
@@ -1721,6 +1743,13 @@ class CredentialRecognizer(EntityRecognizer):
             remark = None  # "my password (Castle#909) is rejected": the value, not a remark
         if remark:
             position = remark.end()
+        glued = _GLUED_DASH.match(text, position)
+        if glued:  # "pw-Sunflower22"
+            token = _TOKEN.match(text, glued.end())
+            if token:
+                start, end = self._trim_sentence(text, token.start(), token.end())
+                if looks_like_password(text[start:end]) and not self._is_reference(text[start:end]):
+                    return _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
         possessive = None if remark else _POSSESSIVE_S.match(text, position)
         if possessive:
             return self._password_value(text, possessive.end(), phrase=True, passphrase=passphrase)
@@ -1870,7 +1899,11 @@ class CredentialRecognizer(EntityRecognizer):
             return _Span(PASSWORD, described.start("first"), described.end(), self.PASSWORD_SCORE)
         if describing:
             given = _GIVEN_AFTER_DESCRIPTION.search(text, start, end_of_search)
-            if given and looks_like_password(given.group("value")):
+            if (
+                given
+                and looks_like_password(given.group("value"))
+                and not _ticket_or_error_number(given.group("value"))
+            ):
                 # "the name of my first pet, so: Rex1990", "my wife's name with my birth year,
                 # Anna1980"
                 return _Span(
@@ -2007,9 +2040,12 @@ class CredentialRecognizer(EntityRecognizer):
             )
             if value is not None:
                 return value.start("value"), value.end("value"), text[position:after]
-            described = _DESCRIBED_DIGITS.match(text, after)
-            if described is not None:  # "my PIN is my birth year 1987"
-                return described.start("digits"), described.end("digits"), text[position:after]
+            described = _DESCRIBED_DIGITS.match(text, after) or _CODE_AFTER_DESCRIPTION.match(
+                text, after
+            )
+            if described is not None:  # "my PIN is my birth year 1987", "the year I was born, 1987"
+                group = "digits" if "digits" in described.re.groupindex else "value"
+                return described.start(group), described.end(group), text[position:after]
         for verb in _CODE_SAYS.finditer(text, position, window_end):
             between = text[position : verb.start()]
             if len(between.split()) > 6 or _NEGATION.search(between):

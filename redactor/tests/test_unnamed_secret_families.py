@@ -191,14 +191,33 @@ DESCRIBED_MORE_NEAR_MISSES = [
     "WARNING: Using --password via the CLI is insecure",
 ]
 
+# -- spelled with the case of each letter, spelled where a password is talked of, cut short --
+SPELLED_AND_SHORT: list[Form] = [
+    ("my password is capital T, i, g, e, r, 8, 8", ["T, i, g, e, r, 8, 8"]),
+    ("it's like this: R e d F o x 1 2, try it on the kiosk", ["R e d F o x 1 2"]),
+    ("pw-Moonstone44 for the shared box", ["Moonstone44"]),
+    ("passw: Pinecone21", ["Pinecone21"]),
+    ("pin is the year my daughter was born, 2013", ["2013"]),
+    ("my password is my team plus 9, so Ajax9", ["Ajax9"]),
+    ('the password is the word "Harbour" with a 5 at the end', ["Harbour", "5"]),
+]
+SPELLED_AND_SHORT_NEAR_MISSES = [
+    "the table has columns A B C D E F and 1 2 3 4 5 6",
+    "P-A-S-S-W-O-R-D reset page does not load",
+    "password-protected files cannot be opened",
+    "my pin is the same as before, 2 tries left",
+    "my password is the one from the email, INC0045123 has it",
+]
+
 FAMILIES: list[Form] = [
     *TYPED, *DESCRIBED, *BY_REFERENCE, *ABROAD, *DEFAULTS, *TOOL_OUTPUT, *CODES, *ENCODED,
-    *GUESSED_AND_PAIRED, *PIN_FORMS, *DESCRIBED_MORE,
+    *GUESSED_AND_PAIRED, *PIN_FORMS, *DESCRIBED_MORE, *SPELLED_AND_SHORT,
 ]  # fmt: skip
 NEAR_MISSES: list[str] = [
     *TYPED_NEAR_MISSES, *DESCRIBED_NEAR_MISSES, *BY_REFERENCE_NEAR_MISSES, *ABROAD_NEAR_MISSES,
     *DEFAULT_NEAR_MISSES, *TOOL_OUTPUT_NEAR_MISSES, *CODE_NEAR_MISSES, *ENCODED_NEAR_MISSES,
     *GUESSED_AND_PAIRED_NEAR_MISSES, *PIN_FORM_NEAR_MISSES, *DESCRIBED_MORE_NEAR_MISSES,
+    *SPELLED_AND_SHORT_NEAR_MISSES,
 ]  # fmt: skip
 
 
