@@ -107,11 +107,29 @@ _POSTCODE = re.compile(
 )
 # Words that announce an address; what follows them needs only a number and a name.
 _ADDRESS_CUE = re.compile(
-    r"(?i:\baddress(?:es)?\b(?:\s+(?:is|was|to|with|are))?(?:\s+(?:now|currently))?\s*:?|\b(?:lives?|living|located|"
+    r"(?i:\baddress(?:es)?\b(?:\s+(?:is|was|to|with|are))?(?:\s+(?:now|currently))?\s*:?|"
+    # the word in other languages, also ending a compound ("Privatadresse", "Lieferanschrift")
+    r"\b\w*(?:adresse|anschrift)\b(?:\s+(?:ist|lautet|est))?\s*:?|"
+    r"\b(?:direcci[óo]n|indirizzo|endere[çc]o|adres|adresa|osoite)\b(?:\s+(?:es|è|é|is|je|on))?\s*:?|"
+    r"\b(?:lives?|living|located|"
     r"based|resides?|stay(?:ing)?|meet\s+me)\s+(?:at|on|in)|\b(?:ship|send|sent|deliver|"
     r"delivered|mail|post|forward|return|returned|moved?|drops?\s+you\s+off)\s+(?:it\s+|them\s+|this\s+)?"
     r"(?:to|at)|\bcorner\s+of)\s*(?:here\s+they\s+are:?)?\s*\n?\s*"
 )
+# A street line followed by a European postcode and a town: "Am Brunnen 7, 50667 Köln",
+# "Keizersgracht 123, 1015 CJ Amsterdam".
+_STREET_THEN_POSTCODE = re.compile(
+    rf"(?<![\w-])(?P<name>{CAP_WORD}(?:\s+{ANY_WORD}){{0,3}})\s+{NUMBER}\s*,\s*"
+    rf"(?:[A-Z]{{1,2}}-)?(?:\d{{5}}|\d{{4}}(?:\s?[A-Z]{{2}})?)\s+{CAP_WORD}"
+)
+# Prepositions and articles of street names ("Am Brunnen", "An der Alster", "Rue de la Paix").
+_STREET_NAME_PARTICLES = frozenset(
+    {
+        "am", "an", "auf", "im", "in", "zum", "zur", "unter", "hinter", "vor", "bei", "der",
+        "den", "dem", "die", "das", "de", "la", "le", "du", "des", "van", "het", "op", "aan",
+        "del", "da", "do", "di",
+    }
+)  # fmt: skip
 _AFTER_CUE = re.compile(
     rf"(?:{_HOUSE}\s+)?(?:{ANY_WORD}\.?\s+){{0,3}}{ANY_WORD}\.?\s*,?\s*{NUMBER}\b\.?"
     rf"|{_HOUSE}\s+(?:{ANY_WORD}\.?\s+){{0,3}}{ANY_WORD}\b"
@@ -198,6 +216,12 @@ class StreetAddressRecognizer(EntityRecognizer):
         for match in _COMPOUND_STREET.finditer(text):
             if self._plausible_name(match.group("name")):
                 cores.append(_Core(match.start(), match.end(), 0.9))
+        for match in _STREET_THEN_POSTCODE.finditer(text):
+            words = [
+                w for w in match.group("name").split() if w.casefold() not in _STREET_NAME_PARTICLES
+            ]
+            if words and self._plausible_name(" ".join(words)):
+                cores.append(_Core(match.start(), match.end(), 0.88))
         for match in _NUMBER_NAME_NUMBER.finditer(text):
             if self._plausible_name(match.group("name")):
                 cores.append(_Core(match.start(), match.end(), 0.86))

@@ -196,6 +196,21 @@ SALUTATIONS: frozenset[str] = frozenset(
         "asunto", "saludos", "atentamente", "hola", "gracias", "onderwerp", "groeten",
         "groet", "vriendelijke", "hartelijke", "bedankt", "oggetto", "saluti", "cordiali",
         "grazie", "ciao", "assunto", "obrigado", "obrigada", "atenciosamente", "cumprimentos",
+        # greetings of the day and "please", which the model reads as names or places
+        "goedemorgen", "goedemiddag", "goedenavond", "hoi", "groetjes", "doei", "bonsoir",
+        "bonne", "journée", "soirée", "buenos", "buenas", "días", "tardes", "noches", "bom",
+        "boa", "dia", "tarde", "noite", "olá", "buongiorno", "buonasera", "guten", "morgen",
+        "tag", "abend", "grüezi", "tschüss", "bitte", "cześć", "dzień", "dobry", "hej",
+        "hejsan", "tack", "god", "morgon", "moi", "kiitos", "ahoj", "díky", "merhaba",
+    }
+)  # fmt: skip
+# Words of protocols, headers and units that the model reads as names ("Bearer eyJ...",
+# "Cookie: ...", "18.4 GiB", "jdbc:postgresql").
+TECHNICAL_WORDS: frozenset[str] = frozenset(
+    {
+        "bearer", "basic", "digest", "negotiate", "ntlm", "cookie", "uri", "url", "jdbc",
+        "odbc", "ldap", "ldaps", "oauth", "saml", "krbtgt", "mongosh", "gib", "mib", "kib",
+        "tib", "nmcli", "wifi",
     }
 )  # fmt: skip
 # The first word of a command line that the model reads as a name ("rclone config",
@@ -230,7 +245,8 @@ DETERMINERS_ABROAD: frozenset[str] = frozenset(
 # the English model reads as names because they are capitalised.
 _GERMAN_NOUN = re.compile(
     r"\w{5,}(?:ung|ungen|heit|keit|schaft|datum|zeit|nummer|konto|portal|zugang|adresse|"
-    r"abteilung|leitung|stelle|code|wort)$",
+    r"abteilung|leitung|stelle|code|wort|taste|buch|trieb|drucker|ordner|datei|laufwerk|"
+    r"rechner|netzwerk|zugriff)$",
     re.IGNORECASE,
 )
 

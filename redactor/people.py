@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from presidio_analyzer import EntityRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
-from redactor.names import NameLists, words_of_no_name
+from redactor.names import TECHNICAL_WORDS, NameLists, words_of_no_name
 
 PERSON = "PERSON"
 
@@ -151,6 +151,34 @@ def _words(text: str) -> list[_Word]:
     return words
 
 
+def label_or_parameter(text: str, start: int, end: int, names: NameLists) -> bool:
+    """The span is a command's parameter or a variable ("-Uri", "$Server"), or the label of a
+    tool's output or a header rather than someone's name: at the start of its line, before a
+    colon ("Key Content   : ...", "Cookie: ...") or alone on it ("Login Succeeded", "All Key
+    Protectors"), its last word an ordinary English word and none a frequent given name ("Tom
+    Baker" under a closing stays a name)."""
+    if start > 0 and text[start - 1] in "-$%":
+        return True
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end == -1 else line_end
+    if line_start == 0 and line_end == len(text):
+        return False  # a message of one line ("Anna Schmidt")
+    before = re.findall(r"[^\W\d_]+|[^\w\s>|*]", text[line_start:start])
+    if not all(names.is_ordinary_word(w) and not names.is_given_name(w) for w in before):
+        return False  # inside a sentence ("please call Peter Miller")
+    after = text[end:line_end]
+    if after.strip() and not after.lstrip(" \t").startswith(":"):
+        return False
+    words = re.findall(r"[^\W\d_]+", text[start:end])
+    return (
+        bool(words)
+        and names.is_ordinary_word(words[-1])
+        and not names.is_given_name(words[-1])
+        and not any(names.is_common_given_name(word) for word in words)
+    )
+
+
 class PersonCueRecognizer(EntityRecognizer):
     """PERSON from given-name lists and cue words; see the module documentation."""
 
@@ -190,7 +218,12 @@ class PersonCueRecognizer(EntityRecognizer):
             index = end
         if "\n" in text.strip():
             results += self._name_lines(text)
-        return [r for r in results if not self._no_name(text[r.start : r.end])]
+        return [
+            r
+            for r in results
+            if not self._no_name(text[r.start : r.end])
+            and not label_or_parameter(text, r.start, r.end, self._names)
+        ]
 
     def _no_name(self, span: str) -> bool:
         """Words that make no name: another language's sentence, a greeting or a closing
@@ -198,7 +231,10 @@ class PersonCueRecognizer(EntityRecognizer):
         all-capital part ("grafana-admin", "HR-Portal"; "Schäfer-Lindner" stays)."""
         if _NOT_A_NAME_HYPHEN.search(span):
             return True
-        return words_of_no_name(re.findall(r"[^\W_]+", span), self._names)
+        words = re.findall(r"[^\W_]+", span)
+        if any(word.casefold() in TECHNICAL_WORDS for word in words):
+            return True  # "Bearer", "Cookie", "Uri"
+        return words_of_no_name(words, self._names)
 
     def _name_lines(self, text: str) -> list[RecognizerResult]:
         """A line that holds only two or three capitalised words that are no English words,

@@ -36,6 +36,12 @@ _RUN = re.compile(rf"(?:[{_LEAD}][{_PUNCTUATION}]{{0,4}}){{0,2}}\d+(?:[{_PUNCTUA
 _DIGIT = re.compile(r"\d")
 _PLUS = re.compile("[+\uff0b]")
 
+# A date, with or without its hour, which phone patterns also match: "2024-10-11", "2025-03-12
+# 11" of a log line, "11.10.2024".
+DATE = re.compile(
+    r"(?:19|20)\d\d[-/.](?:0?[1-9]|1[0-2])[-/.](?:0?[1-9]|[12]\d|3[01])(?:[ T]\d{1,2})?"
+    r"|(?:0?[1-9]|[12]\d|3[01])[-/.](?:0?[1-9]|1[0-2])[-/.](?:19|20)\d\d"
+)
 # A run of digit groups holding more digits than three of the longest numbers side by side
 # (15 digits, E.164's limit, and a two-digit international prefix) is a table, a dump or a list
 # of figures; the matcher would try every group of it in every region.
@@ -99,8 +105,8 @@ class VersionAwarePhoneRecognizer(PhoneRecognizer):
     """Presidio's phone recogniser (phonenumbers' matcher, region by region), given only the
     runs of digits that could hold a valid number in each region (see the module), less what
     only looks like a number to call: a version or build after its word ("version
-    126.0.6478.127"), and digits glued to letters before them ("PO-2024-008812", an order
-    number)."""
+    126.0.6478.127"), digits glued to letters before them ("PO-2024-008812", an order
+    number), and a date ("2024-10-11", "2025-03-12 11" of a log line)."""
 
     _VERSION_BEFORE = re.compile(
         r"(?i:\b(?:version|ver|v|build|release|firmware|bios|driver|update|kb|patch)\.?\s*:?\s*)$"
@@ -146,7 +152,11 @@ class VersionAwarePhoneRecognizer(PhoneRecognizer):
                 and text[result.start - 1] in "-_/#"
                 and text[result.start - 2].isalnum()
             )
-            if glued or self._VERSION_BEFORE.search(before):
+            if (
+                glued
+                or self._VERSION_BEFORE.search(before)
+                or DATE.fullmatch(text[result.start : result.end])
+            ):
                 continue
             kept.append(result)
         return kept

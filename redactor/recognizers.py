@@ -34,9 +34,10 @@ from presidio_analyzer.predefined_recognizers import (
 )
 
 from redactor.addresses import StreetAddressRecognizer
-from redactor.names import NAME_PARTICLES, NameLists, words_of_no_name
-from redactor.people import PersonCueRecognizer
-from redactor.phones import VersionAwarePhoneRecognizer
+from redactor.documents import NumberAfterWordsRecognizer
+from redactor.names import NAME_PARTICLES, TECHNICAL_WORDS, NameLists, words_of_no_name
+from redactor.people import PersonCueRecognizer, label_or_parameter
+from redactor.phones import DATE, VersionAwarePhoneRecognizer
 from redactor.secrets import (
     NOT_SECRETS,
     PASSWORD,
@@ -48,7 +49,6 @@ from redactor.secrets import (
 
 PHISHING_LINK = "PHISHING_LINK"
 DATE_OF_BIRTH = "DATE_OF_BIRTH"
-PASSPORT = "PASSPORT"
 
 # Entity types whose values are secrets: never allow-listed, never echoed back (ARCHITECTURE.md).
 SECRET_ENTITIES: frozenset[str] = frozenset({PASSWORD, *SECRET_KEY_ENTITIES})
@@ -431,18 +431,6 @@ DATE_OF_BIRTH_PATTERNS = [
         0.85,
     )
 ]
-_PASSPORT_WORDS = (
-    r"passport(?:\s+(?:number|no\.?|nr\.?|num(?:ber)?|#|id))?|reisepass(?:-?nr\.?|nummer)?|"
-    r"(?:num[ée]ro\s+de\s+)?passeport|pasaporte|passaporto|paszport"
-)
-PASSPORT_PATTERNS = [
-    Pattern(
-        "number_after_passport_words",
-        rf"(?<=(?<![^\W_])(?:{_PASSPORT_WORDS})(?:\s+(?:is|was))?\s*[:#]?\s*(?:\(\w{{2,3}}\)\s*)?)"
-        r"[A-Z0-9]{6,10}(?![\w-])",
-        0.85,
-    )
-]
 
 
 class _AfterItsWords(PatternRecognizer):
@@ -467,13 +455,6 @@ class _AfterItsWords(PatternRecognizer):
             text, entities, nlp_artifacts, regex_flags
         )
         return results
-
-
-class _PassportNumberRecognizer(_AfterItsWords):
-    """Six to ten letters and digits after "passport (number)", three digits or more."""
-
-    def invalidate_result(self, pattern_text: str) -> bool:
-        return sum(char.isdigit() for char in pattern_text) < 3
 
 
 class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
@@ -508,6 +489,7 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
                     continue  # the next line's label or department: "Address:", "Finance"
                 if not self.jargon(result.entity_type, text[start:end]) and not (
                     self._inside_a_token(text, start, end)
+                    or label_or_parameter(text, start, end, self._names)
                 ):
                     kept.append(RecognizerResult(result.entity_type, start, end, result.score))
         return kept
@@ -572,6 +554,19 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
         words none of which is a given name ("del wifi de invitados", "joindre au")."""
         if self._NOT_A_NAME.search(value.strip()):
             return True
+        if not re.search(r"[^\W\d_]", value):
+            return True  # "•••": no letter, no name
+        if (
+            entity_type == "PERSON"
+            and any(char.isdigit() for char in value)
+            and all(
+                (word.isupper() and len(word) <= 4) or self._names.is_ordinary_word(word)
+                for word in re.findall(r"[^\W\d_]+", value)
+            )
+        ):
+            return True  # "EUR 1,512.00" ("Mwangi 2" keeps its name)
+        if any(word.casefold() in TECHNICAL_WORDS for word in re.findall(r"[^\W_]+", value)):
+            return True  # "Bearer", "Cookie", "GiB", "jdbc"
         if self._PASSWORD_WORD.fullmatch(value.strip()) or self._MONTH_ABBREVIATION.fullmatch(
             value.strip()
         ):
@@ -629,7 +624,7 @@ def pii_recognizers(
     language: str, names: NameLists | None = None, public_domains: Sequence[str] = ()
 ) -> list[EntityRecognizer]:
     """Presidio's generic PII recognizers that matter in IT-support chats, all offline, with
-    dates of birth and passport numbers."""
+    dates of birth, and passport, identity-card and employee numbers after their words."""
     return [
         OfflineEmailRecognizer(supported_language=language),
         VersionAwarePhoneRecognizer(supported_language=language),
@@ -644,13 +639,7 @@ def pii_recognizers(
             supported_language=language,
             name="DateOfBirthRecognizer",
         ),
-        _PassportNumberRecognizer(
-            _PASSPORT_WORDS,
-            supported_entity=PASSPORT,
-            patterns=PASSPORT_PATTERNS,
-            supported_language=language,
-            name="PassportNumberRecognizer",
-        ),
+        NumberAfterWordsRecognizer(supported_language=language),
         UsSsnRecognizer(supported_language=language),
         UsLicenseRecognizer(supported_language=language),
         # Reads the entities the spaCy pipeline already produced; ORG, DATE_TIME and NRP are
@@ -707,7 +696,8 @@ CARD_CONTEXT = [
 
 
 class _LoosePhoneRecognizer(PatternRecognizer):
-    """Seven to fifteen digits, as phone numbers have: "error 404 500" near "phone" is not one.
+    """Seven to fifteen digits, as phone numbers have: "error 404 500" near "phone" is not one,
+    nor is a date ("2024-10-11").
 
     The phone words are looked for here, in the raw text, as well as by Presidio's context
     enhancer: the enhancer skips spaCy's stop words, and "call" is one ("call me on 450 0840"),
@@ -723,7 +713,7 @@ class _LoosePhoneRecognizer(PatternRecognizer):
 
     def invalidate_result(self, pattern_text: str) -> bool:
         digits = sum(char.isdigit() for char in pattern_text)
-        return not 7 <= digits <= 15
+        return not 7 <= digits <= 15 or DATE.fullmatch(pattern_text.strip()) is not None
 
     def analyze(
         self,

@@ -372,7 +372,8 @@ _VERB_AT = re.compile(
 _USER_SLASH_PASSWORD = re.compile(
     r"\b(?:login|logon|user(?:name)?|account|creds?|credentials|log(?:ging)?\s+in|"
     r"sign(?:ing)?\s+in|logged\s+in)\b[^\n/]{0,40}?[\s:]"
-    r"(?P<user>[\w.@\\-]{2,40})\s?/\s?(?P<value>[^\s/]{4,64})",
+    # a slash with a space on both sides or on neither: "jdoe /persistent:yes" is a switch
+    r"(?P<user>[\w.@\\-]{2,40})(?:/|\s/\s)(?P<value>[^\s/]{4,64})",
     re.IGNORECASE,
 )
 # "using default credentials admin:Cam3ra99", "creds root:Toor2024!": a user name with a letter in
@@ -692,6 +693,8 @@ _SHELL_RULES: tuple[re.Pattern[str], ...] = tuple(
         # Samba's -U user%password (smbclient, rpcclient, smbmap, net rpc...)
         r"(?<!\S)-U\s*['\"]?[^\s%'\"]+%" + _SHELL_VALUE,
         r"\bnet\s+use\b[^\n]{0,400}?/user:\S+\s+(?=[^\s/*])" + _SHELL_VALUE,
+        # net use [drive] \\host\share password /user:...: the password before the user
+        r"\bnet\s+use\s+(?:[A-Za-z]:\s+|\*\s+)?\\\\\S+\s+(?=[^\s/*])" + _SHELL_VALUE,
         r"\bnet\s+user\s+\S+\s+(?=[^\s/*])" + _SHELL_VALUE,
         r"\bhtpasswd\s+(?:-\w+\s+)*-[a-zA-Z]*b[a-zA-Z]*\s+(?:-\w+\s+)*\S+\s+\S+\s+" + _SHELL_VALUE,
         r"\becho\s+(?=\S)" + _SHELL_VALUE + r"\s*\|\s*sudo\b[^\n|]*\s-S\b",
