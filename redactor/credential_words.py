@@ -73,6 +73,8 @@ COMPOUND_CUE_ENDINGS = r"passwort|kennwort|wachtwoord|l[öo]senord|salasana|pass
 WIFI_AND_DISK_KEY_WORDS = (
     r"(?:wi-?fi|wlan|wpa[23]?|wep|network|bitlocker|recovery|pre-?shared|wireless)\s+"
     r"(?:key|passphrase|pass\s?phrase)|psk|"
+    # a secret shared between two systems: "the shared secret for radius is X"
+    r"(?:shared|radius|tacacs|ipsec|vpn)\s+secret|secret\s+(?:word|phrase)|"
     r"netzwerkschl[üu]ssel|wlan-schl[üu]ssel|sicherheitsschl[üu]ssel|"
     r"cl[ée]\s+(?:wpa2?|wi-?fi|wep|de\s+s[ée]curit[ée](?:\s+r[ée]seau)?|r[ée]seau)|"
     r"clave\s+(?:wpa2?|wi-?fi|de\s+red)|chiave\s+(?:wpa2?|wi-?fi|di\s+rete)|"
@@ -234,7 +236,8 @@ STATE_WORDS: frozenset[str] = frozenset(
         "missing", "expired", "invalid", "incorrect", "wrong", "locked", "blocked", "disabled",
         "rejected", "empty", "blank", "mandatory", "optional", "needed", "present", "absent",
         "insecure", "unsafe", "safe", "secure", "visible", "exposed", "logged", "leaked",
-        "compromised", "plaintext",
+        "compromised", "plaintext", "out", "off", "up", "over", "known", "public", "lost",
+        "stolen", "shared",
         # and what starts a pointer to it ("pw: see ticket INC0012345", "password: check the wiki")
         "see", "check", "ask", "look", "refer", "contact", "find", "attached", "below", "above",
         # German

@@ -541,7 +541,8 @@ class VocabularyCheckedSpacyRecognizer(SpacyRecognizer):
     _PASSWORD_WORD = re.compile(
         r"(?:(?:my|mon|ma|mein|mi|mijn|min|moje?|la|le|el|das)\s+)?"
         r"(?:kennwort|passwort|mot\s+de\s+passe|contrase[ñn]a|contrasena|senha|wachtwoord|"
-        r"l[öo]senord|salasana|has[łl]o|heslo|jelsz[óo]|passord|password|passwd|pwd)",
+        r"l[öo]senord|salasana|has[łl]o|heslo|jelsz[óo]|passord|password|passwd|pwd|pw|pass|"
+        r"passcode|pin|pincode|mdp|ww|kennw)",
         re.IGNORECASE,
     )
     _MONTH_ABBREVIATION = re.compile(r"(?:jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)", re.I)

@@ -551,7 +551,7 @@ _CODE_SOURCE = re.compile(
 # "4 - 8 - 2 - 1"), or one run of digits; recovery codes also of letters and digits
 # ("8h3k-29dm"). Never the start of a longer number, a date or a version.
 _CODE_VALUE = re.compile(
-    r"(?P<value>\d{2,4}(?P<sep>[ -])\d{2,4}(?:(?P=sep)\d{2,4}){0,2}(?![ -]?\d)|"
+    r"(?P<value>\d{2,4}(?P<sep>[ -])\d{2,4}(?:(?P=sep)\d{1,4}){0,2}(?![ -]?\d)|"
     r"\d(?:[ ]?[-.][ ]?\d|[ ]\d){3,9}(?!\d)|\d{3,10}\#?)"
     r"(?![\w.,/:-]\d|[\w/-])"
 )
@@ -796,7 +796,7 @@ _CHANGED_TO_ABROAD = (
         re.IGNORECASE,
     ),
 )
-_PIN_NOUN = re.compile(r"\b(?:pin|passcode)\b", re.IGNORECASE)
+_PIN_NOUN = re.compile(r"\b(?:pin|passcode|pincode|puk)\b", re.IGNORECASE)
 _FILE_NAME = re.compile(r"\.(?:[a-z]{2,4}|\d)$|[/\\]", re.IGNORECASE)
 # "the new one is X", "the old one was X", "new one: X", "the last one I had was 0909", "then I
 # tried the old one X"; "das neue X", "het oude was X", "la nueva es X": the adjective alone
@@ -903,6 +903,19 @@ _SENTENCE_AFTER_CUE = re.compile(r"(?:[^\n.!?]|\.{2,}|[.!?](?!\s)){0,150}")
 # A value spelled out letter by letter with letters and digits, where a password is talked of:
 # "it's like this: B l u e S k y 7".
 _SPELLED_VALUE = re.compile(r"(?<![^\s:\"'(])(?:[^\W_][ ]){5,}[^\W_](?![^\s,.;:!?)\"'])")
+# One-letter labels of a user and a password on one line: "u: mkhan p: Karachi#2020".
+_USER_THEN_PASS_LABELS = re.compile(
+    r"(?<![\w-])(?:u|usr|user(?:name)?|login|id)[ \t]*[:=][ \t]*[^\s,;|]{2,64}[ \t]*[,;|/]?[ \t]*"
+    r"(?:p|pw|pwd|pass)[ \t]*[:=][ \t]*(?P<value>[^\s\"'`]{2,64})",
+    re.IGNORECASE,
+)
+# "is Hunter2 a good password?", "would Maple#7 be a strong enough PIN": a value asked about.
+_ASKED_ABOUT = re.compile(
+    r"\b(?:is|would|could|are|isn't)\s+(?P<value>[^\s\"'`]{4,64})\s+(?:be\s+)?(?:an?\s+)?"
+    r"(?:good|strong|safe|secure|ok|okay|valid|bad|weak|allowed|acceptable)(?:\s+enough)?"
+    r"(?:\s+(?:password|passphrase|pin|pw|passcode)\b|\s*[?.!,]|\s*$)",
+    re.IGNORECASE,
+)
 # "she set 1122", "I chose 4471" once a PIN word was written.
 _SET_DIGITS = re.compile(
     r"\b(?:set|chose|picked|used|typed|entered|put\s+in)\s+(?:it\s+(?:to|as)\s+)?"
@@ -1622,7 +1635,10 @@ class CredentialRecognizer(EntityRecognizer):
                 yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
         for match in _ITS.finditer(text):
             start, end = self._trim(text, match.start("value"), match.end("value"))
-            if re.fullmatch(r"\d{4,8}", text[start:end]) and _PIN_NOUN.search(
+            code = _CODE_VALUE.fullmatch(text[start:end].rstrip(".!?"))
+            if code is not None and 4 <= _digit_count(code.group(0)) <= 8:
+                end = start + len(code.group(0))
+            if re.fullmatch(r"[\d -]{4,20}", text[start:end]) and _PIN_NOUN.search(
                 text, max(0, match.start() - 100), match.start()
             ):
                 yield _Span(PIN, start, end, self.PIN_SCORE)  # "what's my PIN? it's 4471"
@@ -1688,6 +1704,18 @@ class CredentialRecognizer(EntityRecognizer):
                 and not re.search(r"[=,]", value)  # "host:6379,ssl=false": options
                 and not _HOST_LIKE.match(match.group("user"))
                 and _SIGN_IN_WORDS.search(window)
+            ):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _USER_THEN_PASS_LABELS.finditer(text):
+            start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
+            if not self._is_reference(text[start:end]):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _ASKED_ABOUT.finditer(text):
+            start, end = self._trim_sentence(text, match.start("value"), match.end("value"))
+            value = text[start:end]
+            window = text[max(0, match.start() - 60) : match.end() + 60]
+            if looks_like_password(value) and (
+                _PASSWORD_NEAR.search(window) or _PIN_NOUN.search(window)
             ):
                 yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
         for match in _CREDENTIALS_ARE.finditer(text):
@@ -1787,8 +1815,12 @@ class CredentialRecognizer(EntityRecognizer):
                 _FOREIGN_VERBS[word], keyword, re.IGNORECASE
             ):
                 continue
-            if verb.group("sign") == "=" and between.strip():
-                continue  # "method=password mfa=push": another field's sign
+            if (
+                verb.group("sign") == "="
+                and between.strip()
+                and not (text[verb.start() - 1 : verb.start()].isspace())
+            ):
+                continue  # "method=password mfa=push" ("the pass i set = X" stays)
             if (
                 verb.group("sign") == ":"
                 and between.strip()

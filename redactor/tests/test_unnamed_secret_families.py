@@ -209,15 +209,31 @@ SPELLED_AND_SHORT_NEAR_MISSES = [
     "my password is the one from the email, INC0045123 has it",
 ]
 
+# -- a spaced sign, spaced digits by reference, odd groups, labels, a value asked about -----
+ASKED_AND_LABELLED: list[Form] = [
+    ("the pass I chose = Riverside4, now it fails", ["Riverside4"]),
+    ("forgot my PIN, it was 7 2 9 4 1 0", ["7 2 9 4 1 0"]),
+    ("Passcode for the bridge: 774 120 5", ["774 120 5"]),
+    ("u: hweber p: Linde#Baum3", ["Linde#Baum3"]),
+    ("would Cobalt#9 be a strong enough password?", ["Cobalt#9"]),
+    ("the shared secret for radius is Rad!Key2024", ["Rad!Key2024"]),
+]
+ASKED_AND_LABELLED_NEAR_MISSES = [
+    "auth=oauth mode=password retries=3",
+    "the meeting starts in 12 34 5 minutes",
+    "is Windows11 a good choice for the password manager?",
+    "the shared secret is out, everyone knows",
+]
+
 FAMILIES: list[Form] = [
     *TYPED, *DESCRIBED, *BY_REFERENCE, *ABROAD, *DEFAULTS, *TOOL_OUTPUT, *CODES, *ENCODED,
-    *GUESSED_AND_PAIRED, *PIN_FORMS, *DESCRIBED_MORE, *SPELLED_AND_SHORT,
+    *GUESSED_AND_PAIRED, *PIN_FORMS, *DESCRIBED_MORE, *SPELLED_AND_SHORT, *ASKED_AND_LABELLED,
 ]  # fmt: skip
 NEAR_MISSES: list[str] = [
     *TYPED_NEAR_MISSES, *DESCRIBED_NEAR_MISSES, *BY_REFERENCE_NEAR_MISSES, *ABROAD_NEAR_MISSES,
     *DEFAULT_NEAR_MISSES, *TOOL_OUTPUT_NEAR_MISSES, *CODE_NEAR_MISSES, *ENCODED_NEAR_MISSES,
     *GUESSED_AND_PAIRED_NEAR_MISSES, *PIN_FORM_NEAR_MISSES, *DESCRIBED_MORE_NEAR_MISSES,
-    *SPELLED_AND_SHORT_NEAR_MISSES,
+    *SPELLED_AND_SHORT_NEAR_MISSES, *ASKED_AND_LABELLED_NEAR_MISSES,
 ]  # fmt: skip
 
 
