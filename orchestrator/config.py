@@ -52,7 +52,12 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
     )
     concurrency: int = Field(4, ge=1, description="Turns handled at once by one process.")
     torch_threads: int | None = Field(
-        None, ge=1, description="CPU threads for the embedding model."
+        1,
+        ge=1,
+        description="CPU threads for the embedding model (unset: torch's default, one per core). "
+        "A question is a few word pieces, which a second thread hardly speeds up, while a thread "
+        "that waits for a core another process holds stalls every layer of the model; turns run "
+        "side by side instead (ORCHESTRATOR_CONCURRENCY).",
     )
     intents_file: Path | None = Field(
         None,
