@@ -556,7 +556,13 @@ _CODE_VALUE = re.compile(
     r"(?![\w.,/:-]\d|[\w/-])"
 )
 # A PIN spelled in number words: "four four one nine", "eight-one-four-two".
-_NUMBER_WORD = r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)"
+# The number words of English, German, French, Spanish, Dutch, Italian and Portuguese.
+_NUMBER_WORD = (
+    r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine|null|eins|zwei|drei|vier|f[üu]nf|"
+    r"sechs|sieben|acht|neun|z[ée]ro|un|deux|trois|quatre|cinq|sept|huit|neuf|cero|uno|dos|tres|"
+    r"cuatro|cinco|seis|siete|ocho|nueve|nul|een|twee|vijf|zes|zeven|negen|due|tre|quattro|"
+    r"cinque|sei|sette|otto|nove|um|dois|tr[êe]s|sete|oito)"
+)
 _WORD_CODE = re.compile(
     rf"(?P<value>{_NUMBER_WORD}(?:[ \t]*[-,]?[ \t]*{_NUMBER_WORD}){{3,9}})(?![\w-])", re.IGNORECASE
 )
@@ -758,6 +764,14 @@ _SECRET_NOUN = (
 _VALUE_BEFORE_WORD = re.compile(
     r"\b(?:use[sd]?|using|chose|set|typed?)\s+(?P<value>[^\s\"'`]{4,64})\s+as\s+(?:my\s+|the\s+"
     r"|a\s+)?(?:password|passphrase|passwd|pwd|pw|pin)\b",
+    re.IGNORECASE,
+)
+# The same in the other languages: "j'ai mis X comme mot de passe", "puse X como contraseña",
+# "ik gebruik X als wachtwoord", "ho messo X come password".
+_VALUE_AS_ITS_WORD = re.compile(
+    r"(?P<value>[^\s\"'`]{4,64})\s+(?:als|comme|como|come|jako|som)\s+(?:(?:mein|meine|mon|ma|le|"
+    r"la|mi|el|mijn|het|de|il|o|a|nouveau|nouvelle|nuevo|nueva|neues|nieuw|nieuwe)\s+)*"
+    rf"(?:{_SECRET_NOUN})(?!\w)",
     re.IGNORECASE,
 )
 _VALUE_THEN_ITS_WORD = re.compile(
@@ -1084,7 +1098,12 @@ _DESCRIBED_NAME = re.compile(
     r"(?P<first>[A-Z][^\W\d_]{2,})\)?,?\s+(?:then|followed\s+by|and\s+then|plus|with|and|\+)\s+"
     r"(?:an?\s+)?(?:the\s+(?:number|year|digits?)\s+)?(?P<last>\d{1,8})(?![\w.])"
 )
-_DESCRIPTION_START = re.compile(r"(?:my|the|his|her|our|their|its|it's|it\s+is)\b", re.I)
+_DETERMINER_BEFORE = re.compile(r"\b(?:le|la|el|the)[ \t]+$", re.IGNORECASE)
+_DESCRIPTION_START = re.compile(
+    r"(?:my|the|his|her|our|their|its|it's|it\s+is|der|die|das|mein|meine|le|la|mon|ma|el|mi|"
+    r"de|het|mijn|il|o|a|minha|meu)\b",
+    re.I,
+)
 # After a description of a password's pieces, the digits joined to them ("my street name then
 # 42") or the whole value after a comma or colon ("my wife's name with my birth year, Anna1980").
 _DIGITS_AFTER_DESCRIPTION = re.compile(
@@ -1093,7 +1112,8 @@ _DIGITS_AFTER_DESCRIPTION = re.compile(
     re.IGNORECASE,
 )
 _GIVEN_AFTER_DESCRIPTION = re.compile(
-    r"[\w)][ \t]*[,:][ \t]*(?:so[ \t]*[,:]?[ \t]*|i\.e\.[ \t]*|e\.g\.[ \t]*|like[ \t]+)?"
+    r"[\w)][ \t]*[,:][ \t]*(?:(?:so|also|donc|dus|o[ \t]+sea|ou[ \t]+seja|cio[èe]|es[ \t]+decir|"
+    r"c'est-[àa]-dire|i\.e\.|e\.g\.|like|z\.b\.|d\.h\.)[ \t]*[,:]?[ \t]*)?"
     r"(?P<value>(?=[^\s,;]*\d)(?=[^\s,;]*[^\W\d_])[^\s\"'`,;]{4,64})",
     re.IGNORECASE,
 )
@@ -1532,7 +1552,11 @@ class CredentialRecognizer(EntityRecognizer):
         # The rules around a password or PIN word run only when one was written.
         named = bool(cue_starts) or _PIN_NOUN.search(text) is not None
         rules = (
-            *((_VALUE_BEFORE_WORD, _VALUE_THEN_ITS_WORD, *_CHANGED_TO_ABROAD) if named else ()),
+            *(
+                (_VALUE_BEFORE_WORD, _VALUE_AS_ITS_WORD, _VALUE_THEN_ITS_WORD, *_CHANGED_TO_ABROAD)
+                if named
+                else ()
+            ),
             _CHANGED_TO, _USER_SLASH_PASSWORD, _USER_COLON_PASSWORD,
         )  # fmt: skip
         for rule in rules:
@@ -1912,7 +1936,9 @@ class CredentialRecognizer(EntityRecognizer):
         named = _NAMED_THEN_DIGITS.match(text, start)
         if named:
             return _Span(PASSWORD, named.start("first"), named.end("last"), self.PASSWORD_SCORE)
-        describing = _DESCRIPTION_START.match(text, start) is not None
+        describing = _DESCRIPTION_START.match(text, start) is not None or bool(
+            _DETERMINER_BEFORE.search(text, max(0, start - 8), start)
+        )  # "c'est le nom de mon chat ...": the verb's filler took the article
         if describing:
             sentence_end = re.compile(r"[.!?;\n](?:\s|$)").search(text, start, start + 120)
             end_of_search = max(

@@ -225,15 +225,32 @@ ASKED_AND_LABELLED_NEAR_MISSES = [
     "the shared secret is out, everyone knows",
 ]
 
+# -- the same families in other languages --------------------------------------------------------
+ABROAD_MORE: list[Form] = [
+    ("Mein Passwort ist der Name meines Pferdes und 2018, also Blitz2018", ["Blitz2018"]),
+    ("mon mot de passe c'est le nom de ma ville suivi de 7 : Lyon7", ["Lyon7"]),
+    ("j'ai mis Nuage!31 comme mot de passe", ["Nuage!31"]),
+    ("puse Viernes#9 como contraseña", ["Viernes#9"]),
+    ("ik gebruik Molen!21 als wachtwoord", ["Molen!21"]),
+    ("mi pin es siete tres uno cero", ["siete tres uno cero"]),
+    ("meine PIN ist vier zwei acht eins", ["vier zwei acht eins"]),
+]
+ABROAD_MORE_NEAR_MISSES = [
+    "ik gebruik Outlook als mailprogramma",
+    "il mio PIN è uno dei quattro numeri sulla lettera",
+    "j'ai mis le portable comme appareil principal",
+]
+
 FAMILIES: list[Form] = [
     *TYPED, *DESCRIBED, *BY_REFERENCE, *ABROAD, *DEFAULTS, *TOOL_OUTPUT, *CODES, *ENCODED,
     *GUESSED_AND_PAIRED, *PIN_FORMS, *DESCRIBED_MORE, *SPELLED_AND_SHORT, *ASKED_AND_LABELLED,
+    *ABROAD_MORE,
 ]  # fmt: skip
 NEAR_MISSES: list[str] = [
     *TYPED_NEAR_MISSES, *DESCRIBED_NEAR_MISSES, *BY_REFERENCE_NEAR_MISSES, *ABROAD_NEAR_MISSES,
     *DEFAULT_NEAR_MISSES, *TOOL_OUTPUT_NEAR_MISSES, *CODE_NEAR_MISSES, *ENCODED_NEAR_MISSES,
     *GUESSED_AND_PAIRED_NEAR_MISSES, *PIN_FORM_NEAR_MISSES, *DESCRIBED_MORE_NEAR_MISSES,
-    *SPELLED_AND_SHORT_NEAR_MISSES, *ASKED_AND_LABELLED_NEAR_MISSES,
+    *SPELLED_AND_SHORT_NEAR_MISSES, *ASKED_AND_LABELLED_NEAR_MISSES, *ABROAD_MORE_NEAR_MISSES,
 ]  # fmt: skip
 
 
