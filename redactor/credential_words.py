@@ -237,7 +237,7 @@ STATE_WORDS: frozenset[str] = frozenset(
         "rejected", "empty", "blank", "mandatory", "optional", "needed", "present", "absent",
         "insecure", "unsafe", "safe", "secure", "visible", "exposed", "logged", "leaked",
         "compromised", "plaintext", "out", "off", "up", "over", "known", "public", "lost",
-        "stolen", "shared",
+        "stolen", "shared", "capitalised", "capitalized", "lowercase", "uppercase",
         # and what starts a pointer to it ("pw: see ticket INC0012345", "password: check the wiki")
         "see", "check", "ask", "look", "refer", "contact", "find", "attached", "below", "above",
         # German

@@ -522,7 +522,7 @@ _PIN_CUE = re.compile(
     rf"(?:{_START}|{_ESCAPED_BREAK})(?P<kw>(?P<pin>{PIN_WORDS})|"
     rf"(?P<otp>{ONE_TIME_CODE_WORDS})|"
     r"(?P<app>authenticator(?:\s+app)?|(?:mfa|2fa|totp)(?:\s+token)?)|"
-    r"(?P<forcode>code\s+(?:for|to|of)\s+(?:the\s+|my\s+)?[\w-]+(?:\s+[\w-]+)?)|"
+    r"(?P<forcode>code\s+(?:for|to|of)\s+(?:the\s+|my\s+)?[\w-]+(?:\s+(?!(?:is|was|are|were)\b)[\w-]+)?)|"
     r"(?P<bare>(?:(?<=\bthe\s)|(?<=\bmy\s)|(?<=\byour\s)|(?<=\bthis\s)|(?<=\bthat\s)|"
     r"(?<=\ba\s)|(?<=\bnew\s)|(?<=\buse\s)|(?<=\benter\s)|(?<=\btype\s)|"
     r"(?<=\binput\s))codes?))(?![^\W_])",
@@ -885,6 +885,12 @@ _IN_PARTS = re.compile(
     r"with)\s+(?P<first>[^\s,.;]{2,40})(?:,?\s+(?:and\s+)?(?:then|(?:the\s+)?(?:second|last|other|"
     r"rest)(?:\s+(?:part|half|bit))?\s+(?:is|was)|ends?\s+with)\s+(?P<last>[^\s,.;]{1,40}))?"
     r"(?:,\s*(?P<whole>[^\s,;]{4,64}))?",
+    re.IGNORECASE,
+)
+# A value said again after it was described: ", so Daisy2019", ", i.e. Daisy2019".
+_RESTATED = re.compile(
+    r"[^.!?\n]{0,80}?,[ \t]*(?:so|i\.e\.|that\s+is|also|donc|o\s+sea|dus|d\.h\.)[ \t]*[:,]?[ \t]*"
+    r"(?P<value>(?=\S*\d)[^\s\"'`]{4,64})",
     re.IGNORECASE,
 )
 # What must stand before "starts with": the password, "it" or "mine", not an id or a name.
@@ -1540,6 +1546,12 @@ class CredentialRecognizer(EntityRecognizer):
             found = self._after_password_word(text, cue)
             if found is not None:
                 yield found
+            # "... was Daisy then the year, so Daisy2019": the value said again in full
+            again = _RESTATED.match(text, found.end if found is not None else cue.end())
+            if again:
+                start, end = self._trim_sentence(text, again.start("value"), again.end("value"))
+                if looks_like_password(text[start:end]) and not self._is_reference(text[start:end]):
+                    yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
         for cue in _WIFI_KEY_CUE.finditer(text):
             if not _WIFI_WORDS.search(text, max(0, cue.start() - 80), cue.start()):
                 continue  # "my key stopped working on the office door"

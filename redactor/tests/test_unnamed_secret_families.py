@@ -180,6 +180,9 @@ DESCRIBED_MORE: list[Form] = [
     ("the password has my cat's name, Felix, and 2009", ["Felix", "2009"]),
     ("my password: the first part is Orange and then 1999", ["Orange", "1999"]),
     ("case sensitive: Bluemoon, and it still fails", ["Bluemoon"]),
+    ("my old pw was Biscuit then the year, so Biscuit2021", ["Biscuit2021"]),
+    ("my password is capitalised: Harbour plus 12", ["Harbour plus 12"]),
+    ("the code for the gate is the year the shop opened, 1991", ["1991"]),
     ("my password is like Winter but with numbers... W1nter2024", ["W1nter2024"]),
 ]
 DESCRIBED_MORE_NEAR_MISSES = [
@@ -189,6 +192,8 @@ DESCRIBED_MORE_NEAR_MISSES = [
     "it starts with a login page and ends with an error",
     "password for server01 expired, see CHG-4471",
     "WARNING: Using --password via the CLI is insecure",
+    "my password expired last week, so 2024 is over",
+    "the password page is slow, so v2.3 needs a fix",
 ]
 
 # -- spelled with the case of each letter, spelled where a password is talked of, cut short --
