@@ -38,7 +38,7 @@ EMPLOYEE_WORDS = (
     r"personeelsnummer|werknemersnummer|numer\s+pracownika|anst[äa]llningsnummer"
 )
 # Between the word and the number: words without digits and punctuation, on the same line.
-_GAP = r"(?:[ \t]*(?:[^\W\d_][\w'’.-]*|[:#,;()\[\]—–=-]))"
+_GAP = r"(?:[ \t]*(?:[^\W\d_][\w'’.-]*(?![\w'’.-])|[:#,;()\[\]—–=-]))"  # whole words only
 # Words that make the phrase about a device, a form or a photo rather than a person's number.
 _ABOUT_SOMETHING_ELSE = re.compile(
     r"\b(?:reader|readers|printer|scanner|photo|photos|picture|template|size|format|office|form|"

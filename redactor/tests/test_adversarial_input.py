@@ -58,6 +58,11 @@ HOSTILE = {
     "shell flags": _run("-p -w -P "),
     "user colon": _run("login admin:"),
     "base64": _run("QUJD"),
+    "descriptions": _run("it's my name and the ", ": x"),
+    "document words": _run("passport renewal for the "),
+    "user labels": _run("u: a "),
+    "streets before postcodes": _run("Am Brunnen 7, "),
+    "values then their word": _run("Tulip#1 as ", "password"),
 }
 
 
