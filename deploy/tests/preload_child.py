@@ -2,11 +2,15 @@
 
 It prints what it was started with (its argv, one variable of its environment, whether a module
 the server preloads was already imported, its session), then behaves as ``PRELOAD_CHILD_DO``
-says: ``exit:N`` exits with N, ``sleep`` waits for a signal, ``raise`` dies of an exception."""
+says: ``exit:N`` exits with N, ``exit:text`` with a message, ``sleep`` waits for a signal,
+``raise`` dies of an exception. Before it exits it registers an ``atexit`` handler that prints,
+and leaves a line in stdout's buffer and one in a logging handler's, none of them flushed."""
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
 import os
 import sys
 import time
@@ -31,4 +35,9 @@ if __name__ == "__main__":
             time.sleep(1)
     if action == "raise":
         raise RuntimeError("the stand-in service failed")
-    sys.exit(int(action.split(":", 1)[1]))
+    atexit.register(print, "atexit handler ran")
+    logging.basicConfig(stream=sys.stdout, format="%(message)s", level=logging.INFO)
+    logging.getLogger("preload_child").info("a logged line")
+    print("a buffered line")  # stdout is a file here: block-buffered
+    code = action.split(":", 1)[1]
+    sys.exit(int(code) if code.isdigit() else code)

@@ -63,6 +63,22 @@ def test_a_child_runs_the_module_with_its_own_env_output_and_session(
     assert server.preloaded == ["decimal"]
 
 
+def test_a_child_ends_with_its_exit_code_atexit_handlers_run_and_output_flushed(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    """A forked child ends without the interpreter's finalisation (os._exit), yet nothing it
+    wrote is lost and its exit code is what sys.exit gave, a message being 1 as for Python."""
+    for action, code in (("exit:0", 0), ("exit:7", 7), ("exit:a message", 1)):
+        log = tmp_path / f"{code}.log"
+        child = server.spawn(CHILD, env(PRELOAD_CHILD_DO=action), log)
+        assert child.wait(60) == code
+        lines = log.read_text().splitlines()
+        assert "a buffered line" in lines
+        assert "a logged line" in lines
+        assert "atexit handler ran" in lines
+        assert ("a message" in lines) is (code == 1)
+
+
 def test_without_the_server_the_module_is_not_preloaded(tmp_path: Path) -> None:
     """What the check above tells apart: the same child started by hand."""
     result = subprocess.run(
@@ -74,7 +90,7 @@ def test_without_the_server_the_module_is_not_preloaded(tmp_path: Path) -> None:
         timeout=60,
         check=True,
     )
-    assert json.loads(result.stdout)["decimal_preloaded"] is False
+    assert json.loads(result.stdout.splitlines()[0])["decimal_preloaded"] is False
 
 
 def test_exits_by_exception_and_signal_are_reported_as_popen_reports_them(
