@@ -75,6 +75,17 @@ class RunnerSettings(ServiceSettings):
     )
 
 
+PROCESS_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "ANONYMIZED_TELEMETRY": "False",
+    "PYTHONUNBUFFERED": "1",
+}
+"""What every process of the stack gets besides its settings: no model hub, no telemetry,
+unbuffered output (some of it is read by libraries when they are imported)."""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -193,7 +204,13 @@ class Stack:
         verbose: bool = False,
         extra_env: dict[str, str] | None = None,
         say: Callable[[str], None] = print,
+        fork_server: ForkServer | None = None,
     ) -> None:
+        """``fork_server``: a running fork server to start the services from, which this stack
+        uses but does not close (several stacks one after another, as the tests run them, then
+        import the libraries once); by default the stack starts and stops its own when
+        ``settings.preload`` is on. Its environment must be one that the stack's would not
+        change at import time (:data:`PROCESS_ENV` over the runner's own)."""
         self.settings = settings
         self.data_dir = settings.data_dir.expanduser().resolve()
         self.port = port
@@ -209,7 +226,8 @@ class Stack:
         self.chroma_port = 0
         self.metrics: dict[str, str] = {}
         """Where each child serves its metrics, by child name."""
-        self.fork_server: ForkServer | None = None
+        self.fork_server: ForkServer | None = fork_server
+        self._owns_fork_server = fork_server is None
         self.stopping = False
 
     @property
@@ -224,7 +242,7 @@ class Stack:
         self._start_redis()
         self._start_chroma()
         env = self._service_env()
-        if self.settings.preload:
+        if self.settings.preload and self.fork_server is None:
             try:
                 self.fork_server = ForkServer(env)
             except OSError as exc:
@@ -331,11 +349,7 @@ class Stack:
             "DESKPILOT_DATA_DIR": str(self.data_dir),
             "GATEWAY_HOST": self.host,
             "GATEWAY_PORT": str(self.port),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "ANONYMIZED_TELEMETRY": "False",
-            "PYTHONUNBUFFERED": "1",
+            **PROCESS_ENV,
         }
         env.update(self.extra_env)
         if not env.get("DESKPILOT_SEAL_KEYS"):
@@ -421,7 +435,7 @@ class Stack:
             child.wait(self.settings.stop_timeout_s)
         for child in self.children:
             child.close()
-        if self.fork_server is not None:
+        if self.fork_server is not None and self._owns_fork_server:
             self.fork_server.close()
         if self.chroma:
             self.chroma.terminate()
