@@ -97,6 +97,15 @@ def _done_key(digest: str) -> str:
     return f"{PREFIX}done:{digest}"
 
 
+RELEASE_IF_OURS = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+"""Deletes a lock only while it still holds this holder's token."""
+
+
 def _lock_key(digest: str) -> str:
     return f"{PREFIX}lock:{digest}"
 
@@ -113,6 +122,7 @@ class PendingRequests:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self._release = redis.register_script(RELEASE_IF_OURS)
 
     async def keep(self, event: EscalationRequested, digest: str) -> None:
         """Store the request once (a redelivery keeps the first copy and its attempt count)."""
@@ -178,12 +188,9 @@ class PendingRequests:
             yield held
         finally:
             if held:
-                current = await self.redis.get(_lock_key(digest))
-                if (
-                    current is not None
-                    and (current.decode() if isinstance(current, bytes) else str(current)) == token
-                ):
-                    await self.redis.delete(_lock_key(digest))
+                # Compared and deleted in one step on the server: with a GET then a DEL, a lock
+                # that expired in between and was taken by another process would be deleted.
+                await self._release(keys=[_lock_key(digest)], args=[token])
 
     async def count(self) -> int:
         return int(await self.redis.zcard(PENDING))

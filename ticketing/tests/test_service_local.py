@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import pytest
@@ -27,7 +28,7 @@ from ticketing.backends.base import topic_label
 from ticketing.backends.local import LocalBackend
 from ticketing.config import TicketingSettings
 from ticketing.content import MAX_DESCRIPTION, TRANSCRIPT_FILENAME, build_ticket, describe
-from ticketing.service import TicketingService
+from ticketing.service import PendingRequests, TicketingService, _lock_key
 from ticketing.statuspage import StatusPageWatcher
 from ticketing.tests.conftest import settings_for
 from ticketing.tests.test_service_bus import escalation
@@ -214,3 +215,36 @@ async def test_the_watcher_reports_new_changed_and_vanished_incidents(
     assert reports[2].incident.resolved
     assert {r.source for r in reports} == {"statuspage"}
     assert reports[0].correlation_id == incident_id
+
+
+class _TakenRightAfter(aioredis.Redis):
+    """A client on which, right after the next command that reads ``armed_key`` (the release's
+    check), the lock expires and another process takes it: the window between a read and a
+    delete that a non-atomic release leaves open."""
+
+    armed_key: str | None = None
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        result = await super().execute_command(*args, **options)
+        if self.armed_key and args[0] in ("GET", "EVAL", "EVALSHA") and self.armed_key in args:
+            key, self.armed_key = self.armed_key, None
+            await super().execute_command("SET", key, "another-holder")
+        return result
+
+
+async def test_releasing_the_lock_never_deletes_another_processs_lock(
+    redis: aioredis.Redis, redis_url: str
+) -> None:
+    digest = uuid4().hex
+    client = _TakenRightAfter.from_url(redis_url)
+    try:
+        pending = PendingRequests(client)
+        async with pending.lock(digest) as held:
+            assert held
+            client.armed_key = _lock_key(digest)
+        assert await redis.get(_lock_key(digest)) == b"another-holder"
+        async with pending.lock(digest) as held:
+            assert not held  # the other holder's lock stands, and is not released by us
+        assert await redis.get(_lock_key(digest)) == b"another-holder"
+    finally:
+        await client.aclose()
