@@ -44,6 +44,8 @@ OPTIONAL = frozenset({"crawler"})
 """Started only where they can run (see :meth:`Stack.wanted`)."""
 
 log = logging.getLogger("deskpilot.runner")
+KILL_WAIT_S = 5.0
+"""How long a stop waits for a child's death after SIGKILL."""
 
 RUNTIME_FILE = "runtime.json"
 SEAL_KEYS_FILE = "seal-keys"
@@ -179,13 +181,24 @@ class Child:
             self.process.send_signal(signal.SIGTERM)
 
     def wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for the child to exit, then kill it. A child not reported dead
+        5 s after SIGKILL (stuck in the kernel) is logged and left: the stop goes on with the
+        other children instead of raising half-way."""
         if self.process is None:
             return
         try:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.wait(timeout=5)
+            try:
+                self.process.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "%s (pid %s) is not reported dead %.0f s after SIGKILL; going on without it",
+                    self.name,
+                    self.process.pid,
+                    KILL_WAIT_S,
+                )
 
     def close(self) -> None:
         if self._log is not None:
