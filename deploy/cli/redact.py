@@ -11,7 +11,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from redactor.config import RedactorSettings
+    from redactor.service import Redactor
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -32,13 +36,21 @@ def run_redact(args: argparse.Namespace) -> int:
         print(f"deskpilot redact: {source} is not a file", file=sys.stderr)
         return 2
     from redactor.config import RedactorSettings
-    from redactor.service import Redactor
 
-    redactor = Redactor(RedactorSettings())
+    redactor = load_redactor(RedactorSettings())
     if source == "-":
         return _redact_lines(redactor, sys.stdin, args.json)
     with open(source, encoding="utf-8", errors="replace") as handle:
         return _redact_lines(redactor, handle, args.json)
+
+
+def load_redactor(settings: RedactorSettings) -> Redactor:
+    """The redactor ``deskpilot redact`` runs and ``deskpilot eval redaction`` measures. Loading
+    spaCy and building the recognizers costs seconds of CPU, so a process builds one (tests that
+    run the commands in-process put one shared redactor here)."""
+    from redactor.service import Redactor
+
+    return Redactor(settings)
 
 
 def _redact_lines(redactor: Any, lines: TextIO, as_json: bool) -> int:

@@ -335,11 +335,11 @@ def run_eval_redaction(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"deskpilot eval redaction: cannot read {path}: {exc}", file=sys.stderr)
         return 2
+    from deploy.cli.redact import load_redactor
     from redactor.config import RedactorSettings
-    from redactor.service import Redactor
 
     settings = RedactorSettings()
-    redactor = Redactor(settings)
+    redactor = load_redactor(settings)
     host_patterns = [re.compile(p, re.IGNORECASE) for p in settings.hostname_patterns]
 
     def internal_host(value: str) -> bool:

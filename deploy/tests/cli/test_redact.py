@@ -1,11 +1,60 @@
-"""``deskpilot redact`` and ``deskpilot eval redaction`` as a user runs them (subprocesses)."""
+"""``deskpilot redact`` and ``deskpilot eval redaction``.
+
+One run of each command is a subprocess, as a user runs it (standard input, ``--json``, the exit
+code); the others call the command line's ``main`` in this process with the output captured,
+around one :class:`Redactor` for the module: building one loads spaCy and every recognizer, about
+five CPU-seconds, which a subprocess per test spent again for a few lines of input.
+"""
 
 from __future__ import annotations
 
+import io
 import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from deploy.cli import redact
+from deploy.cli.main import main
+from redactor.config import RedactorSettings
+from redactor.service import Redactor
 from tests.support import deskpilot
+
+
+@pytest.fixture(scope="module")
+def shared_redactor() -> Redactor:
+    return Redactor(RedactorSettings())
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+RunCli = Callable[..., Run]
+
+
+@pytest.fixture
+def run_cli(
+    shared_redactor: Redactor, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> RunCli:
+    """``run_cli(*argv, stdin=...)``: ``deskpilot`` in this process, on the module's redactor."""
+    monkeypatch.setattr(redact, "load_redactor", lambda settings: shared_redactor)
+
+    def run(*argv: str, stdin: str = "") -> Run:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        returncode = main(list(argv))
+        captured = capsys.readouterr()
+        return Run(returncode, captured.out, captured.err)
+
+    return run
+
 
 LINES = [
     "my password is Hunter-77x, mail jo.leak@fastmail.com",
@@ -15,6 +64,7 @@ LINES = [
 
 
 def test_redact_prints_each_line_redacted_with_offsets_and_never_the_values() -> None:
+    """A subprocess: standard input, a redactor built by the command itself, exit code 0."""
     result = deskpilot("redact", "-", "--json", stdin="\n".join(LINES) + "\n")
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
@@ -33,16 +83,16 @@ def test_redact_prints_each_line_redacted_with_offsets_and_never_the_values() ->
         assert secret not in result.stdout
 
 
-def test_redact_reads_a_file_and_refuses_a_missing_one(tmp_path: Path) -> None:
+def test_redact_reads_a_file_and_refuses_a_missing_one(run_cli: RunCli, tmp_path: Path) -> None:
     source = tmp_path / "chat.txt"
     source.write_text(LINES[1] + "\n")
-    assert deskpilot("redact", str(source)).stdout == "the key <AWS_ACCESS_KEY_1> stopped working\n"
-    missing = deskpilot("redact", str(tmp_path / "nope.txt"))
+    assert run_cli("redact", str(source)).stdout == "the key <AWS_ACCESS_KEY_1> stopped working\n"
+    missing = run_cli("redact", str(tmp_path / "nope.txt"))
     assert missing.returncode == 2
     assert "is not a file" in missing.stderr
 
 
-def test_eval_redaction_counts_overlaps_per_type(tmp_path: Path) -> None:
+def test_eval_redaction_counts_overlaps_per_type(run_cli: RunCli, tmp_path: Path) -> None:
     text = "Call Maria Lopez at maria.lopez@fastmail.com about Outlook"
     records = [
         {
@@ -57,7 +107,7 @@ def test_eval_redaction_counts_overlaps_per_type(tmp_path: Path) -> None:
     ]
     data = tmp_path / "synth.json"
     data.write_text(json.dumps(records))
-    result = deskpilot("eval", "redaction", "--data", str(data), "--json")
+    result = run_cli("eval", "redaction", "--data", str(data), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["records"] == 2
@@ -75,6 +125,7 @@ def test_eval_redaction_counts_overlaps_per_type(tmp_path: Path) -> None:
 
 
 def test_eval_redaction_refuses_a_file_of_another_format(tmp_path: Path) -> None:
+    """A subprocess: the evaluation's message on standard error and exit code 2."""
     data = tmp_path / "other.json"
     data.write_text(json.dumps({"texts": ["a"]}))
     result = deskpilot("eval", "redaction", "--data", str(data))
@@ -115,21 +166,23 @@ def test_marked_up_records_become_texts_and_spans() -> None:
     assert records[2]["spans"] == []
 
 
-def test_a_broken_mark_is_refused(tmp_path: Path) -> None:
+def test_a_broken_mark_is_refused(run_cli: RunCli, tmp_path: Path) -> None:
     data = tmp_path / "broken.txt"
     data.write_text("=== chat\nmy password is ⟦Hunter2x⟧\n", encoding="utf-8")
 
-    result = deskpilot("eval", "redaction", "--data", str(data))
+    result = run_cli("eval", "redaction", "--data", str(data))
 
     assert result.returncode == 2
     assert "mark" in result.stderr
 
 
-def test_eval_redaction_reports_secrets_and_pii_recall_and_near_misses(tmp_path: Path) -> None:
+def test_eval_redaction_reports_secrets_and_pii_recall_and_near_misses(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
     data = tmp_path / "secrets.txt"
     data.write_text(MARKED_UP, encoding="utf-8")
 
-    result = deskpilot("eval", "redaction", "--data", str(data), "--json")
+    result = run_cli("eval", "redaction", "--data", str(data), "--json")
 
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -142,7 +195,9 @@ def test_eval_redaction_reports_secrets_and_pii_recall_and_near_misses(tmp_path:
     assert "Hunter2x" not in result.stdout
 
 
-def test_eval_redaction_counts_wrong_reports_per_type_and_internal_hosts(tmp_path: Path) -> None:
+def test_eval_redaction_counts_wrong_reports_per_type_and_internal_hosts(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
     data = tmp_path / "hosts.txt"
     data.write_text(
         "=== shell\nping fs01.corp.local works, my password is ⟦PASSWORD|Hunter2x⟧\n"
@@ -150,7 +205,7 @@ def test_eval_redaction_counts_wrong_reports_per_type_and_internal_hosts(tmp_pat
         encoding="utf-8",
     )
 
-    result = deskpilot("eval", "redaction", "--data", str(data), "--json")
+    result = run_cli("eval", "redaction", "--data", str(data), "--json")
 
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
