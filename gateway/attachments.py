@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 
 from contracts.bus import Bus
 from contracts.events import AttachmentReceived, AttachmentSummary, TurnReply, new_id
+from contracts.textfiles import NotText, decode_text
 from contracts.topics import Topic
 from gateway.config import GatewaySettings
 from gateway.conversations import ATTACHMENT_PREFIX, ConversationIndex, OwnedRecords
@@ -47,7 +48,6 @@ _IMAGE_SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"GIF89a", "image/gif"),
     (b"BM", "image/bmp"),
 )
-_TEXT_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _BINARY_SIGNATURES = (b"%PDF-", b"PK\x03\x04", b"\x7fELF", b"MZ", b"\x1f\x8b", b"7z\xbc\xaf")
 SUPPORTED = "text logs (.txt, .log, .json, .xml, .csv) and images (PNG, JPEG, GIF, WebP, BMP)"
 
@@ -59,11 +59,11 @@ _ERROR_CODES: dict[str, ErrorCode] = {
 }
 
 
-def _text_type(head: bytes) -> str:
-    start = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-    if start in (b"{", b"["):
+def _text_type(text: str) -> str:
+    start = text.lstrip("\ufeff \t\r\n")[:1]
+    if start in ("{", "["):
         return "application/json"
-    if start == b"<":
+    if start == "<":
         return "application/xml"
     return "text/plain"
 
@@ -77,12 +77,15 @@ def sniff(data: bytes) -> tuple[AttachmentKind, str]:
             return "image", content_type
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "image", "image/webp"
-    if head.startswith(_TEXT_BOMS):
-        return "log", _text_type(head)
-    if not head.startswith(_BINARY_SIGNATURES) and b"\x00" not in head:
-        controls = sum(1 for byte in head if byte < 32 and byte not in (9, 10, 12, 13, 27))
-        if controls <= len(head) // 100:
-            return "log", _text_type(head)
+    if not head.startswith(_BINARY_SIGNATURES):
+        try:
+            # As the ocr service will read it (a UTF-16 log without a byte-order mark, as some
+            # Windows tools write them, included); the first 4 KiB decide.
+            text = decode_text(head)
+        except NotText:
+            pass
+        else:
+            return "log", _text_type(text)
     raise ApiError(
         ErrorCode.UNSUPPORTED_FILE_TYPE,
         f"This kind of file cannot be attached. Attach {SUPPORTED}.",

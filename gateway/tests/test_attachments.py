@@ -42,6 +42,10 @@ def test_images_are_recognised_by_their_bytes(fmt: str, content_type: str) -> No
         (b"time,level,message\n10:00,ERROR,timeout\n", "text/plain"),
         ("\ufeffcaf\u00e9 log\n".encode(), "text/plain"),
         ("Fehler beim Verbinden\r\n".encode("utf-16"), "text/plain"),
+        # UTF-16 without a byte-order mark, as some Windows tools write logs: NULs in every
+        # other byte, yet text (the ocr service reads it).
+        ("2026-11-25 Fehler beim Verbinden mit dem VPN\r\n".encode("utf-16-le"), "text/plain"),
+        ('{"level": "error", "code": 503}'.encode("utf-16-be"), "application/json"),
         ("Erreur r\u00e9seau\n".encode("cp1252"), "text/plain"),
         (b"\x1b[31mERROR\x1b[0m coloured terminal output\n", "text/plain"),
     ],
