@@ -29,7 +29,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -38,11 +38,12 @@ import redis.asyncio as aioredis
 from faststream import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.message import RedisStreamMessage as StreamMessage
-from faststream.redis.opentelemetry import RedisTelemetryMiddleware
 from faststream.redis.parser import BinaryMessageFormatV1
+from opentelemetry import propagate, trace
 from pydantic import ValidationError
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoPermissionError, RedisError, ResponseError
+from redis.typing import StreamIdT
 
 from contracts import metrics
 from contracts.events import Event, SealedEvent
@@ -56,6 +57,7 @@ from contracts.tracing import current_traceparent, setup_tracing
 E = TypeVar("E", bound=Event)
 
 log = logging.getLogger("deskpilot.bus")
+tracer = trace.get_tracer("deskpilot.bus")
 
 RAW_FIELD = b"__data__"
 WITHHELD_FIELD = b"withheld"
@@ -126,11 +128,13 @@ class Bus:
         self.settings = settings
         self.service = service
         self.consumer = consumer_name(service, settings.node_name)
-        provider = setup_tracing(service, settings.node_name)
+        # The trace travels in each event (``traceparent``): every delivery is a span of the
+        # publisher's trace (:meth:`_deliver`). FastStream's telemetry middleware is not used:
+        # it made three spans and two header round trips per message, plus its metrics.
+        setup_tracing(service, settings.node_name)
         self.broker = RedisBroker(
             settings.redis_url,
             graceful_timeout=settings.graceful_timeout_s,
-            middlewares=[RedisTelemetryMiddleware(tracer_provider=provider)],
             logger=logging.getLogger(f"deskpilot.{service}.broker"),
             log_level=logging.DEBUG,
             # Handlers take the message from the broker's context (see :meth:`subscribe`), not
@@ -144,6 +148,8 @@ class Bus:
         self._groups: set[tuple[str, str]] = set()
         self._key_ring: KeyRing | None = None
         self._lag_watch: int | None = None
+        self._claimed = InFlight()
+        self._claiming: contextlib.AsyncExitStack | None = None
 
     @property
     def key_ring(self) -> KeyRing:
@@ -261,16 +267,19 @@ class Bus:
 
         correlation_token = correlation_id_var.set(event.correlation_id)
         conversation_token = conversation_id_var.set(event.conversation_id)
+        entry_id = _entry_id(msg)
         try:
             if self.settings.fault_handler_delay_ms:
                 await asyncio.sleep(self.settings.fault_handler_delay_ms / 1000)
-            entry_id = _entry_id(msg)
             delivery = Delivery(topic, entry_id, deliveries, msg)
             # A handler may run longer than reclaim_idle_ms; its entry must not look abandoned
-            # to the reclaimers (this process's or a replica's) meanwhile.
-            with metrics.handling(self.service, topic, group):
-                async with self._keep_claimed(topic, group, entry_id):
-                    await handler(event, delivery)
+            # to the reclaimers (this process's or a replica's) meanwhile (:meth:`_renew_claims`).
+            with (
+                _consume_span(topic, entry_id, event),
+                metrics.handling(self.service, topic, group),
+                self._claimed.holding(topic, group, entry_id),
+            ):
+                await handler(event, delivery)
         except Exception as exc:
             if not reclaimed:
                 deliveries = await msg.get_delivery_count()
@@ -289,26 +298,22 @@ class Bus:
             correlation_id_var.reset(correlation_token)
             conversation_id_var.reset(conversation_token)
 
-    @contextlib.asynccontextmanager
-    async def _keep_claimed(self, topic: str, group: str, entry_id: str) -> AsyncIterator[None]:
-        """Keep resetting the entry's idle time while its handler runs.
+    async def _renew_claims(self) -> None:
+        """Reset the idle time of every entry a handler of this process is working on.
 
         The reclaimer takes entries idle for ``reclaim_idle_ms``, meaning "their consumer died".
-        A live handler re-claims its own entry (XCLAIM JUSTID: resets the idle time, does not count
-        a delivery) every third of that time, so only entries of dead consumers become idle.
+        Every third of that time the entries in flight are re-claimed by their own consumer
+        (XCLAIM JUSTID: resets the idle time, does not count a delivery), one command per
+        stream and group, so only entries of dead consumers become idle.
         """
-
-        async def renew() -> None:
-            await self.redis.xclaim(topic, group, self.consumer, 0, [entry_id], justid=True)
-
-        # Redis away: the next round retries.
-        async with every(
-            self.settings.reclaim_idle_ms / 3000,
-            renew,
-            name=f"keep-claimed-{entry_id}",
-            errors=(RedisError,),
-        ):
-            yield
+        held = self._claimed.snapshot()
+        if not held:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for (topic, group), entry_ids in held.items():
+                ids: list[StreamIdT] = list(entry_ids)
+                pipe.xclaim(topic, group, self.consumer, 0, ids, justid=True)
+            await pipe.execute()
 
     async def dead_letter(
         self,
@@ -460,6 +465,17 @@ class Bus:
             log.info("raw topics sealed", extra={"seal_key": ring.sealing_key_id})
         await ensure_groups(self.redis, [*_all_known_groups(), *sorted(self._groups)])
         await self.broker.start()
+        if self._claiming is None:
+            # Redis away: the next round retries.
+            self._claiming = contextlib.AsyncExitStack()
+            await self._claiming.enter_async_context(
+                every(
+                    self.settings.reclaim_idle_ms / 3000,
+                    self._renew_claims,
+                    name=f"keep-claimed-{self.consumer}",
+                    errors=(RedisError,),
+                )
+            )
         if self._lag_watch is None:
             self._lag_watch = metrics.LAG.watch(self.service, self.settings.redis_url, self._groups)
 
@@ -469,7 +485,55 @@ class Bus:
             metrics.LAG.unwatch(self._lag_watch)
             self._lag_watch = None
         await self.broker.stop()
+        if self._claiming is not None:
+            await self._claiming.aclose()
+            self._claiming = None
         await self.redis.aclose()
+
+
+class InFlight:
+    """The stream entries this process's handlers are working on, per stream and group."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], dict[str, int]] = {}
+
+    @contextlib.contextmanager
+    def holding(self, topic: str, group: str, entry_id: str) -> Iterator[None]:
+        """Count ``entry_id`` as in flight while the block runs."""
+        entries = self._entries.setdefault((topic, group), {})
+        entries[entry_id] = entries.get(entry_id, 0) + 1
+        try:
+            yield
+        finally:
+            if entries[entry_id] > 1:
+                entries[entry_id] -= 1
+            else:
+                del entries[entry_id]
+                if not entries:
+                    self._entries.pop((topic, group), None)
+
+    def snapshot(self) -> dict[tuple[str, str], list[str]]:
+        """The entries in flight now, per (stream, group)."""
+        return {key: list(entries) for key, entries in self._entries.items() if entries}
+
+
+def _consume_span(
+    topic: str, entry_id: str, event: Event
+) -> contextlib.AbstractContextManager[Any]:
+    """The span of one delivery, a child of the span that published the event (its
+    ``traceparent``), so one trace spans the services a turn passes through."""
+    carrier = {"traceparent": event.traceparent or "", "tracestate": event.tracestate or ""}
+    return tracer.start_as_current_span(
+        f"{topic} process",
+        context=propagate.extract({k: v for k, v in carrier.items() if v}),
+        kind=trace.SpanKind.CONSUMER,
+        attributes={
+            "messaging.system": "redis",
+            "messaging.destination.name": topic,
+            "messaging.message.id": entry_id,
+            "messaging.message.conversation_id": event.correlation_id,
+        },
+    )
 
 
 async def _undecoded(msg: StreamMessage) -> bytes:
