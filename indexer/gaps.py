@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from contracts.events import Action, AuditRecorded, FeedbackRecorded, GapSignal
 
@@ -107,14 +108,19 @@ class GapWindow:
         if question is None:
             return None
         turn_id = record.correlation_id
-        await self.remember(record.conversation_id, turn_id)
         signal = GAP_OUTCOMES.get(str(record.details.get("outcome")))
+        # One round trip: the turn noted for a purge and, for an answered turn, its question
+        # kept for a later rating together with whether a low rating came first.
+        async with self.client.pipeline(transaction=True) as pipe:
+            self._remember(pipe, record.conversation_id, turn_id)
+            if signal is None:
+                pipe.exists(LOW_RATING_PREFIX + turn_id)
+                pipe.set(ASKED_PREFIX + turn_id, question, ex=self.ttl_s)
+            written = await pipe.execute()
         if signal is None:
-            if await self.client.exists(LOW_RATING_PREFIX + turn_id):
-                signal = "low_rating"
-            else:
-                await self.client.set(ASKED_PREFIX + turn_id, question, ex=self.ttl_s)
+            if not written[2]:
                 return None
+            signal = "low_rating"
         return await self.add(GapQuestion(turn_id, question, signal, record.occurred_at))
 
     async def on_feedback(self, event: FeedbackRecorded) -> GapQuestion | None:
@@ -130,11 +136,15 @@ class GapWindow:
         return await self.add(GapQuestion(event.turn_id, question, "low_rating", event.occurred_at))
 
     async def remember(self, conversation_id: str, turn_id: str) -> None:
-        key = CONVERSATION_PREFIX + conversation_id
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.sadd(key, turn_id)
-            pipe.expire(key, self.ttl_s)
+            self._remember(pipe, conversation_id, turn_id)
             await pipe.execute()
+
+    def _remember(self, pipe: Pipeline, conversation_id: str, turn_id: str) -> None:
+        """Queue the commands that note ``turn_id`` under its conversation (for a purge)."""
+        key = CONVERSATION_PREFIX + conversation_id
+        pipe.sadd(key, turn_id)
+        pipe.expire(key, self.ttl_s)
 
     async def purge(self, conversation_id: str) -> int:
         """Forget every question of the conversation (an operator's purge); how many turns."""
