@@ -52,6 +52,16 @@ end
 return false
 """
 
+# KEYS[1]: the record. Its JSON, whoever owns it; false when it is missing or a key of another
+# type. One round trip (the gateway reads a turn's record before it sends the turn's answer).
+_GET = """
+local record = redis.pcall('HGET', KEYS[1], 'record')
+if type(record) == 'string' then
+  return record
+end
+return false
+"""
+
 # KEYS[1]: the record. ARGV[1]: its new JSON. Replaces the record of an existing hash only (a
 # purged or expired one is not brought back); keeps its owner and its expiry. 1 when replaced.
 _UPDATE = """
@@ -73,6 +83,7 @@ class OwnedRecords:
     def __init__(self, client: aioredis.Redis, prefix: str) -> None:
         self.client = client
         self.prefix = prefix
+        self._get = client.register_script(_GET)
         self._get_owned = client.register_script(_GET_OWNED)
         self._update = client.register_script(_UPDATE)
 
@@ -89,10 +100,7 @@ class OwnedRecords:
         return bool(await self._update(keys=[self.prefix + record_id], args=[json.dumps(record)]))
 
     async def get(self, record_id: str) -> dict[str, Any] | None:
-        key = self.prefix + record_id
-        if await self.client.type(key) not in (b"hash", "hash"):
-            return None
-        raw = await self.client.hget(key, "record")
+        raw = await self._get(keys=[self.prefix + record_id])
         return json.loads(raw) if raw else None
 
     async def get_owned(self, record_id: str, owner: str) -> dict[str, Any] | None:
