@@ -1,13 +1,16 @@
 """Fixtures for the indexer's tests.
 
 The embedding model takes seconds to load, so one :class:`Embedder` serves the whole session, as
-one serves the whole process in the service. Every test gets its own data directory and a fresh
-collection name in a real persistent Chroma client, so tests never see each other's chunks.
+one serves the whole process in the service. The demo articles, which ship with Deskpilot, are
+embedded through the test run's vector cache (``run_vector_cache``), as the service seeds them.
+Every test gets its own data directory and a fresh collection name in a real persistent Chroma
+client, so tests never see each other's chunks.
 Tests of the document store get a database of their own on the session's ``valkey-server``.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +28,15 @@ from indexer.store import open_collection
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
     return Embedder(batch_size=8)
+
+
+@pytest.fixture(scope="session")
+def run_vector_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The vector cache every stack of this test run uses (``DESKPILOT_TEST_VECTOR_CACHE``, made
+    by the root conftest.py for all xdist workers: ``tests.support.stack.vector_cache_dir``,
+    which services' tests do not import), so the demo articles are embedded once a run."""
+    shared = os.environ.get("DESKPILOT_TEST_VECTOR_CACHE")
+    return Path(shared) if shared else tmp_path_factory.mktemp("vector-cache")
 
 
 @pytest.fixture

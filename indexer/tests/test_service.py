@@ -11,7 +11,7 @@ from chromadb.api.models.Collection import Collection
 
 from indexer.chunking import ChunkingConfig, SemanticChunker, chunk_document
 from indexer.config import IndexerSettings
-from indexer.embedding import Embedder
+from indexer.embedding import Embedder, seed_embedder
 from indexer.extract import extract_document
 from indexer.service import Ingestor, chunk_id, demo_kb_path
 from indexer.store import open_collection
@@ -301,14 +301,20 @@ def test_a_query_finds_the_right_document(
 
 
 def test_demo_knowledge_base_is_packaged_with_front_matter(
-    ingestor: Ingestor, collection: Collection, embedder: Embedder
+    embedder: Embedder, collection: Collection, settings: IndexerSettings, run_vector_cache: Path
 ) -> None:
+    """Seeded as the service seeds it (indexer.app): its chunking, its vectors through the vector
+    cache (the test run's, where a stack may have embedded the articles already)."""
     folder = demo_kb_path()
     articles = sorted(folder.glob("*.md"))
     assert folder.name == "demo_kb"
     assert articles, f"no demo articles in {folder}"
+    seeding = IndexerSettings(
+        data_dir=settings.data_dir, chroma_host=None, chroma_collection=settings.chroma_collection
+    )
+    seeder = Ingestor(seed_embedder(embedder, run_vector_cache), collection, seeding)
 
-    report = ingestor.ingest_path(folder)
+    report = seeder.ingest_path(folder)
 
     assert report.files_skipped == 0
     assert report.files_indexed == len(articles)
