@@ -20,6 +20,7 @@ import logging
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from contracts.bus import Bus
 from contracts.events import ConversationPurged, new_id
@@ -88,12 +89,18 @@ class OwnedRecords:
         self._update = client.register_script(_UPDATE)
 
     async def create(self, record_id: str, owner: str, record: dict[str, Any], ttl_s: int) -> None:
-        key = self.prefix + record_id
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.delete(key)
-            pipe.hset(key, mapping={"owner": owner, "record": json.dumps(record)})
-            pipe.expire(key, ttl_s)
+            self.queue_create(pipe, record_id, owner, record, ttl_s)
             await pipe.execute()
+
+    def queue_create(
+        self, pipe: Pipeline, record_id: str, owner: str, record: dict[str, Any], ttl_s: int
+    ) -> None:
+        """:meth:`create` as commands queued on ``pipe``, written with what else it holds."""
+        key = self.prefix + record_id
+        pipe.delete(key)
+        pipe.hset(key, mapping={"owner": owner, "record": json.dumps(record)})
+        pipe.expire(key, ttl_s)
 
     async def update(self, record_id: str, record: dict[str, Any]) -> bool:
         """Replace an existing record (owner and expiry kept); False when it is gone."""
@@ -142,12 +149,18 @@ class ConversationIndex:
 
     async def add(self, conversation_id: str, kind: Member, member_id: str, owner: str) -> None:
         """List a turn or attachment of the conversation, whose owner the caller checked."""
-        key = INDEX_PREFIX + conversation_id
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.sadd(key, f"{kind}:{member_id}")
-            pipe.expire(key, self.ttl_s)
-            pipe.set(OWNER_PREFIX + conversation_id, owner, ex=self.ttl_s)
+            self.queue_add(pipe, conversation_id, kind, member_id, owner)
             await pipe.execute()
+
+    def queue_add(
+        self, pipe: Pipeline, conversation_id: str, kind: Member, member_id: str, owner: str
+    ) -> None:
+        """:meth:`add` as commands queued on ``pipe``, written with what else it holds."""
+        key = INDEX_PREFIX + conversation_id
+        pipe.sadd(key, f"{kind}:{member_id}")
+        pipe.expire(key, self.ttl_s)
+        pipe.set(OWNER_PREFIX + conversation_id, owner, ex=self.ttl_s)
 
     async def purge(self, conversation_id: str) -> int:
         """Delete every record of the conversation the gateway keeps; returns how many keys."""

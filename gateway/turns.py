@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 import redis.asyncio as aioredis
 from opentelemetry import trace
+from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 from contracts.bus import Bus
@@ -51,6 +52,12 @@ class TurnStore:
         self.records = OwnedRecords(client, TURN_PREFIX)
 
     async def create(self, submitted: Submitted, user_id: str) -> None:
+        async with self.client.pipeline(transaction=True) as pipe:
+            self.queue_create(pipe, submitted, user_id)
+            await pipe.execute()
+
+    def queue_create(self, pipe: Pipeline, submitted: Submitted, user_id: str) -> None:
+        """:meth:`create` as commands queued on ``pipe`` (the turn's publish goes with them)."""
         record = {
             "status": "pending",
             "conversation_id": submitted.conversation_id,
@@ -58,7 +65,7 @@ class TurnStore:
             "user_id": user_id,
             "submitted_at": time.time(),
         }
-        await self.records.create(submitted.turn_id, user_id, record, self.ttl_s)
+        self.records.queue_create(pipe, submitted.turn_id, user_id, record, self.ttl_s)
 
     async def complete(self, turn_id: str, answer: ChatRead) -> bool:
         """Store the answer; False when it was already stored (a redelivered reply). A turn
@@ -174,23 +181,24 @@ class TurnService:
         with tracer.start_as_current_span("chat.turn", attributes={"deskpilot.turn_id": turn_id}):
             submitted = Submitted(turn_id, conversation_id, current_trace_id())
             try:
-                await asyncio.gather(
-                    self.store.create(submitted, user),
-                    self.index.add(conversation_id, "turn", turn_id, user),
-                )
-                await self.bus.publish(
-                    Topic.MESSAGE_RECEIVED,
-                    MessageReceived(
-                        correlation_id=turn_id,
-                        conversation_id=conversation_id,
-                        user_id=user,
-                        text=text,
-                        reply_to=self.reply_to,
-                        attachments=attachments or [],
-                        request_ticket=request_ticket,
-                        authenticated=authenticated,
-                    ),
-                )
+                # The turn's record, its place in the conversation and its message: one write,
+                # all or nothing.
+                async with self.bus.batch(transaction=True) as batch:
+                    self.store.queue_create(batch.redis, submitted, user)
+                    self.index.queue_add(batch.redis, conversation_id, "turn", turn_id, user)
+                    await batch.publish(
+                        Topic.MESSAGE_RECEIVED,
+                        MessageReceived(
+                            correlation_id=turn_id,
+                            conversation_id=conversation_id,
+                            user_id=user,
+                            text=text,
+                            reply_to=self.reply_to,
+                            attachments=attachments or [],
+                            request_ticket=request_ticket,
+                            authenticated=authenticated,
+                        ),
+                    )
             except (RedisError, OSError) as exc:
                 log.warning("could not publish a turn", extra={"error": type(exc).__name__})
                 raise ApiError(
