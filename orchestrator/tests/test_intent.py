@@ -44,8 +44,19 @@ out_of_scope: [what's the weather tomorrow, give me a lasagne recipe, who won th
 
 
 @pytest.fixture(scope="module")
-def classifier(encoder: QueryEncoder) -> IntentClassifier:
-    return IntentClassifier.from_settings(encoder, OrchestratorSettings())
+def example_vectors(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A vector cache of this module's own, empty until ``classifier`` trains."""
+    return tmp_path_factory.mktemp("intent-vectors")
+
+
+@pytest.fixture(scope="module")
+def classifier(encoder: QueryEncoder, example_vectors: Path) -> IntentClassifier:
+    """The packaged classifier, trained on the vectors the model computes for its examples, which
+    it keeps in ``example_vectors`` as the service does on its first start (embedding the
+    examples is most of the module's time, so it is done once)."""
+    return IntentClassifier.from_settings(
+        encoder, OrchestratorSettings(), seed_encoder(encoder, example_vectors)
+    )
 
 
 @pytest.fixture
@@ -233,15 +244,15 @@ class Untouchable:
 
 
 def test_a_classifier_trained_from_the_vector_cache_classifies_exactly_alike(
-    encoder: QueryEncoder, classifier: IntentClassifier, tmp_path: Path
+    encoder: QueryEncoder, classifier: IntentClassifier, example_vectors: Path
 ) -> None:
-    settings = OrchestratorSettings()
-    IntentClassifier.from_settings(encoder, settings, seed_encoder(encoder, tmp_path))  # fills it
+    """A second start reads every example's vector back from the cache the first one filled
+    (``classifier``, trained on the vectors the model computed) and classifies exactly alike."""
     watched = Untouchable(encoder)
     warm = IntentClassifier.from_settings(
         encoder,
-        settings,
-        seed_encoder(cast(QueryEncoder, watched), tmp_path),
+        OrchestratorSettings(),
+        seed_encoder(cast(QueryEncoder, watched), example_vectors),
     )
     assert watched.asked == 0, "a second start embeds no example again"
     messages = [
