@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from presidio_analyzer import EntityRecognizer, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
+from spacy.tokens import Token
 
 from redactor.names import TECHNICAL_WORDS, NameLists, words_of_no_name
 
@@ -127,17 +128,31 @@ def _proper_noun_starts(nlp_artifacts: NlpArtifacts | None) -> frozenset[int]:
     tokens = getattr(nlp_artifacts, "tokens", None)
     if tokens is None:
         return frozenset()
+    parsed = tokens.has_annotation("DEP")
     starts = set()
     for token in tokens:
         if token.pos_ != "PROPN":
             continue
-        if token.dep_ == "compound" and token.head.is_lower:
-            continue  # names a thing: "the Zephyr key", "Phoenix project"
+        if _names_a_thing(token, parsed):
+            continue  # "the Zephyr key", "Phoenix project"
         following = token.nbor() if token.i + 1 < len(token.doc) else None
         if token.is_sent_start and (following is None or following.tag_ not in {"VBZ", "VBD"}):
             continue
         starts.add(token.idx)
     return frozenset(starts)
+
+
+def _names_a_thing(token: Token, parsed: bool) -> bool:
+    """The proper noun modifies a common noun in lower case ("the Zephyr key", "Phoenix
+    project"): by the parse when the pipeline has a parser, else by the tags (the first word
+    after it that is no proper noun is such a noun; the redactor runs without the parser,
+    see :func:`redactor.service.build_analyzer`)."""
+    if parsed:
+        return token.dep_ == "compound" and token.head.is_lower
+    for following in token.doc[token.i + 1 :]:
+        if following.pos_ != "PROPN":
+            return following.tag_ in {"NN", "NNS"} and following.is_lower
+    return False
 
 
 def _words(text: str) -> list[_Word]:

@@ -136,8 +136,12 @@ class VersionAwarePhoneRecognizer(PhoneRecognizer):
             for run in _RUN.finditer(text)
         ]
         results = []
+        seen: set[tuple[int, int]] = set()
         for region in self.supported_regions:
             for match in self._matches(text, runs, region):
+                if (match.start, match.end) in seen:
+                    continue  # found in an earlier region ("+1 415 555 0142" in each of them)
+                seen.add((match.start, match.end))
                 found = phonenumbers.region_code_for_number(match.number) or region
                 results.append(
                     self._get_recognizer_result(  # type: ignore[no-untyped-call]  # Presidio's

@@ -24,6 +24,7 @@ from presidio_analyzer import AnalyzerEngine, RecognizerRegistry, RecognizerResu
 from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer
 from presidio_analyzer.nlp_engine import SpacyNlpEngine
 from pydantic import BaseModel, ConfigDict, Field
+from spacy.language import Language
 
 from redactor.config import RedactorSettings
 from redactor.names import NameLists, name_lists, ordinary_words
@@ -112,6 +113,7 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
         models=[{"lang_code": settings.language, "model_name": settings.spacy_model}]
     )
     nlp_engine.load()
+    without_parser(nlp_engine.get_nlp(settings.language))
     names = name_lists(nlp_engine.get_nlp(settings.language))
     registry = RecognizerRegistry(
         recognizers=build_recognizers(
@@ -134,6 +136,19 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
             context_prefix_count=5, context_suffix_count=2
         ),
     )
+
+
+def without_parser(nlp: Language) -> None:
+    """Run ``nlp`` with its sentence recogniser instead of its dependency parser, when it has one.
+
+    Nothing but :mod:`redactor.people` reads the parse (sentence starts, and whether a proper
+    noun modifies a common noun, which it then reads from the tags), and the parser costs a
+    sixth of the pipeline's time. The English models ship a small ``senter``, disabled, that
+    marks the sentence starts on its own.
+    """
+    if "parser" in nlp.pipe_names and "senter" in nlp.component_names:
+        nlp.remove_pipe("parser")
+        nlp.enable_pipe("senter")
 
 
 def allowed_words(terms: Iterable[str]) -> list[str]:
