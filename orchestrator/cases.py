@@ -8,7 +8,8 @@ they are offered after the answer, never instead of it, and only above ``min_sco
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from contracts.events import SimilarCase
@@ -28,12 +29,31 @@ def open_cases_collection(settings: OrchestratorSettings) -> Any:
     )
 
 
-class CaseRetriever:
-    """Finds resolved tickets similar to a question. Blocking: call it from a worker thread."""
+EMPTY_RECHECK_S = 10.0
+"""How long an empty cases collection (no tickets imported) is taken to stay empty."""
 
-    def __init__(self, encoder: _Encoder, collection: Any) -> None:
+
+class CaseRetriever:
+    """Finds resolved tickets similar to a question. Blocking: call it from a worker thread.
+
+    Most deployments import no tickets at first: once a query finds the collection empty, the
+    next ``empty_recheck_s`` seconds of questions are answered "none" without asking Chroma (a
+    round trip and a query a turn), so a case imported meanwhile is offered that much later.
+    """
+
+    def __init__(
+        self,
+        encoder: _Encoder,
+        collection: Any,
+        *,
+        empty_recheck_s: float = EMPTY_RECHECK_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.encoder = encoder
         self.collection = collection
+        self.empty_recheck_s = empty_recheck_s
+        self.clock = clock
+        self._empty_until = float("-inf")
 
     def similar(self, question: str, k: int = 3, min_score: float = 0.5) -> list[SimilarCase]:
         """Up to ``k`` cases with cosine similarity of at least ``min_score``, best first.
@@ -41,7 +61,7 @@ class CaseRetriever:
         An empty collection (no cases imported) gives an empty list. One Chroma query; the
         question's vector is usually the turn's own, already computed.
         """
-        if k <= 0 or not question.strip():
+        if k <= 0 or not question.strip() or self.clock() < self._empty_until:
             return []
         vector = list(self.encoder.encode([question])[0])
         result = self.collection.query(
@@ -49,6 +69,9 @@ class CaseRetriever:
             n_results=k,
             include=["metadatas", "distances"],
         )
+        if not (result.get("ids") or [[]])[0]:
+            self._empty_until = self.clock() + self.empty_recheck_s
+            return []
         cases: list[SimilarCase] = []
         metadatas = (result.get("metadatas") or [[]])[0]
         distances = (result.get("distances") or [[]])[0]

@@ -82,3 +82,30 @@ def test_similar_cases_come_best_first_above_the_minimum(collection: Any) -> Non
 
 def test_no_cases_imported_gives_none(collection: Any) -> None:
     assert CaseRetriever(WordEncoder(), collection).similar("vpn drops") == []
+
+
+class CountingCollection:
+    """The collection, counting the queries that reach it."""
+
+    def __init__(self, collection: Any) -> None:
+        self.collection = collection
+        self.queries = 0
+
+    def query(self, **kwargs: Any) -> Any:
+        self.queries += 1
+        return self.collection.query(**kwargs)
+
+
+def test_an_empty_collection_is_asked_again_only_after_a_while(collection: Any) -> None:
+    now = [100.0]
+    counted = CountingCollection(collection)
+    retriever = CaseRetriever(WordEncoder(), counted, empty_recheck_s=10, clock=lambda: now[0])
+
+    assert retriever.similar("vpn drops") == []
+    assert retriever.similar("printer offline") == []
+    assert counted.queries == 1  # the next turns do not ask an empty collection again
+    add_case(collection, "IT-1", "VPN drops\nhotel wifi", "Use TCP", "connectivity")
+    now[0] += 11
+    assert [case.ticket_id for case in retriever.similar("vpn drops")] == ["IT-1"]
+    assert [case.ticket_id for case in retriever.similar("vpn drops hotel")] == ["IT-1"]
+    assert counted.queries == 3  # a collection with cases is asked every time
