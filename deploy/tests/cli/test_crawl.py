@@ -1,5 +1,6 @@
 """``deskpilot crawl`` and ``deskpilot bench crawl`` as a user runs them: subprocesses that start
-their own crawler workers against a loopback site, on the session's valkey."""
+their own crawler workers against a loopback site, on the session's valkey. Refusals that come
+before any worker starts run the command in the test's process (``run_cli``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 from crawler.tests.siteserver import Reply, SiteServer
+from deploy.tests.cli.inprocess import RunCli
 from tests.support import REPO_ROOT, deskpilot, wait_until_sync
 from tests.support.chromium import needs_chromium
 
@@ -107,11 +109,13 @@ def test_ctrl_c_stops_the_job_and_prints_what_was_read(redis_url: str) -> None:
 
 
 @needs_chromium
-def test_a_seed_the_ssrf_guard_refuses_is_named_with_what_exempts_it(redis_url: str) -> None:
+def test_a_seed_the_ssrf_guard_refuses_is_named_with_what_exempts_it(
+    run_cli: RunCli, redis_url: str
+) -> None:
     """Issue 14: this answered zero pages, ``"blocked": 1`` and exit 0, with no word of why."""
     with SiteServer() as site:
         site.page("/", html("Home", "<p>A site on this host.</p>"))
-        result = deskpilot(
+        result = run_cli(
             "crawl", site.url("/"), "--allow", "127.0.0.1", "--redis-url", redis_url, "--json"
         )
     assert result.returncode == 2, result.stdout
@@ -155,23 +159,23 @@ def test_urls_refused_during_the_job_are_listed_with_their_addresses(redis_url: 
     assert internal.hits == []
 
 
-def test_an_invalid_url_is_refused_with_exit_code_2() -> None:
-    result = deskpilot("crawl", "not-a-url", "--json")
+def test_an_invalid_url_is_refused_with_exit_code_2(run_cli: RunCli) -> None:
+    result = run_cli("crawl", "not-a-url", "--json")
     assert result.returncode == 2
     assert "not a crawlable URL: 'not-a-url'" in result.stderr
     assert result.stdout == ""
 
 
-def test_unreachable_redis_is_refused_with_exit_code_2() -> None:
-    result = deskpilot("crawl", "http://127.0.0.1:9/", "--redis-url", "redis://127.0.0.1:9/0")
+def test_unreachable_redis_is_refused_with_exit_code_2(run_cli: RunCli) -> None:
+    result = run_cli("crawl", "http://127.0.0.1:9/", "--redis-url", "redis://127.0.0.1:9/0")
     assert result.returncode == 2
     assert "Redis at redis://127.0.0.1:9/0 (from --redis-url) is unreachable" in result.stderr
 
 
-def test_the_running_fleet_is_required_when_asked_for(redis_url: str) -> None:
+def test_the_running_fleet_is_required_when_asked_for(run_cli: RunCli, redis_url: str) -> None:
     """No crawler worker writes a heartbeat on this Redis (a database no other test uses)."""
     empty = f"{redis_url.rsplit('/', 1)[0]}/9"
-    result = deskpilot("crawl", "http://127.0.0.1:9/", "--use-running-fleet", "--redis-url", empty)
+    result = run_cli("crawl", "http://127.0.0.1:9/", "--use-running-fleet", "--redis-url", empty)
     assert result.returncode == 2
     assert "--use-running-fleet: no crawler worker is running on" in result.stderr
 

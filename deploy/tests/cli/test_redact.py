@@ -8,17 +8,13 @@ five CPU-seconds, which a subprocess per test spent again for a few lines of inp
 
 from __future__ import annotations
 
-import io
 import json
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from deploy.cli import redact
-from deploy.cli.main import main
+from deploy.tests.cli.inprocess import RunCli, in_process
 from redactor.config import RedactorSettings
 from redactor.service import Redactor
 from tests.support import deskpilot
@@ -29,31 +25,13 @@ def shared_redactor() -> Redactor:
     return Redactor(RedactorSettings())
 
 
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-RunCli = Callable[..., Run]
-
-
 @pytest.fixture
 def run_cli(
     shared_redactor: Redactor, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> RunCli:
-    """``run_cli(*argv, stdin=...)``: ``deskpilot`` in this process, on the module's redactor."""
+    """``deskpilot`` in this process (deploy/tests/cli/inprocess.py), on the module's redactor."""
     monkeypatch.setattr(redact, "load_redactor", lambda settings: shared_redactor)
-
-    def run(*argv: str, stdin: str = "") -> Run:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        capsys.readouterr()
-        returncode = main(list(argv))
-        captured = capsys.readouterr()
-        return Run(returncode, captured.out, captured.err)
-
-    return run
+    return in_process(monkeypatch, capsys)
 
 
 LINES = [
