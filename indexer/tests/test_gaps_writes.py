@@ -4,11 +4,9 @@ more audit records a turn), so an answered turn's is handled in one round trip t
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from redis.asyncio.connection import AbstractConnection
 
 from contracts.events import AuditRecorded, FeedbackRecorded, new_id
 from indexer.gaps import GapWindow
@@ -31,20 +29,6 @@ async def client(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
     await redis_client.ping()  # connected before the writes are counted
     yield redis_client
     await redis_client.aclose()
-
-
-@pytest.fixture
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """One entry per write of a command or pipeline to Redis."""
-    writes: list[int] = []
-    original = AbstractConnection.send_packed_command
-
-    async def counting(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        writes.append(1)
-        await original(self, command, check_health)
-
-    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting)
-    return writes
 
 
 async def test_an_answered_turns_decision_is_one_round_trip_and_still_meets_its_rating(
