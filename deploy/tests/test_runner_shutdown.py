@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from deploy.runner import RUNTIME_FILE, free_port
-from tests.support import REPO_ROOT, wait_until_sync
-from tests.support.stack import FAST_ENV, vector_cache_dir
+from tests.support import REPO_ROOT, vector_cache_dir, wait_until_sync
+from tests.support.stack import FAST_ENV
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,6 @@ Tests of the document store get a database of their own on the session's ``valke
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from indexer.documents import DocumentStore
 from indexer.embedding import Embedder
 from indexer.service import Ingestor
 from indexer.store import open_collection
+from tests.support import vector_cache_dir
 
 
 @pytest.fixture(scope="session")
@@ -31,12 +31,10 @@ def embedder() -> Embedder:
 
 
 @pytest.fixture(scope="session")
-def run_vector_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The vector cache every stack of this test run uses (``DESKPILOT_TEST_VECTOR_CACHE``, made
-    by the root conftest.py for all xdist workers: ``tests.support.stack.vector_cache_dir``,
-    which services' tests do not import), so the demo articles are embedded once a run."""
-    shared = os.environ.get("DESKPILOT_TEST_VECTOR_CACHE")
-    return Path(shared) if shared else tmp_path_factory.mktemp("vector-cache")
+def run_vector_cache() -> Path:
+    """The vector cache every stack of this test run uses, so the demo articles are embedded once
+    a run (:func:`tests.support.vector_cache_dir`)."""
+    return vector_cache_dir()
 
 
 @pytest.fixture

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +30,19 @@ from uuid import uuid4
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The working directory of every child process, so ``contracts`` and ``tests`` import."""
+
+VECTOR_CACHE_VARIABLE = "DESKPILOT_TEST_VECTOR_CACHE"
+"""Set by the root conftest.py for the whole test run (xdist workers inherit it)."""
+
+
+@functools.cache
+def vector_cache_dir() -> Path:
+    """One vector cache (``DESKPILOT_EMBEDDING_CACHE_DIR``) for every stack and embedding test of
+    this run, both xdist workers included: the first to embed the intent examples and demo
+    articles writes them, the others read them. The root conftest.py makes it and removes it when
+    the run ends."""
+    return Path(os.environ.get(VECTOR_CACHE_VARIABLE) or tempfile.mkdtemp(prefix="deskpilot-"))
+
 
 T = TypeVar("T")
 

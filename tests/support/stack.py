@@ -4,7 +4,7 @@ Valkey, a Chroma server and every service run as real processes on loopback, on 
 directory, with short heartbeat and reclaim intervals so fault tests take seconds.
 
 Starting a stack costs about a minute of both cores (half of it with a warm vector cache, which
-every stack of a test run shares: :func:`vector_cache_dir`), so modules share one where they can:
+every stack of a test run shares: :func:`tests.support.vector_cache_dir`), so modules share one where they can:
 
 * a package of modules shares one stack, started by its conftest.py with ``scope="package"`` and
   stopped after its last test: ``tests/shared`` (:data:`SHARED_ENV`, for every module whose
@@ -27,7 +27,6 @@ import atexit
 import functools
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,19 +38,8 @@ import httpx
 
 from deploy.preload import ForkServer
 from deploy.runner import PROCESS_ENV, Child, RunnerSettings, Stack, free_port
+from tests.support import vector_cache_dir
 from tests.support.chromium import require_chromium
-
-VECTOR_CACHE_VARIABLE = "DESKPILOT_TEST_VECTOR_CACHE"
-"""Set by the root conftest.py for the whole test run (xdist workers inherit it)."""
-
-
-@functools.cache
-def vector_cache_dir() -> Path:
-    """One vector cache (``DESKPILOT_EMBEDDING_CACHE_DIR``) for every stack of this test run, both
-    xdist workers included: the first stack embeds the intent examples and demo articles, the
-    others read them. The root conftest.py makes it and removes it when the run ends."""
-    return Path(os.environ.get(VECTOR_CACHE_VARIABLE) or tempfile.mkdtemp(prefix="deskpilot-"))
-
 
 FAST_ENV = {
     "DESKPILOT_HEARTBEAT_INTERVAL": "0.5",
