@@ -4,7 +4,8 @@ Valkey, a Chroma server and every service run as real processes on loopback, on 
 directory, with short heartbeat and reclaim intervals so fault tests take seconds.
 
 Starting a stack costs about a minute of both cores (half of it with a warm vector cache, which
-every stack of a test run shares: :func:`tests.support.vector_cache_dir`), so modules share one where they can:
+every stack of a test run shares: :func:`tests.support.vector_cache_dir`), so modules share one
+where they can:
 
 * a package of modules shares one stack, started by its conftest.py with ``scope="package"`` and
   stopped after its last test: ``tests/shared`` (:data:`SHARED_ENV`, for every module whose
