@@ -558,7 +558,7 @@ async def test_stop_deadline_and_progress(client: CrawlClient, run_crawler: RunC
     with SiteServer() as site:
         site.page("/", html("Home", links(*(f"/p{n}" for n in range(30)))))
         for n in range(30):
-            site.page(f"/p{n}", html(f"P{n}", f"<p>Page {n}.</p>"), delay_s=0.3)
+            site.page(f"/p{n}", html(f"P{n}", f"<p>Page {n}.</p>"), delay_s=1.0)
         async with run_crawler():
             reply_to = f"{client.settings.namespace}.reply.gw"
             stopped = await client.start([site.url("/")], concurrency=1, reply_to=reply_to)
@@ -576,7 +576,7 @@ async def test_stop_deadline_and_progress(client: CrawlClient, run_crawler: RunC
     assert stop_finished.reason == "stopped"
     assert len(stop_finished.pages) < 5
     assert late_finished.reason == "deadline"
-    assert took < 3.5
+    assert took < 10  # the 1.5 s deadline, not the 15 s the pages would take (loaded-CI margin)
     assert replies
     assert all(r.kind == "progress" and r.stage == "crawling" for r in replies)
     assert all(r.correlation_id == stopped.correlation_id for r in replies)

@@ -458,14 +458,14 @@ async def test_forced_401_is_unauthorized(
 async def test_slow_endpoint_times_out_without_retry(webhook: FakeResetWebhook) -> None:
     webhook.delay_s = 1.0
     runner = make_runner(webhook.url, timeout_s=0.2)
-    started = time.monotonic()
     result = await runner.reply(offer(runner).pending, "yes", ALICE, "turn-2")
-    elapsed = time.monotonic() - started
     await runner.aclose()
+    # A timeout, not the endpoint's 200: the runner gave up before the answer came (a clock
+    # bound here failed on a loaded CI machine, where 0.2 s of waiting took 1.6 s).
     assert isinstance(result, Failed)
     assert result.reason is FailureReason.TIMEOUT
-    assert elapsed < 0.9
     assert len(webhook.requests) == 1
+    assert webhook.resets == []  # asked at once after the outcome, while the fake still sleeps
 
 
 async def test_unknown_user(runner: AutomationRunner, webhook: FakeResetWebhook) -> None:

@@ -187,7 +187,7 @@ async def test_a_retry_after_too_long_to_wait_fails_at_once(
     with pytest.raises(LLMError) as caught:
         await llm.chat(HELLO)
     assert caught.value.status == 429
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 60  # not the 120 s asked for (a margin for a loaded CI)
     assert len(fake.requests) == 1
 
 
@@ -255,14 +255,14 @@ async def test_read_timeout_is_an_llm_timeout(fake: FakeOpenAI) -> None:
 
 async def test_the_deadline_bounds_a_call_with_its_retries(fake: FakeOpenAI) -> None:
     provider = OpenAICompatible(config(fake, deadline_s=0.3))
-    fake.enqueue(Reply("late", delay_s=1.0))
+    fake.enqueue(Reply("late", delay_s=30.0))
     started = time.monotonic()
     try:
         with pytest.raises(LLMTimeout, match="deadline"):
             await provider.chat(HELLO)
     finally:
         await provider.aclose()
-    assert time.monotonic() - started < 0.9
+    assert time.monotonic() - started < 20  # not the reply's 30 s (a margin for a loaded CI)
 
 
 async def test_an_unreachable_endpoint_is_retried_then_fails(fake: FakeOpenAI) -> None:
@@ -383,14 +383,14 @@ async def test_server_errors_after_retries_fall_back(
 
 async def test_a_timeout_falls_back_quickly(fake: FakeOpenAI) -> None:
     provider = OpenAICompatible(config(fake, read_timeout_s=0.2, max_retries=0))
-    fake.enqueue(Reply("Open the portal [1].", delay_s=1.0))
+    fake.enqueue(Reply("Open the portal [1].", delay_s=30.0))
     started = time.monotonic()
     try:
         body = await generate_answer(provider, QUESTION, [VPN], EXTRACTIVE)
     finally:
         await provider.aclose()
     assert body == EXTRACTIVE
-    assert time.monotonic() - started < 0.9
+    assert time.monotonic() - started < 20  # not the reply's 30 s (a margin for a loaded CI)
 
 
 @pytest.mark.parametrize(
