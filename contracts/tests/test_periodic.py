@@ -55,7 +55,7 @@ async def test_stops_even_when_the_work_swallows_cancellation() -> None:
     began = loop.time()
     async with every(0.01, stubborn, name="stubborn", errors=(ConnectionError,)):
         await started.wait()
-    assert loop.time() - began < 1.0
+    assert loop.time() - began < 4.0  # promptly: before the 5 s stop timeout (margin for CI load)
 
 
 async def test_work_that_hangs_is_cancelled_after_the_stop_timeout() -> None:
