@@ -60,9 +60,18 @@ log = logging.getLogger("deskpilot.bus")
 tracer = trace.get_tracer("deskpilot.bus")
 
 RAW_FIELD = b"__data__"
+"""The stream-entry field in which FastStream stores a message (headers and body)."""
 WITHHELD_FIELD = b"withheld"
 """In a dead letter of a raw topic, instead of the entry: the event's ids only."""
-"""The stream-entry field in which FastStream stores a message (headers and body)."""
+
+
+READ_TIMEOUT_MARGIN_S = 5.0
+"""How much longer than a blocking read's wait the client waits for Redis's answer."""
+
+
+def read_timeout_s(read_block_ms: int) -> float:
+    """The socket timeout of the broker's connections: a blocking read's wait and a margin."""
+    return read_block_ms / 1000 + READ_TIMEOUT_MARGIN_S
 
 
 def consumer_name(service: str, node: str) -> str:
@@ -141,6 +150,12 @@ class Bus:
             # through FastStream's dependency injection, which resolves a context argument in
             # a worker thread: a thread hop on every delivery.
             apply_types=False,
+            # A read of new entries blocks up to read_block_ms in Redis: the client must wait
+            # longer than that for the answer. Under redis-py's default socket timeout (5 s),
+            # a longer block failed as a timeout; FastStream then logged "Message fetch error"
+            # and read nothing for 5 s, and an entry handed over as the client gave up waited
+            # for the reclaimer. This setting wins over a socket_timeout in the URL.
+            socket_timeout=read_timeout_s(settings.read_block_ms),
         )
         self.redis: aioredis.Redis = aioredis.from_url(
             settings.redis_url, health_check_interval=10, socket_keepalive=True

@@ -135,3 +135,36 @@ async def test_a_batch_whose_block_fails_writes_nothing(bus: Bus) -> None:
         await change_of_mind()
     assert await bus.redis.xlen(topic) == 0
     assert await bus.redis.get(key) is None
+
+
+async def test_a_read_block_longer_than_the_socket_timeout_still_delivers_at_once(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read of new entries blocks read_block_ms in Redis; the client must not give up on it
+    first. redis-py's socket timeout (5 s by default; 1 s here, set in the URL as an operator
+    may) cut a longer block short: FastStream logged "Message fetch error" and read nothing for
+    5 s, so an entry published then waited up to 5 s."""
+    settings = ServiceSettings(
+        redis_url=f"{redis_url}?socket_timeout=1", read_block_ms=3_000, graceful_timeout_s=5
+    )
+    bus = Bus(settings, "delivery-test")
+    topic = unique_name("long-block")
+    arrived = asyncio.Event()
+
+    async def handle(event: Probe, delivery: Delivery) -> None:
+        arrived.set()
+
+    bus.subscribe(topic, Probe, handle, group=unique_name("g"))
+    await bus.start()
+    try:
+        await asyncio.sleep(1.5)  # past the socket timeout, inside the first read's block
+        publisher = Bus(settings, "delivery-test-publisher")
+        try:
+            await publisher.start()
+            await publisher.publish(topic, probe("now"))
+        finally:
+            await publisher.stop()
+        await asyncio.wait_for(arrived.wait(), 2.5)
+    finally:
+        await bus.stop()
+    assert "Message fetch error" not in caplog.text
