@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
 from contracts.bus import Bus, Delivery
 from contracts.events import (
@@ -29,6 +30,7 @@ from orchestrator.attachments import AttachmentStore
 from orchestrator.embedding import one_embedding_per_text
 from orchestrator.feedback import FeedbackBoosts
 from orchestrator.incidents import IncidentStore
+from orchestrator.memory import Conversation, ConversationStore
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState, TurnStore
 from orchestrator.turn.deps import AuditNote
@@ -39,17 +41,85 @@ UNANSWERED_QUESTION_CHARS = 300
 
 
 class BusReplies:
-    """Sends a turn's progress and answer to the reply stream named in the turn."""
+    """Sends a turn's progress and answer to the reply stream named in the turn.
 
-    def __init__(self, bus: Bus) -> None:
+    Progress is not waited for: :meth:`progress` queues it and a task of the turn writes it
+    while the turn goes on (the search, the composition). The answer comes after every progress
+    of its turn: progress still queued goes in the answer's own write, progress being written is
+    waited for first. A handler waits for its turns' progress (:meth:`drain`) before its message
+    is acknowledged.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        turns: TurnStore | None = None,
+        conversations: ConversationStore | None = None,
+    ) -> None:
         self.bus = bus
+        self.turns = turns
+        self.conversations = conversations
+        self._queued: dict[str, list[TurnReply]] = {}
+        self._writing: dict[str, asyncio.Task[None]] = {}
 
     async def progress(self, turn: TurnState, stage: str, detail: str | None = None) -> None:
         reply = _reply(turn, kind="progress", stage=stage, detail=detail)
-        await self.bus.publish(turn.reply_to, reply)
+        key = turn.correlation_id
+        self._queued.setdefault(key, []).append(reply)
+        if key not in self._writing:
+            self._writing[key] = asyncio.create_task(self._write_progress(key, turn.reply_to))
+
+    async def _write_progress(self, key: str, stream: str) -> None:
+        try:
+            while queued := self._queued.pop(key, None):
+                async with self.bus.batch() as batch:
+                    for reply in queued:
+                        await batch.publish(stream, reply)
+        except Exception as exc:  # the user misses a progress line; the answer still comes
+            log.warning("progress not sent", extra={"error": type(exc).__name__})
+        finally:
+            del self._writing[key]
+
+    async def _unwritten(self, key: str) -> list[TurnReply]:
+        """The turn's progress not written yet, once the progress being written is written."""
+        queued = self._queued.pop(key, [])
+        if (writing := self._writing.get(key)) is not None:
+            await asyncio.shield(writing)
+        return queued
+
+    async def drain(self, correlation_id: str) -> None:
+        """Wait until the turn's progress is written."""
+        while (writing := self._writing.get(correlation_id)) is not None:
+            await asyncio.shield(writing)
 
     async def answer(self, turn: TurnState, body: AnswerBody) -> None:
-        await self.bus.publish(turn.reply_to, _reply(turn, kind="answer", body=body))
+        queued = await self._unwritten(turn.correlation_id)
+        async with self.bus.batch() as batch:
+            for reply in [*queued, _reply(turn, kind="answer", body=body)]:
+                await batch.publish(turn.reply_to, reply)
+
+    async def answer_recorded(
+        self,
+        turn: TurnState,
+        body: AnswerBody,
+        conversation: Conversation,
+        notes: Sequence[AuditNote],
+    ) -> None:
+        """The progress not written yet, the answer, the conversation, the turn's state and its
+        audit records in one write, all or nothing (a crash before it leaves the turn to be taken
+        again; after it, a redelivered query finds the turn answered). The answer is appended
+        first, so the gateway's read of it is served before the audit trail's readers."""
+        if self.turns is None or self.conversations is None:
+            raise RuntimeError("answer_recorded needs the turn and conversation stores")
+        queued = await self._unwritten(turn.correlation_id)
+        trace_id = current_trace_id()
+        async with self.bus.batch(transaction=True) as batch:
+            for reply in [*queued, _reply(turn, kind="answer", body=body)]:
+                await batch.publish(turn.reply_to, reply)
+            self.conversations.queue_save(batch.redis, conversation)
+            self.turns.queue_save(batch.redis, turn)
+            for note in notes:
+                await batch.publish(Topic.AUDIT, _audit_record(turn, note, trace_id))
 
 
 class BusFleet:
@@ -126,23 +196,32 @@ def _reply(turn: TurnState, **fields: object) -> TurnReply:
 
 
 def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusReplies:
-    replies = BusReplies(bus)
+    replies = BusReplies(bus, orchestrator.deps.turns, orchestrator.deps.conversations)
 
     async def on_query(event: QueryReceived, _: Delivery) -> None:
-        with one_embedding_per_text():  # the question is embedded once for the whole turn
-            await orchestrator.handle_query(event, replies)
+        try:
+            with one_embedding_per_text():  # the question is embedded once for the whole turn
+                await orchestrator.handle_query(event, replies)
+        finally:
+            await replies.drain(event.correlation_id)
 
     async def on_indexed(event: ChunksIndexed, _: Delivery) -> None:
         if event.job_id is None:
             # An upload: make it searchable here now (other replicas see it within seconds).
             await asyncio.to_thread(orchestrator.deps.retriever.refresh, force=True)
             return
-        with one_embedding_per_text():
-            await orchestrator.resume(event.correlation_id, replies, indexed=event)
+        try:
+            with one_embedding_per_text():
+                await orchestrator.resume(event.correlation_id, replies, indexed=event)
+        finally:
+            await replies.drain(event.correlation_id)
 
     async def on_finished(event: CrawlFinished, _: Delivery) -> None:
-        with one_embedding_per_text():
-            await orchestrator.resume(event.correlation_id, replies, finished=len(event.pages))
+        try:
+            with one_embedding_per_text():
+                await orchestrator.resume(event.correlation_id, replies, finished=len(event.pages))
+        finally:
+            await replies.drain(event.correlation_id)
 
     bus.subscribe(
         Topic.QUERY_RECEIVED,
@@ -161,7 +240,10 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
     bus.subscribe(Topic.CRAWL_FINISHED, CrawlFinished, on_finished, group=Group.ORCHESTRATOR)
 
     async def on_ticket(event: TicketEvent, _: Delivery) -> None:
-        await orchestrator.on_ticket_event(event, replies)
+        try:
+            await orchestrator.on_ticket_event(event, replies)
+        finally:
+            await replies.drain(event.correlation_id)
 
     bus.subscribe(
         Topic.TICKET_EVENTS, TicketEvent, on_ticket, group=Group.ORCHESTRATOR, concurrency=2

@@ -12,6 +12,7 @@ from datetime import datetime
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
+from redis.asyncio.client import Pipeline
 
 from contracts.events import AttachmentSummary, TranscriptLine, utcnow
 from orchestrator.automations import PendingAutomation
@@ -120,6 +121,15 @@ class ConversationStore:
     async def save(self, conversation: Conversation) -> None:
         conversation.updated_at = utcnow()
         await self.client.set(
+            KEY_PREFIX + conversation.conversation_id,
+            conversation.model_dump_json(),
+            ex=self.ttl_s,
+        )
+
+    def queue_save(self, pipe: Pipeline, conversation: Conversation) -> None:
+        """:meth:`save` as a command queued on ``pipe``, written with what else it holds."""
+        conversation.updated_at = utcnow()
+        pipe.set(
             KEY_PREFIX + conversation.conversation_id,
             conversation.model_dump_json(),
             ex=self.ttl_s,

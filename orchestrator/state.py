@@ -11,6 +11,7 @@ from enum import StrEnum
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, Field
+from redis.asyncio.client import Pipeline
 
 from contracts.events import AnswerBody, IncidentRef, utcnow
 
@@ -77,3 +78,8 @@ class TurnStore:
         await self.client.set(
             KEY_PREFIX + state.correlation_id, state.model_dump_json(), ex=self.ttl_s
         )
+
+    def queue_save(self, pipe: Pipeline, state: TurnState) -> None:
+        """:meth:`save` as a command queued on ``pipe``, written with what else it holds."""
+        state.updated_at = utcnow()
+        pipe.set(KEY_PREFIX + state.correlation_id, state.model_dump_json(), ex=self.ttl_s)

@@ -14,10 +14,20 @@ from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
 
-from contracts.events import AnswerBody, ChunksIndexed, ContextInsufficient, QueryReceived
+from contracts.bus import RAW_FIELD, Bus, decode_entry
+from contracts.events import (
+    AnswerBody,
+    ChunksIndexed,
+    ContextInsufficient,
+    QueryReceived,
+    TurnReply,
+)
+from contracts.settings import ServiceSettings
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits
+from orchestrator.handlers import BusReplies
 from orchestrator.intent import IntentClassifier
 from orchestrator.memory import ConversationStore
 from orchestrator.retrieval import Retrieval, Retriever
@@ -207,3 +217,64 @@ async def test_a_turn_that_waits_for_more_pages_records_its_search(
     state = await turns.get(asked.correlation_id)
     assert state is not None
     assert state.status is TurnStatus.CRAWLING
+
+
+@pytest.fixture
+def writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every command or pipeline this process writes to Redis, as sent (one entry per write)."""
+    sent: list[bytes] = []
+    original = AbstractConnection.send_packed_command
+
+    async def recording(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        sent.append(b"".join(command) if isinstance(command, list) else bytes(command))
+        await original(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", recording)
+    return sent
+
+
+async def test_over_the_bus_the_answer_is_written_with_the_turns_records_in_one_write(
+    fresh_redis_url: str, redis: aioredis.Redis, writes: list[bytes]
+) -> None:
+    """The conversation, the turn's state, its audit records and the answer (after the progress
+    not written yet) go to Redis in one transaction; before, the records were three writes side
+    by side and the answer a fourth after them."""
+    bus = Bus(ServiceSettings(redis_url=fresh_redis_url), "orchestrator-test")
+    await bus.start()
+    try:
+        events: list[Event] = []
+        orchestrator, turns = make(redis, events, StubRetriever([MONITOR]))
+        replies = BusReplies(bus, turns, orchestrator.deps.conversations)
+        asked = query()
+        writes.clear()
+        await orchestrator.handle_query(asked, replies)
+        await replies.drain(asked.correlation_id)
+    finally:
+        await bus.stop()
+
+    reply_stream = asked.correlation_id.encode()
+    answered = [w for w in writes if b"MULTI" in w and b'"kind":"answer"' in w]
+    assert len(answered) == 1, "the answer is written in one transaction"
+    (together,) = answered
+    assert b"deskpilot:orchestrator:turn:" + reply_stream in together
+    assert b"deskpilot:orchestrator:conversation:" + asked.conversation_id.encode() in together
+    assert together.count(b"audit.log") == 2  # the retrieval's record and the decision
+    # Nothing of the turn's records is written apart from it.
+    apart = [w for w in writes if w is not together]
+    assert not any(b"SET" in w and b"deskpilot:orchestrator:" in w for w in apart)
+    assert not any(b"audit.log" in w for w in apart)
+    # The user sees the progress, then the answer, on the reply stream.
+    entries: Any = await redis.xrange("reply.test")
+    stages = [
+        decode_entry(fields, TurnReply)
+        for _, fields in entries
+        if reply_stream in fields[RAW_FIELD]
+    ]
+    assert [(r.kind, r.stage) for r in stages] == [
+        ("progress", "searching"),
+        ("progress", "composing"),
+        ("answer", None),
+    ]
+    state = await turns.get(asked.correlation_id)
+    assert state is not None
+    assert state.status is TurnStatus.ANSWERED

@@ -55,6 +55,7 @@ from orchestrator.turn.deps import (
     CrawlFleet,
     NoAudit,
     Replies,
+    RepliesWithRecords,
     TicketDesk,
     TurnDeps,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "NoDecision",
     "Reader",
     "Replies",
+    "RepliesWithRecords",
     "Reply",
     "RetrievalStep",
     "RoutingStep",

@@ -4,8 +4,9 @@ it talks to through the bus (:class:`Replies`, :class:`CrawlFleet`, :class:`Tick
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from contracts.events import (
     AnswerBody,
@@ -23,7 +24,7 @@ from orchestrator.crawl import CrawlWaits
 from orchestrator.incidents import IncidentStore
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import LLMProvider, NoLLM
-from orchestrator.memory import ConversationStore
+from orchestrator.memory import Conversation, ConversationStore
 from orchestrator.retrieval import Retriever
 from orchestrator.state import TurnState, TurnStore
 
@@ -40,6 +41,23 @@ class Replies(Protocol):
     async def progress(self, turn: TurnState, stage: str, detail: str | None = None) -> None: ...
 
     async def answer(self, turn: TurnState, body: AnswerBody) -> None: ...
+
+
+@runtime_checkable
+class RepliesWithRecords(Protocol):
+    """Replies that also write what an answered turn leaves behind, with the answer.
+
+    :mod:`orchestrator.handlers`' replies over the bus are such: the conversation, the turn's
+    state, its audit records and its answer (after any progress not written yet) go to Redis in
+    one write, all or nothing, instead of the writes first and then the answer."""
+
+    async def answer_recorded(
+        self,
+        turn: TurnState,
+        body: AnswerBody,
+        conversation: Conversation,
+        notes: Sequence[AuditNote],
+    ) -> None: ...
 
 
 class CrawlFleet(Protocol):

@@ -23,7 +23,7 @@ from orchestrator.memory import Conversation
 from orchestrator.state import TurnStatus
 from orchestrator.tickets import build_escalation, problem_words, requester
 from orchestrator.turn.base import CRAWL_STARTED, Answer, CheckTicket, Crawl, Escalate, Reply, Turn
-from orchestrator.turn.deps import AuditDetail
+from orchestrator.turn.deps import AuditDetail, RepliesWithRecords
 
 log = logging.getLogger("deskpilot.orchestrator")
 
@@ -72,11 +72,18 @@ async def finish(
         ticket_offer = reason
     conversation.ticket_offer = ticket_offer
     log.info("decided", extra={"action": body.action.value, "reason": reason})
+    turn.note("decision", reason, outcome=body.action.value)
+    notes = list(turn.audit_notes)
+    turn.audit_notes.clear()
+    if isinstance(turn.replies, RepliesWithRecords):
+        # Memory, turn state, audit trail and answer: one write, all or nothing.
+        await turn.replies.answer_recorded(state, body, conversation, notes)
+        return
     # Recorded (memory, turn state, audit trail) at once, then sent.
     await asyncio.gather(
         turn.deps.conversations.save(conversation),
         turn.deps.turns.save(state),
-        audit(turn, "decision", reason, outcome=body.action.value),
+        turn.deps.audit.record(state, *notes),
     )
     await turn.replies.answer(state, body)
 
