@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 import redis.asyncio as aioredis
 from opentelemetry import trace
@@ -56,9 +57,10 @@ class TurnStore:
             self.queue_create(pipe, submitted, user_id)
             await pipe.execute()
 
-    def queue_create(self, pipe: Pipeline, submitted: Submitted, user_id: str) -> None:
-        """:meth:`create` as commands queued on ``pipe`` (the turn's publish goes with them)."""
-        record = {
+    def queue_create(self, pipe: Pipeline, submitted: Submitted, user_id: str) -> dict[str, object]:
+        """:meth:`create` as commands queued on ``pipe`` (the turn's publish goes with them);
+        returns the record written."""
+        record: dict[str, object] = {
             "status": "pending",
             "conversation_id": submitted.conversation_id,
             "trace_id": submitted.trace_id,
@@ -66,6 +68,7 @@ class TurnStore:
             "submitted_at": time.time(),
         }
         self.records.queue_create(pipe, submitted.turn_id, user_id, record, self.ttl_s)
+        return record
 
     async def complete(self, turn_id: str, answer: ChatRead) -> bool:
         """Store the answer; False when it was already stored (a redelivered reply). A turn
@@ -76,12 +79,20 @@ class TurnStore:
         self, turn_id: str, answer: ChatRead, record: dict[str, object] | None
     ) -> bool:
         """:meth:`complete` with the turn's record already read (:meth:`record`)."""
+        return await self.store_answer(turn_id, answer, record) != "duplicate"
+
+    async def store_answer(
+        self, turn_id: str, answer: ChatRead, record: dict[str, object] | None
+    ) -> Literal["stored", "duplicate", "gone"]:
+        """:meth:`complete_record`, saying what happened: ``duplicate`` when the answer was
+        stored before (a redelivered reply), ``gone`` when there is no record to store it in
+        (purged or expired: not brought back)."""
         if record and record.get("status") == "done":
-            return False
-        if record is not None:
-            stored = {**record, "status": "done", "answer": answer.model_dump(mode="json")}
-            await self.records.update(turn_id, stored)
-        return True
+            return "duplicate"
+        if record is None:
+            return "gone"
+        stored = {**record, "status": "done", "answer": answer.model_dump(mode="json")}
+        return "stored" if await self.records.update(turn_id, stored) else "gone"
 
     async def _record(self, turn_id: str) -> dict[str, object] | None:
         return await self.records.get(turn_id)
@@ -132,6 +143,9 @@ class TurnService:
         self._listeners: dict[str, set[asyncio.Queue[TurnReply]]] = defaultdict(set)
         self._answers: dict[str, ChatRead] = {}
         """Answers just stored, for the listeners of their turn (no second read of Redis)."""
+        self._records: dict[str, dict[str, object]] = {}
+        """The records of the turns this instance submitted while someone listens for them, as
+        written: their answer is stored without reading the record first."""
 
     def validate_text(self, text: str, attachments: bool = False) -> str:
         """The message stripped; 422 when empty (unless files are attached), 413 when long."""
@@ -160,6 +174,7 @@ class TurnService:
             if not self._listeners[turn_id]:
                 del self._listeners[turn_id]
                 self._answers.pop(turn_id, None)
+                self._records.pop(turn_id, None)
 
     async def submit(
         self,
@@ -184,7 +199,7 @@ class TurnService:
                 # The turn's record, its place in the conversation and its message: one write,
                 # all or nothing.
                 async with self.bus.batch(transaction=True) as batch:
-                    self.store.queue_create(batch.redis, submitted, user)
+                    record = self.store.queue_create(batch.redis, submitted, user)
                     self.index.queue_add(batch.redis, conversation_id, "turn", turn_id, user)
                     await batch.publish(
                         Topic.MESSAGE_RECEIVED,
@@ -205,6 +220,8 @@ class TurnService:
                     ErrorCode.BUS_UNAVAILABLE,
                     "Deskpilot is briefly unavailable; your message was not sent. Try again.",
                 ) from exc
+        if turn_id in self._listeners:
+            self._records[turn_id] = record
         return submitted
 
     async def on_reply(self, reply: TurnReply) -> None:
@@ -218,21 +235,26 @@ class TurnService:
 
     async def _on_answer(self, reply: TurnReply, body: AnswerBody) -> None:
         """Store the answer, hand it to the turn's listeners, then count it: the user is not
-        kept waiting for the analytics. The turn's record is read once for all three."""
+        kept waiting for the analytics. The turn's record is read once for all three, and not
+        at all for a turn this instance submitted and someone still waits for."""
         arrived = time.time()
         turn_id = reply.correlation_id
-        record = await self.store.record(turn_id)
+        record = self._records.get(turn_id)
+        if record is None:
+            record = await self.store.record(turn_id)
         answer = ChatRead(
             **body.model_dump(),
             conversation_id=reply.conversation_id,
             turn_id=turn_id,
             trace_id=_trace_id(record),
         )
-        stored = await self.store.complete_record(turn_id, answer, record)
-        if stored:
+        outcome = await self.store.store_answer(turn_id, answer, record)
+        if outcome != "duplicate":
             log.info("answer received", extra={"action": answer.action.value})
-            if record is not None and turn_id in self._listeners:
+            if outcome == "stored" and turn_id in self._listeners:
                 self._answers[turn_id] = answer
+                if turn_id in self._records and record is not None:
+                    self._records[turn_id] = {**record, "status": "done"}
             self._notify(reply)
         else:
             log.info("duplicate answer ignored")

@@ -15,6 +15,7 @@ from contracts.bus import Bus
 from contracts.events import Action, AnswerBody, Citation, TurnReply
 from gateway.analytics import AnalyticsRecorder, AnsweredTurn, day_of, key
 from gateway.config import GatewaySettings
+from gateway.conversations import TURN_PREFIX
 from gateway.errors import ApiError
 from gateway.turns import Submitted, TurnService, TurnStore
 
@@ -127,3 +128,56 @@ async def test_an_answer_to_a_purged_turn_is_not_handed_over(
         reply = queue.get_nowait()
         with pytest.raises(ApiError, match="expired"):
             await turns.answer_of(reply)
+
+
+async def test_the_answer_to_a_turn_this_instance_submitted_is_stored_without_reading_it(
+    bus: Bus, redis: aioredis.Redis, settings: GatewaySettings, round_trips: list[int]
+) -> None:
+    """The instance that submitted a turn, and still holds its listener, knows its record: the
+    answer is stored (one round trip) and handed over without reading the record first."""
+    store = CountingStore(redis, 600)
+    turns = TurnService(bus, store, settings)
+    await bus.start()
+    try:
+        # A first turn opens the connections and loads the scripts the second one uses.
+        async with turns.listen("turn-warm-up"):
+            await turns.submit("How do I reset my VPN?", "c-1", "u-1", "turn-warm-up")
+            await turns.on_reply(answer_reply("turn-warm-up"))
+        async with turns.listen("turn-submitted") as queue:
+            submitted = await turns.submit("How do I reset my VPN?", "c-1", "u-1", "turn-submitted")
+            round_trips.clear()
+            await turns.on_reply(answer_reply("turn-submitted"))
+            assert len(round_trips) == 1  # the answer stored; before, the record read first
+            reply = queue.get_nowait()
+            answer = await turns.answer_of(reply)
+            # A redelivered answer is not handed over again.
+            await turns.on_reply(answer_reply("turn-submitted"))
+            assert queue.empty()
+    finally:
+        await bus.stop()
+
+    assert store.reads == 0
+    assert answer.trace_id == submitted.trace_id
+    stored = await store.get("turn-submitted")
+    assert stored is not None
+    assert stored.status == "done"
+    assert stored.answer == answer
+
+
+async def test_an_answer_to_a_turn_purged_after_it_was_submitted_is_not_handed_over(
+    bus: Bus, redis: aioredis.Redis, settings: GatewaySettings
+) -> None:
+    store = TurnStore(redis, 600)
+    turns = TurnService(bus, store, settings)
+    await bus.start()
+    try:
+        async with turns.listen("turn-purged") as queue:
+            await turns.submit("How do I reset my VPN?", "c-1", "u-1", "turn-purged")
+            await redis.delete(TURN_PREFIX + "turn-purged")
+            await turns.on_reply(answer_reply("turn-purged"))
+            reply = queue.get_nowait()
+            with pytest.raises(ApiError, match="expired"):
+                await turns.answer_of(reply)
+    finally:
+        await bus.stop()
+    assert await store.get("turn-purged") is None
