@@ -10,6 +10,10 @@
 * ``chromium``: the system Chromium's path; skips without one, fails with ``CI=true``
   (:mod:`tests.support.chromium`).
 
+Every process of the run (workers, the stacks' services, commands the tests start) gives its
+native thread pools one thread: :data:`ONE_THREAD_PER_PROCESS`, set when this file is imported,
+before anything loads numpy or torch.
+
 Parallel runs (``make test``: ``pytest -n auto --dist loadgroup``) share the tests out as
 :mod:`tests.support.scheduling` says: by module or ``xdist_group``, whole-stack ones first.
 """
@@ -32,6 +36,24 @@ from tests.support import VECTOR_CACHE_VARIABLE
 from tests.support.chromium import require_chromium
 
 pytest_plugins = ["tests.support.scheduling", "pytester"]
+
+# -- One native thread per process ---------------------------------------------------------------
+
+ONE_THREAD_PER_PROCESS = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OCR_TORCH_THREADS": "1",
+}
+"""The test run's thread pools: OpenMP (torch, scikit-learn) and OpenBLAS (numpy, scipy) read
+their size when they are loaded, the ocr service sets torch's from ``OCR_TORCH_THREADS`` (2 by
+default). The run keeps both cores busy with two xdist workers and the stacks' services, so a
+second thread per pool only waits, spinning, for a core: training the intent classifier on
+cached vectors took 7-9 CPU-s with two OpenBLAS threads and 0.5 with one, a test reading three
+screenshots 63 CPU-s with two torch threads and 42 with one. Results do not depend on it. A
+value already in the environment wins."""
+
+for _variable, _value in ONE_THREAD_PER_PROCESS.items():
+    os.environ.setdefault(_variable, _value)
 
 # -- One vector cache for every stack of the run ------------------------------------------------
 
