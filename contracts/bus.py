@@ -18,6 +18,8 @@ What a handler can rely on:
   :data:`contracts.topics.SUBSCRIPTIONS`, so nothing published while a consumer restarts is lost.
 * Every publish trims its stream with an approximate MAXLEN.
 * On shutdown the broker stops reading and waits for in-flight handlers to finish and ack.
+* A subscription nobody waits on may linger (``linger_ms``): its new entries are read in
+  batches, handled a little after they arrived and acknowledged together.
 * What it does is measured (:mod:`contracts.metrics`): events handled, handler time and failures,
   redeliveries, dead letters and events published, and the lag of the groups it reads.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -37,6 +40,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 from faststream import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
+from faststream.redis.message import RedisBatchStreamMessage
 from faststream.redis.message import RedisStreamMessage as StreamMessage
 from faststream.redis.parser import BinaryMessageFormatV1
 from opentelemetry import propagate, trace
@@ -69,6 +73,11 @@ READ_TIMEOUT_MARGIN_S = 5.0
 """How much longer than a blocking read's wait the client waits for Redis's answer."""
 
 
+LINGER_BATCH = 100
+"""How many new entries a lingering subscription (``Bus.subscribe(linger_ms=...)``) reads at
+once."""
+
+
 def read_timeout_s(read_block_ms: int) -> float:
     """The socket timeout of the broker's connections: a blocking read's wait and a margin."""
     return read_block_ms / 1000 + READ_TIMEOUT_MARGIN_S
@@ -86,11 +95,11 @@ class Delivery:
     topic: str
     message_id: str
     deliveries: int
-    _message: StreamMessage
+    _delete: Callable[[], Awaitable[object]]
 
     async def delete_entry(self) -> None:
         """Delete the stream entry itself (XDEL), e.g. raw user text once it is redacted."""
-        await self._message.delete()
+        await self._delete()
 
 
 Handler = Callable[[E, Delivery], Awaitable[None]]
@@ -184,16 +193,29 @@ class Bus:
         *,
         group: str | None = None,
         concurrency: int = 1,
+        linger_ms: int | None = None,
     ) -> None:
         """Deliver ``topic`` to ``handler`` through ``group`` (default: this service's name).
 
         Two FastStream subscribers share the group and consumer name: one reads new entries
         (XREADGROUP), the other claims entries left pending longer than ``reclaim_idle_ms``
         (XAUTOCLAIM), whether their consumer died or their handler failed.
+
+        ``linger_ms`` is for topics nobody waits on (the audit trail's readers): new entries
+        are read up to :data:`LINGER_BATCH` at a time, handled one by one ``linger_ms`` after
+        they were read and acknowledged together. Their work then stays clear of the moment
+        they were written (a turn's audit records are written with its answer, which the
+        gateway is handing over then), and a busy stream costs one read and one ack per batch.
+        An entry whose handler fails stays pending with the rest of its batch; the reclaimer
+        delivers them again one by one.
         """
         group = group or self.service
         self._groups.add((topic, group))
         idle_ms = self.settings.reclaim_idle_ms
+        if linger_ms is not None:
+            if topic in RAW_TOPICS:
+                raise ValueError(f"{topic} carries raw content: its entries are read one by one")
+            self._subscribe_lingering(topic, group, model, handler, linger_ms)
 
         async def on_new(_: bytes) -> None:
             await self._deliver(topic, group, model, handler, self._message(), reclaimed=False)
@@ -206,19 +228,20 @@ class Bus:
         # started for it find nothing to do, and the group's lag (what KEDA scales on) reads 0.
         # A read waits up to read_block_ms for new entries (FastStream's 100 ms default had each
         # idle subscription ask ten times a second); an entry arriving meanwhile ends the wait.
-        self.broker.subscriber(
-            stream=StreamSub(
-                topic,
-                group=group,
-                consumer=self.consumer,
-                max_records=concurrency,
-                polling_interval=self.settings.read_block_ms,
-            ),
-            ack_policy=AckPolicy.NACK_ON_ERROR,
-            max_workers=concurrency,
-            decoder=_undecoded,
-            title=f"{topic}:{group}",
-        )(on_new)
+        if linger_ms is None:
+            self.broker.subscriber(
+                stream=StreamSub(
+                    topic,
+                    group=group,
+                    consumer=self.consumer,
+                    max_records=concurrency,
+                    polling_interval=self.settings.read_block_ms,
+                ),
+                ack_policy=AckPolicy.NACK_ON_ERROR,
+                max_workers=concurrency,
+                decoder=_undecoded,
+                title=f"{topic}:{group}",
+            )(on_new)
         self.broker.subscriber(
             stream=StreamSub(
                 topic,
@@ -232,6 +255,106 @@ class Bus:
             title=f"{topic}:{group}:reclaim",
             include_in_schema=False,
         )(on_reclaimed)
+
+    def _subscribe_lingering(
+        self, topic: str, group: str, model: type[E], handler: Handler[E], linger_ms: int
+    ) -> None:
+        """The reader of new entries of :meth:`subscribe` with ``linger_ms``: batches."""
+
+        async def on_batch(_: bytes) -> None:
+            batch: RedisBatchStreamMessage = self.broker.context.get_local("message")
+            await asyncio.sleep(linger_ms / 1000)
+            raw = batch.raw_message
+            done: list[StreamIdT] = []
+            for entry_id, fields in zip(raw["message_ids"], raw["data"], strict=True):
+                try:
+                    await self._deliver_entry(
+                        topic, group, model, handler, entry_id.decode(), fields
+                    )
+                except Exception:
+                    # The entries before it are done: only it and the rest stay pending.
+                    if done:
+                        await self.redis.xack(topic, group, *done)
+                    raise
+                done.append(entry_id)
+
+        self.broker.subscriber(
+            stream=StreamSub(
+                topic,
+                group=group,
+                consumer=self.consumer,
+                batch=True,
+                max_records=LINGER_BATCH,
+                polling_interval=self.settings.read_block_ms,
+            ),
+            ack_policy=AckPolicy.NACK_ON_ERROR,
+            decoder=_undecoded,
+            title=f"{topic}:{group}",
+        )(on_batch)
+
+    async def _deliver_entry(
+        self,
+        topic: str,
+        group: str,
+        model: type[E],
+        handler: Handler[E],
+        entry_id: str,
+        fields: dict[bytes, bytes],
+    ) -> None:
+        """One entry of a batch read (:meth:`_subscribe_lingering`), on its first delivery."""
+        entry = fields.get(RAW_FIELD, b"")
+
+        async def dead_letter(error: str, envelope: bytes) -> None:
+            await self._write_dead_letter(
+                topic,
+                group,
+                entry=entry,
+                envelope=envelope,
+                error=error,
+                deliveries=1,
+                original_id=entry_id,
+            )
+
+        try:
+            body, _ = BinaryMessageFormatV1.parse(entry)
+            event = model.model_validate_json(body)
+        except ValidationError as exc:
+            await dead_letter(f"invalid {model.__name__}: {_problems(exc)}", entry)
+            return
+        except ValueError as exc:  # not in the bus's message format
+            await dead_letter(f"unreadable entry: {_describe(exc)}", entry)
+            return
+        correlation_token = correlation_id_var.set(event.correlation_id)
+        conversation_token = conversation_id_var.set(event.conversation_id)
+        try:
+            delete = functools.partial(self.redis.xdel, topic, entry_id)
+            await self._run(group, handler, event, Delivery(topic, entry_id, 1, delete))
+        except Exception as exc:
+            error = _describe(exc)
+            if self.settings.max_deliveries <= 1:
+                log.exception("handler failed for good", extra={"topic": topic, "error": error})
+                await dead_letter(error, body)
+                return
+            log.warning(
+                "handler failed, will retry",
+                extra={"topic": topic, "error": error, "deliveries": 1},
+            )
+            raise
+        finally:
+            correlation_id_var.reset(correlation_token)
+            conversation_id_var.reset(conversation_token)
+
+    async def _run(self, group: str, handler: Handler[E], event: E, delivery: Delivery) -> None:
+        """Call ``handler`` in the delivery's span, measured, its entry kept claimed: a handler
+        may run longer than reclaim_idle_ms, and its entry must not look abandoned to the
+        reclaimers (this process's or a replica's) meanwhile (:meth:`_renew_claims`)."""
+        topic, entry_id = delivery.topic, delivery.message_id
+        with (
+            _consume_span(topic, entry_id, event),
+            metrics.handling(self.service, topic, group),
+            self._claimed.holding(topic, group, entry_id),
+        ):
+            await handler(event, delivery)
 
     def _message(self) -> StreamMessage:
         """The message being delivered (FastStream keeps it in the broker's context)."""
@@ -271,12 +394,8 @@ class Bus:
             )
             return
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
-                for e in exc.errors(include_input=False, include_url=False)
-            )
             await self.dead_letter(
-                topic, group, msg, f"invalid {model.__name__}: {problems}", deliveries
+                topic, group, msg, f"invalid {model.__name__}: {_problems(exc)}", deliveries
             )
             return
 
@@ -286,15 +405,9 @@ class Bus:
         try:
             if self.settings.fault_handler_delay_ms:
                 await asyncio.sleep(self.settings.fault_handler_delay_ms / 1000)
-            delivery = Delivery(topic, entry_id, deliveries, msg)
-            # A handler may run longer than reclaim_idle_ms; its entry must not look abandoned
-            # to the reclaimers (this process's or a replica's) meanwhile (:meth:`_renew_claims`).
-            with (
-                _consume_span(topic, entry_id, event),
-                metrics.handling(self.service, topic, group),
-                self._claimed.holding(topic, group, entry_id),
-            ):
-                await handler(event, delivery)
+            await self._run(
+                group, handler, event, Delivery(topic, entry_id, deliveries, msg.delete)
+            )
         except Exception as exc:
             if not reclaimed:
                 deliveries = await msg.get_delivery_count()
@@ -594,6 +707,14 @@ def _envelope_only(body: bytes) -> bytes:
         else {}
     )
     return json.dumps(kept).encode()
+
+
+def _problems(exc: ValidationError) -> str:
+    """What is wrong with an event, without the content it holds."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
+        for e in exc.errors(include_input=False, include_url=False)
+    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio.to_thread
 import pytest
+from redis.asyncio.connection import AbstractConnection
 
 from contracts.bus import RAW_FIELD, Bus, Delivery
 from contracts.events import Event, new_id
 from contracts.settings import ServiceSettings
+from contracts.topics import dead_letter_stream
 from tests.support import unique_name, wait_until
 
 
@@ -168,3 +171,92 @@ async def test_a_read_block_longer_than_the_socket_timeout_still_delivers_at_onc
     finally:
         await bus.stop()
     assert "Message fetch error" not in caplog.text
+
+
+@pytest.fixture
+def stream_commands(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The XREADGROUP and XACK commands this process sends (its subscribers' reads and acks)."""
+    sent: list[bytes] = []
+    original = AbstractConnection.send_packed_command
+
+    async def recording(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        packed = b"".join(command) if isinstance(command, list) else bytes(command)
+        if b"XREADGROUP" in packed or b"XACK" in packed:
+            sent.append(packed)
+        await original(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", recording)
+    return sent
+
+
+async def test_a_lingering_subscription_handles_a_batch_later_with_one_read_and_one_ack(
+    redis_url: str, stream_commands: list[bytes]
+) -> None:
+    """Entries written together reach a lingering subscription (the audit trail's readers) in
+    one read, are handled one by one linger_ms later, in order, and acknowledged in one XACK;
+    before, each entry was a read, a delivery and an ack of its own, at once."""
+    bus = Bus(ServiceSettings(redis_url=redis_url, graceful_timeout_s=5), "delivery-test")
+    topic, group = unique_name("lingering"), unique_name("g")
+    handled: list[tuple[str, float]] = []
+
+    async def handle(event: Probe, delivery: Delivery) -> None:
+        handled.append((event.payload, time.monotonic()))
+
+    bus.subscribe(topic, Probe, handle, group=group, linger_ms=300)
+    await bus.start()
+    try:
+        await asyncio.sleep(0.2)  # the first read waits
+        stream_commands.clear()
+        written = time.monotonic()
+        async with bus.batch(transaction=True) as batch:  # as a turn's audit records
+            for payload in ("first", "second", "third"):
+                await batch.publish(topic, probe(payload))
+        await wait_until(lambda: len(handled) == 3)
+
+        async def acknowledged() -> bool:
+            summary: Any = await bus.redis.xpending(topic, group)
+            return int(summary["pending"]) == 0
+
+        await wait_until(acknowledged)
+    finally:
+        await bus.stop()
+
+    assert [payload for payload, _ in handled] == ["first", "second", "third"]
+    assert min(at for _, at in handled) - written >= 0.3 * 0.9
+    acks = [c for c in stream_commands if b"XACK" in c and topic.encode() in c]
+    assert len(acks) == 1, "one XACK for the batch"
+    reads_with_entries = [c for c in stream_commands if b"XREADGROUP" in c and topic.encode() in c]
+    assert len(reads_with_entries) <= 2  # the read that got the three, and the next one waiting
+
+
+class Other(Event):
+    """An event that is no Probe (it lacks the payload)."""
+
+
+async def test_a_lingering_subscription_keeps_the_delivery_rules(redis_url: str) -> None:
+    """In a batch, an entry that is not a valid event is dead-lettered and the others handled;
+    a handler that fails leaves its entry pending, and the reclaimer delivers it again."""
+    settings = ServiceSettings(redis_url=redis_url, reclaim_idle_ms=300, graceful_timeout_s=5)
+    bus = Bus(settings, "delivery-test")
+    topic, group = unique_name("lingering"), unique_name("g")
+    attempts: list[tuple[str, int]] = []
+
+    async def fail_once(event: Probe, delivery: Delivery) -> None:
+        attempts.append((event.payload, delivery.deliveries))
+        if len(attempts) == 1:
+            raise RuntimeError("first delivery fails")
+
+    bus.subscribe(topic, Probe, fail_once, group=group, linger_ms=50)
+    await bus.start()
+    try:
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(topic, Other(correlation_id=new_id(), conversation_id=new_id()))
+            await batch.publish(topic, probe("retried"))
+        await wait_until(lambda: len(attempts) >= 2, timeout_s=30)
+        dead: Any = await bus.redis.xrange(dead_letter_stream(topic))
+    finally:
+        await bus.stop()
+
+    assert attempts == [("retried", 1), ("retried", 2)]
+    assert len(dead) == 1
+    assert b"invalid Probe" in dead[0][1][b"error"]
