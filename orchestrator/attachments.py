@@ -12,6 +12,7 @@ import re
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
+from redis.asyncio.client import Pipeline
 
 from contracts.events import AttachmentRedacted, AttachmentSummary
 
@@ -104,9 +105,13 @@ class ConversationKeys:
 
     async def add(self, conversation_id: str, *keys: str) -> None:
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.sadd(INDEX_PREFIX + conversation_id, *keys)
-            pipe.expire(INDEX_PREFIX + conversation_id, self.ttl_s)
+            self.queue_add(pipe, conversation_id, *keys)
             await pipe.execute()
+
+    def queue_add(self, pipe: Pipeline, conversation_id: str, *keys: str) -> None:
+        """:meth:`add` as commands queued on ``pipe``, written with what else it holds."""
+        pipe.sadd(INDEX_PREFIX + conversation_id, *keys)
+        pipe.expire(INDEX_PREFIX + conversation_id, self.ttl_s)
 
     async def purge(self, conversation_id: str, *more: str) -> int:
         index = INDEX_PREFIX + conversation_id

@@ -113,7 +113,14 @@ class ConversationStore:
         self.ttl_s = ttl_s
 
     async def load(self, conversation_id: str) -> Conversation:
-        raw = await self.client.get(KEY_PREFIX + conversation_id)
+        return self.parse(conversation_id, await self.client.get(KEY_PREFIX + conversation_id))
+
+    def queue_load(self, pipe: Pipeline, conversation_id: str) -> None:
+        """:meth:`load` as a command queued on ``pipe``; :meth:`parse` reads its result."""
+        pipe.get(KEY_PREFIX + conversation_id)
+
+    @staticmethod
+    def parse(conversation_id: str, raw: bytes | str | None) -> Conversation:
         if raw:
             return Conversation.model_validate_json(raw)
         return Conversation(conversation_id=conversation_id)

@@ -163,14 +163,9 @@ class Orchestrator:
         about (its state is saved once it is answered or waits). ``None`` when the query was
         delivered before: an answered turn gets its answer again, a waiting one is answered when
         its wait ends."""
-        deps = self.deps
-        # Read at once; the state is saved when the turn is answered or starts to wait (a turn
-        # found unanswered and not waiting is simply taken again).
-        state, conversation, _ = await asyncio.gather(
-            deps.turns.get(query.correlation_id),
-            deps.conversations.load(query.conversation_id),
-            self.remember_keys(query.conversation_id, query.correlation_id),
-        )
+        # Read in one round trip; the state is saved when the turn is answered or starts to wait
+        # (a turn found unanswered and not waiting is simply taken again).
+        state, conversation = await self.read_turn(query)
         if state is not None and state.status is TurnStatus.ANSWERED and state.answer is not None:
             log.info("turn already answered; sending the same answer again")
             await replies.answer(state, state.answer)
@@ -195,9 +190,19 @@ class Orchestrator:
         await self.match_incident(turn)
         return turn
 
-    async def remember_keys(self, conversation_id: str, correlation_id: str) -> None:
-        if self.deps.keys is not None:
-            await self.deps.keys.add(conversation_id, TURN_PREFIX + correlation_id)
+    async def read_turn(self, query: QueryReceived) -> tuple[TurnState | None, Conversation]:
+        """The turn's state (``None`` when new) and its conversation, read in one round trip
+        with the turn's key noted for a purge of the conversation."""
+        deps = self.deps
+        async with deps.turns.client.pipeline(transaction=False) as pipe:
+            deps.turns.queue_get(pipe, query.correlation_id)
+            deps.conversations.queue_load(pipe, query.conversation_id)
+            if deps.keys is not None:
+                deps.keys.queue_add(pipe, query.conversation_id, TURN_PREFIX + query.correlation_id)
+            raw_state, raw_conversation, *_ = await pipe.execute()
+        return deps.turns.parse(raw_state), deps.conversations.parse(
+            query.conversation_id, raw_conversation
+        )
 
     async def read_attachments(self, turn: Turn, query: QueryReceived) -> list[StoredAttachment]:
         """The message's attachments (redacted), remembered in the conversation for a ticket."""

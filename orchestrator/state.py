@@ -70,7 +70,14 @@ class TurnStore:
         self.ttl_s = ttl_s
 
     async def get(self, correlation_id: str) -> TurnState | None:
-        raw = await self.client.get(KEY_PREFIX + correlation_id)
+        return self.parse(await self.client.get(KEY_PREFIX + correlation_id))
+
+    def queue_get(self, pipe: Pipeline, correlation_id: str) -> None:
+        """:meth:`get` as a command queued on ``pipe``; :meth:`parse` reads its result."""
+        pipe.get(KEY_PREFIX + correlation_id)
+
+    @staticmethod
+    def parse(raw: bytes | str | None) -> TurnState | None:
         return TurnState.model_validate_json(raw) if raw else None
 
     async def save(self, state: TurnState) -> None:

@@ -25,6 +25,7 @@ from contracts.events import (
     TurnReply,
 )
 from contracts.settings import ServiceSettings
+from orchestrator.attachments import ConversationKeys
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits
 from orchestrator.handlers import BusReplies
@@ -238,12 +239,15 @@ async def test_over_the_bus_the_answer_is_written_with_the_turns_records_in_one_
 ) -> None:
     """The conversation, the turn's state, its audit records and the answer (after the progress
     not written yet) go to Redis in one transaction; before, the records were three writes side
-    by side and the answer a fourth after them."""
+    by side and the answer a fourth after them. The turn's reads at its start are one round
+    trip too (three side by side before)."""
     bus = Bus(ServiceSettings(redis_url=fresh_redis_url), "orchestrator-test")
     await bus.start()
     try:
         events: list[Event] = []
-        orchestrator, turns = make(redis, events, StubRetriever([MONITOR]))
+        orchestrator, turns = make(
+            redis, events, StubRetriever([MONITOR]), keys=ConversationKeys(redis, 600)
+        )
         replies = BusReplies(bus, turns, orchestrator.deps.conversations)
         asked = query()
         writes.clear()
@@ -252,6 +256,11 @@ async def test_over_the_bus_the_answer_is_written_with_the_turns_records_in_one_
     finally:
         await bus.stop()
 
+    # The turn's state and conversation are read, and its key noted, in one round trip.
+    turn_key = b"deskpilot:orchestrator:turn:" + asked.correlation_id.encode()
+    (read,) = [w for w in writes if b"GET" in w and turn_key in w]
+    assert b"deskpilot:orchestrator:conversation:" + asked.conversation_id.encode() in read
+    assert b"SADD" in read
     reply_stream = asked.correlation_id.encode()
     answered = [w for w in writes if b"MULTI" in w and b'"kind":"answer"' in w]
     assert len(answered) == 1, "the answer is written in one transaction"
