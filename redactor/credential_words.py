@@ -89,6 +89,7 @@ WIFI_AND_DISK_KEY_WORDS = (
 PIN_WORDS = (
     r"(?:sim\s+|voicemail\s+|windows\s+hello\s+|card\s+|door\s+|device\s+|phone\s+)?"
     r"pin(?:\s?code|-code)?|code\s+pin|c[óo]digo\s+pin|codice\s+pin|kod\s+pin|"
+    r"(?:meeting\s+|zoom\s+|teams\s+|webex\s+|conference\s+|bridge\s+|dial-in\s+)?"
     r"passcode|pass\s+code|puk|p[ .\-]i[ .\-]n|"
     r"(?:door|alarm|access|entry|unlock|gate|lock|safe|keypad|building|garage|locker|phone|"
     r"screen|laptop|tablet|ipad|iphone|sim|atm|bank|voicemail|pc|computer)\s+code|"
@@ -107,6 +108,9 @@ ONE_TIME_CODE_WORDS = (
     r"authentication|auth|mfa|2fa|two[-\s]factor|sms|text|email|e-mail|authenticator|"
     r"token|backup|recovery|reset|activation|pairing|approval)\s+codes?|"
     r"(?:mfa|2fa|sms|totp)\s+token|"
+    # a code named by the app or service that gives it: "duo code", "the okta passcode"
+    r"(?:duo|okta|google|microsoft|ms|rsa|securid|yubikey|authy|entra|azure|aws|vpn|sso)\s+"
+    r"(?:verify\s+|mobile\s+|authenticator\s+)?(?:codes?|passcodes?|tokens?\s+codes?)|"
     r"best[äa]tigungscode|einmalcode|einmalpasswort|sicherheitscode|verifizierungscode|"
     r"anmeldecode|sms-code|authentifizierungscode|wiederherstellungscodes?|notfallcodes?|"
     r"code\s+(?:de\s+(?:v[ée]rification|confirmation|s[ée]curit[ée]|validation|connexion|"
@@ -121,9 +125,11 @@ ONE_TIME_CODE_WORDS = (
     # a code named by its length ("the 6-digit code", "a six digit code")
     r"(?:\d|four|five|six|seven|eight)[-\s]?digits?\s+(?:code|passcode)|"
     # a code named by what gave it ("code from the app", "Code aus der App", "code de l'appli")
-    r"code\s+(?:from|in|aus|von|de|uit|van|da|dalla|dal|della|del|na|no)\s+(?:the\s+|my\s+|der\s+|"
-    r"dem\s+|la\s+|l'|de\s+|het\s+|mijn\s+|meiner\s+|o\s+|a\s+)?(?:app|sms|text|e-?mail|mail|"
-    r"authenticator|token|appli|application|aplicaci[óo]n|aplicativo|telefoon|handy|phone)"
+    r"(?:code|kod|koodi|c[óo]digo|codice)\s+(?:from|in|aus|von|de|uit|van|da|dalla|dal|della|del|"
+    r"na|no|z|ze|fr[åa]n|fra)\s+(?:the\s+|my\s+|der\s+|dem\s+|la\s+|l'|de\s+|het\s+|mijn\s+|"
+    r"meiner\s+|o\s+|a\s+)?(?:app|sms|text|e-?mail|mail|authenticator|token|appli|application|"
+    r"aplicaci[óo]n|aplicativo|telefoon|handy|phone|aplikacji|appen|appi|sovelluksesta|"
+    r"telefonu|sovelluksen)"
 )
 # The apps and devices that show a one-time code ("the authenticator shows 305 718").
 CODE_SOURCES = (
@@ -297,3 +303,35 @@ DEFAULT_USERS: frozenset[str] = frozenset(
         "super", "supervisor", "sysadmin", "tech", "monitor", "vagrant",
     }
 )  # fmt: skip
+
+# -- words of a message about a credential, wherever they stand --------------------------------
+
+# Words that make a message one about signing in or about a secret, anywhere within a short
+# window of a token: a token shaped like a password there is one, even with no word naming it
+# right before it ("locked again. first Harbour#07 then Harbour#08", "I typed it... Fern_Gate_4").
+# The password words of every language above count too (the caller adds them). By role:
+CONTEXT_WORDS: dict[str, str] = {
+    # signing in, and what the sign-in page answers
+    "sign_in": (
+        r"log(?:ged|ging)?[\s-]?(?:in|on)|login|logon|sign(?:ed|ing)?[\s-]?in|sso|creds?|"
+        r"credentials?|locked(?:[\s-]?out)?|lock[\s-]?out|unlock|wrong|incorrect|invalid|"
+        r"rejected|denied|not\s+accepted|"
+        r"anmeld\w*|einlogg\w*|gesperrt|falsch|connexion|connecter|bloqu[ée]e?|"
+        r"iniciar\s+sesi[óo]n|bloquead[oa]|inloggen|geblokkeerd|accedi|bloccat[oa]|"
+        r"zalogowa\w*|zablokowan\w*|logga\s+in|kirjau\w*"
+    ),
+    # typing or trying a value
+    "typed": (
+        r"tried|try(?:ing)?|typed?|typing|entered|re-?entered|put\s+in|keyed\s+in|"
+        r"eingegeben|eingetippt|versucht|saisi|tap[ée]|essay[ée]|introduje|ingres[ée]|prob[ée]|"
+        r"digitei|tentei|ingevoerd|getypt|geprobeerd|inserito|provato|wpisa[łl]\w*|"
+        r"pr[öo]vade|skrev"
+    ),
+    # what is said of a password's strength, age and letters
+    "described": (
+        r"too\s+weak|weak|strong\s+enough|complexity|breach(?:ed)?|pwned|expired|temporary\s+one|"
+        r"temp\s+one|same\s+one|lower[\s-]?case|upper[\s-]?case|capital(?:\s+letters?)?|"
+        r"case[\s-]sensitive|caps[\s-]?lock|zu\s+schwach|trop\s+faible|demasiado\s+d[ée]bil|"
+        r"te\s+zwak|provisoire|provisional|tempor[äa]r|tijdelijk"
+    ),
+}

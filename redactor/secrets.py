@@ -55,6 +55,7 @@ from redactor.credential_words import (
     CODE_SOURCE_VERBS,
     CODE_SOURCES,
     COMPOUND_CUE_ENDINGS,
+    CONTEXT_WORDS,
     DEFAULT_PASSWORDS,
     DEFAULT_USERS,
     FILLERS,
@@ -331,6 +332,21 @@ _LINKING_WORDS: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 _ADVERBS = rf"(?:{FILLERS})"
+# Articles, which like the linking words say where a secret is for without adding to how far
+# its verb is ("la clave de la impresora de la planta de Bilbao es X").
+_ARTICLES: frozenset[str] = frozenset(
+    {"the", "a", "an", "la", "le", "les", "el", "los", "las", "der", "die", "dem", "den", "il",
+     "lo", "gli", "o", "os", "as", "een", "my", "mi", "mon", "ma", "mein", "meine", "mijn"}
+)  # fmt: skip
+
+
+def _content_words(between: str) -> int:
+    """How many words of ``between`` are neither linking words nor articles."""
+    return sum(
+        word.casefold() not in _LINKING_WORDS and word.casefold() not in _ARTICLES
+        for word in between.split()
+    )
+
 
 # The word starts a token, or follows "_", "-", a quote or a bracket ("DB_PASSWORD",
 # "--password", '"password"') or an escaped line break in a logged string ("\npassword"), never
@@ -477,6 +493,44 @@ _QUOTED_NAME_VALUE: tuple[re.Pattern[str], ...] = (
         r"""(?P<q2>["'])(?P<value>[^"'\n]{1,200})(?P=q2)"""
     ),
 )
+# An element named like a secret whose value is in a child element, as Windows answer files
+# and some exports write it: <AdministratorPassword><Value>X</Value>...
+_XML_VALUE_CHILD = re.compile(
+    r"<(?P<name>[A-Za-z_][\w.\-]{0,60})(?:\s[^<>]{0,200})?>\s*"
+    r"<(?P<child>Value|value|Text|text|Content|content|Data|data|String|string)>"
+    r"(?P<value>[^<>\n]{1,200})</(?P=child)>"
+)
+# Delimited text with a column named like a secret: a cheap test before reading its lines.
+_SECRET_COLUMN_HINT = re.compile(r"pass|pwd|secret|token|key|pin\b", re.IGNORECASE)
+_COLUMN_NAME = re.compile(r"[A-Za-z_][\w .\-]{0,40}")
+_CSV_CELL = {
+    delimiter: re.compile(rf'[ \t]*"(?P<quoted>(?:[^"]|"")*)"[ \t]*|(?P<plain>[^{delimiter}]*)')
+    for delimiter in ",;\t|"
+}
+
+
+def _csv_cells(line: str, delimiter: str, offset: int) -> list[tuple[int, int]]:
+    """Where each cell of a delimited ``line`` is (its value, inside quotes), as offsets into
+    the text the line starts at ``offset`` of."""
+    cells: list[tuple[int, int]] = []
+    position = 0
+    while True:
+        cell = _CSV_CELL[delimiter].match(line, position)
+        if cell is None:  # pragma: no cover - the plain alternative matches the empty string
+            return cells
+        group = "quoted" if cell.group("quoted") is not None else "plain"
+        start, end = cell.start(group), cell.end(group)
+        while group == "plain" and end > start and line[end - 1] in " \t":
+            end -= 1
+        while group == "plain" and start < end and line[start] in " \t":
+            start += 1
+        cells.append((offset + start, offset + end))
+        position = cell.end()
+        if position >= len(line) or line[position] != delimiter:
+            return cells
+        position += 1
+
+
 # A line of a PostgreSQL password file: host:port:database:user:password.
 _PGPASS_LINE = re.compile(
     r"^[ \t]*[\w.*-]+:(?:\d{1,5}|\*):[\w.*-]+:[\w.*@-]+:(?P<value>[^\s:][^\s]*)[ \t]*$",
@@ -512,6 +566,18 @@ _KEY_NAME_PAIRS: frozenset[str] = frozenset(
 # Words that may follow the secret word at the end of a name ("SECRET_KEY_BASE").
 _NAME_TAILS: frozenset[str] = frozenset({"base", "value", "b64", "hex", "plain", "raw", "str"})
 _PIN_NAME_WORDS: frozenset[str] = frozenset({"pin", "passcode", "pincode"})
+# The words before "key" in the names of keys that unlock nothing: a table's, a cache's, a
+# translation's, a public key, a key's id or file.
+_NOT_SECRET_KEY_WORDS: frozenset[str] = frozenset(
+    {
+        "public", "pub", "primary", "foreign", "sort", "partition", "cache", "idempotency",
+        "routing", "lookup", "translation", "i18n", "message", "dedup", "dedupe", "unique",
+        "composite", "object", "map", "dict", "hash", "registry", "hot", "short", "shortcut",
+        "sequence", "index", "field", "column", "row", "group", "event", "tag", "label", "name",
+        "id", "file", "path", "fingerprint", "ssh", "gpg", "pgp", "host", "known", "dns",
+        "verify", "verification", "range", "s3", "bucket", "redis", "kv",
+    }
+)  # fmt: skip
 
 # PINs, passcodes and one-time codes: the words (any language, see
 # :mod:`redactor.credential_words`), then their verb or sign, then digits. Four kinds of cue:
@@ -525,7 +591,7 @@ _PIN_CUE = re.compile(
     r"(?P<forcode>code\s+(?:for|to|of)\s+(?:the\s+|my\s+)?[\w-]+(?:\s+(?!(?:is|was|are|were)\b)[\w-]+)?)|"
     r"(?P<bare>(?:(?<=\bthe\s)|(?<=\bmy\s)|(?<=\byour\s)|(?<=\bthis\s)|(?<=\bthat\s)|"
     r"(?<=\ba\s)|(?<=\bnew\s)|(?<=\buse\s)|(?<=\benter\s)|(?<=\btype\s)|"
-    r"(?<=\binput\s))codes?))(?![^\W_])",
+    r"(?<=\binput\s)|(?<=[,;]\s))codes?))(?![^\W_])",
     re.IGNORECASE,
 )
 # What may stand between a PIN's word and its digits: a sign, "no.", "number", "#".
@@ -551,7 +617,7 @@ _CODE_SOURCE = re.compile(
 # "4 - 8 - 2 - 1"), or one run of digits; recovery codes also of letters and digits
 # ("8h3k-29dm"). Never the start of a longer number, a date or a version.
 _CODE_VALUE = re.compile(
-    r"(?P<value>\d{2,4}(?P<sep>[ -])\d{2,4}(?:(?P=sep)\d{1,4}){0,2}(?![ -]?\d)|"
+    r"(?P<value>\d{2,5}(?P<sep>[ -])\d{2,5}(?:(?P=sep)\d{1,5}){0,2}(?![ -]?\d)|"
     r"\d(?:[ ]?[-.][ ]?\d|[ ]\d){3,9}(?!\d)|\d{3,10}\#?)"
     r"(?![\w.,/:-]\d|[\w/-])"
 )
@@ -566,9 +632,27 @@ _NUMBER_WORD = (
 _WORD_CODE = re.compile(
     rf"(?P<value>{_NUMBER_WORD}(?:[ \t]*[-,]?[ \t]*{_NUMBER_WORD}){{3,9}})(?![\w-])", re.IGNORECASE
 )
+# Codes of letters and digits: in groups ("8h3k-29dm", "QX4T-88ZA-K2P9-7MMB-1RTC") or one run
+# with two letters and two digits at least ("Fj82kq", a meeting's passcode).
 _ALNUM_CODE = re.compile(
     r"(?P<value>(?=[a-z0-9-]*\d)(?=[a-z0-9-]*[a-z])"
-    r"(?:[a-z0-9]{4,5}-[a-z0-9]{4,5}|[a-z0-9]{3,6}(?:-[a-z0-9]{3,6}){2,3}))(?![\w-])",
+    r"(?:[a-z0-9]{4,5}-[a-z0-9]{4,5}|[a-z0-9]{3,6}(?:-[a-z0-9]{3,6}){2,7}|"
+    r"(?=(?:[a-z]{0,10}\d){2})(?=(?:\d{0,10}[a-z]){2})[a-z0-9]{5,12}))(?![\w-])",
+    re.IGNORECASE,
+)
+# A code before the words that say it is one, as a text message puts it: "771 340 is your
+# code", "482913 ist Ihr Bestätigungscode", "Fj82kq est votre code".
+_VALUE_IS_YOUR_CODE = re.compile(
+    r"(?<![\w-])(?P<value>\d[\d -]{2,10}\d|(?=[A-Za-z]{0,9}\d)[A-Za-z0-9]{5,10})[ \t]+"
+    r"(?:is|ist|est|es|è|é|is\s+je|to\s+tw[óo]j|är\s+din|er\s+din)[ \t]+"
+    r"(?:your|ihr|dein|votre|ton|tu|su|il\s+tuo|o\s+seu|je|uw)[ \t]+(?:[\w-]+[ \t]+){0,2}?"
+    r"(?:code|passcode|pin|otp|codice|c[óo]digo|kod|koodi|token|tan)\b",
+    re.IGNORECASE,
+)
+# Places and things a fixed code opens: "the safe is stuck, code 4-9-1-7-3".
+_PHYSICAL_ACCESS = re.compile(
+    r"\b(?:safe|door|gate|lock|locker|keypad|alarm|badge|vault|cabinet|garage|entrance|"
+    r"tresor|t[üu]r|coffre|porte|caja\s+fuerte|puerta|kluis|deur|cassaforte|porta)\b",
     re.IGNORECASE,
 )
 _CODE_IN_BRACKETS = re.compile(r"[ \t]*\(")
@@ -821,9 +905,11 @@ _THE_OTHER_ONE = re.compile(
     r"nuevo|nueva|nieuwe|oude)\s+(?:one|1|eins|un|uno)\b"
     r"|(?:das|die|der|den)\s+(?:neue|alte|aktuelle|richtige|vorherige)|het\s+(?:nieuwe|oude)|"
     r"(?:el|la)\s+(?:nuevo|nueva|viejo|vieja|antiguo|antigua|anterior)|"
-    r"(?:le|la)\s+(?:nouveau|nouvelle|ancien|ancienne)|(?:o|a)\s+(?:novo|nova|antigo|antiga))"
+    r"(?:le|la)\s+(?:nouveau|nouvelle|ancien|ancienne)|l['’](?:ancien|ancienne|actuel|actuelle)|"
+    r"(?:o|a)\s+(?:novo|nova|antigo|antiga))"
     r"(?P<clause>\s+(?:i|we|you|she|he)\s+(?:had|have|used|use|set|chose|picked|typed|tried))?"
-    r"(?P<verb>\s+(?:is|was|would\s+be|will\s+be|should\s+be|ist|war|est|es|era|[ée]tait|é)"
+    r"(?P<verb>\s+(?:is|was|would\s+be|will\s+be|should\s+be|ist|war|est|es|era|[ée]tait|é|"
+    r"c['’](?:est|[ée]tait))"
     r"(?:\s+now)?\s*:?|\s*[:=])?"
     r"[ \t]+(?P<value>[^\s\"'`]{4,64})",
     re.IGNORECASE,
@@ -942,6 +1028,22 @@ _SET_DIGITS = re.compile(
     r"(?P<value>\d{4,8})(?![\w.,:/-]\d|[\w/-])",
     re.IGNORECASE,
 )
+# A message about a credential: its words anywhere near a token (see CONTEXT_WORDS), or a
+# password word of any language.
+_CREDENTIAL_CONTEXT = re.compile(
+    rf"(?<![^\W_])(?:{'|'.join(CONTEXT_WORDS.values())})(?!\w)|{KEY_WORDS_OF_PASSWORDS}",
+    re.IGNORECASE,
+)
+# How far from such a word a token shaped like a password is taken for one.
+_CONTEXT_REACH = 150
+# A whole token worth shaping: six to 66 characters (a cheap first test).
+_SHAPE_CANDIDATE = re.compile(r"(?<![^\s\"'`])[^\s\"'`]{6,66}(?![^\s\"'`])")
+# Words joined by "-", "_" or "." with digits: "Tmp-4417-Otter", "Fern_Gate_4".
+_JOINED_PARTS = re.compile(r"[-_.]")
+# A value spelled out with one separator between its characters: "s-n-o-w-1-9", "B l u e 7".
+_SPELLED_ANY = re.compile(
+    r"(?<![^\s:\"'(])[^\W_](?P<sep>[ .\-])[^\W_](?:(?P=sep)[^\W_]){4,}(?![^\s,.;:!?)\"'])"
+)
 # Symbols of a password that versions, paths, host and model names do not have.
 _STRONG_SYMBOLS = set("!@#$%^&*_+=~?|\\€£§")
 
@@ -1029,6 +1131,46 @@ def _unmistakable_password(value: str) -> bool:
         and not _DATE_OR_PATH.search(value)
         and not _FILE_NAME.search(value)
         and not _ticket_or_error_number(value)
+    )
+
+
+def secret_shaped(value: str) -> bool:
+    """A token only a password looks like, wherever it stands (the caller wants a word of
+    signing in or of a secret near it): small letters with a symbol and a digit or capital
+    ("Harbour#07", "Spring2024!"); words joined by "-", "_" or "." with a capitalised word and
+    digits ("Tmp-4417-Otter", "Fern_Gate_4"); a capitalised word and a year ("Spring2024");
+    a digit between letters with capitals ("Summ3r"); a camel-case word with digits
+    ("ihcoM7"). Never a product with its version, a host, a path, a file, a date, a ticket or
+    an error number, nor a token without small letters (asset tags, host names)."""
+    if not 6 <= len(value) <= 64 or not any(c.islower() for c in value):
+        return False
+    if (
+        re.search(r"[@/\\=:]|^[-#$%&*+]", value)
+        or _PRODUCT_WITH_VERSION.fullmatch(value)
+        or _HOST_LIKE.match(value)
+        or _DATE_OR_PATH.search(value)
+        or _FILE_NAME.search(value)
+        or _IMAGE_TAG.fullmatch(value)
+        or _ticket_or_error_number(value)
+    ):
+        return False
+    if _unmistakable_password(value):
+        return True
+    digits = any(c.isdigit() for c in value)
+    if not digits:
+        return False
+    if _STRONG_SYMBOLS - {"_", "\\", "|"} & set(value):
+        return True  # "harbour#07": a symbol no identifier has, with letters and digits
+    parts = [part for part in _JOINED_PARTS.split(value) if part]
+    capitalised = [p for p in parts if p[0].isupper() and p[1:].islower() and len(p) >= 3]
+    words = [p for p in parts if p.isalpha()]
+    # two words and a number, or a word and a number joined by "_" (a model is "Latitude-5440")
+    if capitalised and any(p.isdigit() for p in parts) and (len(words) >= 2 or "_" in value):
+        return True
+    # "Spring2024", "ihcoM7"
+    return (
+        re.fullmatch(r"[A-Z][a-z]{3,}\d{2,4}|[a-z]{4,}[A-Z][A-Za-z]*\d+[A-Za-z\d]*", value)
+        is not None
     )
 
 
@@ -1233,6 +1375,11 @@ _CLAUSE_BREAKS: frozenset[str] = frozenset(
         "fails", "failed", "keeps", "says", "said", "gets", "got", "has", "had", "still",
         "anymore", "again", "apparently", "today", "yesterday", "it", "i", "i'm", "im", "you",
         "we", "they", "he", "she", "me", "us", "them", "ok", "okay", "right",
+        # the same words in the other languages of the cue words ("... es 2468 pero no imprime")
+        "aber", "weil", "doch", "mais", "car", "parce", "puisque", "pero", "porque", "aunque",
+        "ma", "perché", "però", "mas", "maar", "omdat", "want", "ale", "bo", "men", "fordi",
+        "mutta", "koska", "ist", "est", "es",
+        "funktioniert", "marche", "funciona", "funziona", "werkt", "działa",
     }
 )  # fmt: skip
 _CLAUSE_JOINS: frozenset[str] = frozenset({"and", "or", "so", "then"})
@@ -1299,6 +1446,12 @@ _FUNCTION_WORDS: frozenset[str] = frozenset(
         "his", "her", "their", "i", "you", "he", "she", "we", "they", "it", "this", "that", "to",
         "of", "in", "on", "at", "for", "and", "or", "with", "from", "me", "by", "as", "it's",
         "i'm", "don't", "can't",
+        # and of the other languages people write to the service desk in: a Spanish or German
+        # sentence is no list of keywords
+        "der", "die", "das", "ein", "eine", "ist", "und", "mein", "meine", "ich", "nicht", "le",
+        "la", "les", "un", "une", "est", "et", "mon", "ma", "je", "pas", "el", "los", "las",
+        "es", "y", "mi", "de", "del", "no", "il", "di", "che", "è", "het", "een", "mijn",
+        "niet", "o", "os", "um", "uma", "não", "jest", "nie", "och", "är", "og", "er",
     }
 )  # fmt: skip
 
@@ -1350,7 +1503,29 @@ def _name_kind(name: str) -> str | None:
         return API_KEY
     if len(parts) >= 2 and f"{parts[-2]} {last}" in _KEY_NAME_PAIRS:
         return API_KEY
+    if _generic_key_name(parts):
+        return API_KEY
     return None
+
+
+def _generic_key_name(parts: list[str]) -> bool:
+    """A name that ends with "key" and is not a key of a table, a cache, a translation or a
+    public key ("LABELS_STORAGE_KEY", "key" of a query string; not "public_key", "sort_key"):
+    its value is a secret only when :func:`strong_key` says so."""
+    return parts[-1:] == ["key"] and not (set(parts[:-1]) & _NOT_SECRET_KEY_WORDS)
+
+
+def strong_key(value: str) -> bool:
+    """A value only a key or a token looks like: sixteen characters or more, letters and
+    digits, no spaces, high entropy; a hex string from 32 characters on. Not a dotted name,
+    a path or a URL."""
+    value = value.strip("\"'")
+    if len(value) < 16 or re.search(r"\s|://|^[./~]|\.\w+\.", value):
+        return False
+    letters = any(c.isalpha() for c in value)
+    digits = any(c.isdigit() for c in value)
+    hexish = all(c in "0123456789abcdefABCDEF" for c in value)
+    return letters and digits and (len(value) >= 32 if hexish else entropy_bits(value) >= 3.5)
 
 
 def looks_like_password(value: str) -> bool:
@@ -1468,6 +1643,8 @@ class CredentialRecognizer(EntityRecognizer):
             value = self._read_value(text, match.end(), phrase=False)
             if value is None:
                 continue
+            if _generic_key_name(_split_name(name)) and not strong_key(text[value[0] : value[1]]):
+                continue  # "key: app.title.main"
             yield from self._accept_assigned(text, kind, *value)
         for match in _NAME_THEN_VALUE.finditer(text):
             kind = _name_kind(match.group("name"))
@@ -1478,6 +1655,14 @@ class CredentialRecognizer(EntityRecognizer):
             start, end = self._trim(text, match.start("value"), match.end("value"))
             if looks_random(text[start:end]) and not self._is_reference(text[start:end]):
                 yield _Span(API_KEY, start, end, self.KEY_SCORE)
+        yield from self._csv_columns(text)
+        for match in _XML_VALUE_CHILD.finditer(text):
+            # <AdministratorPassword><Value>X</Value>...: the secret is the element's value
+            kind = _name_kind(match.group("name"))
+            if kind is not None:
+                yield from self._accept_assigned(
+                    text, kind, match.start("value"), match.end("value")
+                )
         for match in _XML_ELEMENT.finditer(text):
             kind = _name_kind(match.group("name"))
             if kind is not None:
@@ -1501,6 +1686,34 @@ class CredentialRecognizer(EntityRecognizer):
                 yield from self._accept_assigned(
                     text, kind, match.start("value"), match.end("value")
                 )
+
+    def _csv_columns(self, text: str) -> Iterator[_Span]:
+        """The cells under a column named like a secret in delimited text: a header line of
+        names ("Title,URL,Username,Password,Notes"), then rows with as many cells, as password
+        managers and spreadsheets export them (a quoted cell may hold the delimiter)."""
+        if "\n" not in text or not _SECRET_COLUMN_HINT.search(text):
+            return
+        lines = list(re.finditer(r"[^\n]*(?:\n|$)", text))
+        for number, header in enumerate(lines):
+            line = header.group(0).rstrip("\r\n")
+            if not _SECRET_COLUMN_HINT.search(line):
+                continue
+            for delimiter in ",;\t|":
+                names = [cell.strip().strip('"') for cell in line.split(delimiter)]
+                if len(names) < 2 or not all(_COLUMN_NAME.fullmatch(n) for n in names):
+                    continue
+                columns = {i: k for i, n in enumerate(names) if (k := _name_kind(n)) is not None}
+                if not columns:
+                    continue
+                for row in lines[number + 1 :]:
+                    cells = _csv_cells(row.group(0).rstrip("\r\n"), delimiter, row.start())
+                    if len(cells) != len(names):
+                        break
+                    for column, kind in columns.items():
+                        start, end = cells[column]
+                        if end > start:
+                            yield from self._accept_assigned(text, kind, start, end)
+                break
 
     def _accept_assigned(self, text: str, kind: str, start: int, end: int) -> Iterator[_Span]:
         value = text[start:end]
@@ -1616,6 +1829,7 @@ class CredentialRecognizer(EntityRecognizer):
             ):
                 yield _Span(PASSWORD, match.start("value"), match.end("value"), self.PASSWORD_SCORE)
         yield from self._by_reference(text, cue_starts)
+        yield from self._shaped_in_context(text, cue_starts)
         for match in _TRIED.finditer(text):
             window = text[max(0, match.start() - 100) : match.end() + 100]
             password_near = _PASSWORD_NEAR.search(window) is not None
@@ -1640,6 +1854,40 @@ class CredentialRecognizer(EntityRecognizer):
                 said = _said_to_be_typed(text, end)
                 if password_near or said or (signing_in and _typed_password(word)):
                     yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+
+    def _shaped_in_context(self, text: str, cue_starts: list[int]) -> Iterator[_Span]:
+        """Tokens shaped like a password (:func:`secret_shaped`), or spelled out character by
+        character with letters and digits, within :data:`_CONTEXT_REACH` characters of a word
+        of signing in, typing or describing a secret, in any language (:data:`CONTEXT_WORDS`),
+        or of a password word: the way people give a password without a word right before it
+        ("locked after two tries: first Harbour#07 then Harbour#08", "I typed it... Fern_Gate_4",
+        "Kennwort geändert auf Alster-Moor-12", "it's s-n-o-w-1-9, all lowercase")."""
+        cues = [*cue_starts, *(m.start() for m in _CREDENTIAL_CONTEXT.finditer(text))]
+        if not cues:
+            return
+
+        def near(start: int) -> bool:
+            return any(abs(start - cue) <= _CONTEXT_REACH for cue in cues)
+
+        for token in _SHAPE_CANDIDATE.finditer(text):
+            start, end = self._trim_sentence(text, token.start(), token.end())
+            while end > start and text[end - 1] in ")]},;:!?." and text[start] in "([{":
+                start, end = start + 1, end - 1  # "(Tmp-4417-Otter)."
+            while end > start and text[end - 1] in ")]},;:":
+                end -= 1
+            if text[start : start + 1] in ("(", "["):
+                start += 1
+            value = text[start:end]
+            if secret_shaped(value) and near(start) and not self._is_reference(value):
+                yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+        for match in _SPELLED_ANY.finditer(text):
+            value = match.group(0)
+            if (
+                any(c.isalpha() for c in value)
+                and any(c.isdigit() for c in value)
+                and near(match.start())
+            ):
+                yield _Span(PASSWORD, match.start(), match.end(), self.PASSWORD_SCORE)
 
     def _by_reference(self, text: str, cue_starts: list[int]) -> Iterator[_Span]:
         """A password named by what it replaces or by "it": "... and the new one is X", "my
@@ -1844,7 +2092,7 @@ class CredentialRecognizer(EntityRecognizer):
             return None  # "password policy is ...", "the password admin portal is down"
         for verb in _VERB_AT.finditer(text, position, window_end):
             between = text[position : verb.start()]
-            if len(between.split()) > 8 or _NEGATION.search(between) or "://" in between:
+            if _content_words(between) > 8 or _NEGATION.search(between) or "://" in between:
                 break
             word = (verb.group("verb") or "").casefold()
             if word in _FOREIGN_VERBS and not re.match(
@@ -2013,6 +2261,13 @@ class CredentialRecognizer(EntityRecognizer):
             keyword = match.group("kw").casefold()
             if re.fullmatch(r"\d{4}-\d{2}-\d{2}", digits) or _UNIT_AFTER.match(text, value_end):
                 continue  # a date, "12 34 digits long"
+            if _ALNUM_CODE.fullmatch(digits) and match.group("bare") is None:
+                # letters and digits after a PIN's or a code's own word: its shape says enough
+                if not _ticket_or_error_number(digits) and not _PRODUCT_WITH_VERSION.match(digits):
+                    yield _Span(PIN, value_start, value_end, self.PIN_SCORE)
+                    if keyword.endswith("codes") or link.rstrip().endswith(":"):
+                        yield from self._more_codes(text, value_end)
+                continue
             if match.group("pin") is not None:
                 short = keyword.startswith(("cvv", "cvc", "security"))
                 if not ((3 if short else 4) <= count <= (4 if short else 10)):
@@ -2047,6 +2302,11 @@ class CredentialRecognizer(EntityRecognizer):
             count = sum(char.isdigit() for char in value.group("value"))
             if 6 <= count <= 8 and not _UNIT_AFTER.match(text, value.end()):
                 yield _Span(PIN, value.start("value"), value.end("value"), self.PIN_SCORE)
+        for given in _VALUE_IS_YOUR_CODE.finditer(text):
+            code = given.group("value").strip()
+            start = given.start("value")
+            if 4 <= sum(c.isalnum() for c in code) <= 10 and not _ticket_or_error_number(code):
+                yield _Span(PIN, start, start + len(code), self.PIN_SCORE)
         for entered in _ENTERED_TO_UNLOCK.finditer(text):
             yield _Span(PIN, entered.start("value"), entered.end("value"), self.PIN_SCORE)
         for shows in _IT_SHOWS.finditer(text):
@@ -2088,11 +2348,15 @@ class CredentialRecognizer(EntityRecognizer):
         window_end = self._clause_end(text, position, limit=90)
         keyword = cue.group("kw")
         words_after = text[position:window_end].split()
-        if words_after and words_after[0].casefold().strip(":=") in _COMPOUND_NOUNS:
+        if (
+            words_after
+            and words_after[0].casefold().strip(":=") in _COMPOUND_NOUNS
+            and words_after[1:2] != ["to"]  # "passcode reset to 80226": a verb
+        ):
             return None  # "PIN reset fails with 0x801c044f", "the PIN pad on floor 3"
         for verb in _VERB_AT.finditer(text, position, window_end):
             between = text[position : verb.start()]
-            if len(between.split()) > 10 or _NEGATION.search(between):
+            if _content_words(between) > 10 or _NEGATION.search(between):
                 break
             word = (verb.group("verb") or "").casefold().split()[0] if verb.group("verb") else ""
             if word in _FOREIGN_VERBS and not re.search(
@@ -2136,6 +2400,14 @@ class CredentialRecognizer(EntityRecognizer):
             )
             if value is not None and text[late_sign.end("remark") :].lstrip().startswith(":"):
                 return value.start("value"), value.end("value"), text[position : late_sign.end()]
+        if keyword.casefold().endswith("codes"):
+            # A list of codes after a colon, a sentence or two on: "the backup codes again, I
+            # lost the paper. the ones I kept: 38104-72215, 90372-11846".
+            colon = re.compile(r":[ \t]*").search(text, position, position + 160)
+            if colon and "\n\n" not in text[position : colon.start()]:
+                value = _CODE_VALUE.match(text, colon.end()) or _ALNUM_CODE.match(text, colon.end())
+                if value is not None:
+                    return value.start("value"), value.end("value"), text[position : colon.end()]
         return None
 
     @staticmethod
@@ -2151,9 +2423,12 @@ class CredentialRecognizer(EntityRecognizer):
             words = ["enter"]  # "use code 552918 to sign in": the verb stands before the word
         if not words and 6 <= count <= 8 and _SECOND_FACTOR.search(text, max(0, cue.start() - 150)):
             words = ["shown"]  # "Okta Verify isn't pushing, I can only see the code 730215"
+        if not words and _PHYSICAL_ACCESS.search(text, max(0, cue.start() - 150), cue.start()):
+            words = ["opens"]  # "the safe in room 2 is stuck, code 4-9-1-7-3"
         if (
             not 4 <= count <= 10
             or not words
+            or (any(c.isalpha() for c in digits) and "-" not in digits)  # "KB5034441"
             or set(re.split(r"[ -]", digits)) <= _HTTP_STATUS_CODES
             or _WINDOWS_ERROR.fullmatch(digits)
             or _ERROR_CONTEXT.search(link)
