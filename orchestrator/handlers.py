@@ -107,8 +107,8 @@ class BusReplies:
     ) -> None:
         """The progress not written yet, the answer, the conversation, the turn's state and its
         audit records in one write, all or nothing (a crash before it leaves the turn to be taken
-        again; after it, a redelivered query finds the turn answered). The answer is appended
-        first, so the gateway's read of it is served before the audit trail's readers."""
+        again; after it, a redelivered query finds the turn answered). The replies come before
+        the audit records, so the gateway's read of them is served first."""
         if self.turns is None or self.conversations is None:
             raise RuntimeError("answer_recorded needs the turn and conversation stores")
         queued = await self._unwritten(turn.correlation_id)
