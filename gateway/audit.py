@@ -1,9 +1,11 @@
 """Reading the audit stream back for one conversation.
 
-Every service appends its actions to ``audit.log`` (redacted at the source); nobody consumes it
-with a group, so reading it is a plain range scan. The stream is not indexed by conversation: a
-read walks it from the newest entry backwards, in pages, and stops after ``max_scan`` entries, so
-one request costs a bounded amount of Redis work however long the stream is. Conversations older
+Every service appends its actions to ``audit.log`` (redacted at the source). The groups that
+consume it (the gateway's analytics, the indexer's gap window) do not own its entries: a
+conversation's history is read here by a plain range scan. The stream is not indexed by
+conversation: a read walks it from the newest entry backwards, in pages, and stops after
+``max_scan`` entries, so one request costs a bounded amount of Redis work however long the stream
+is. Conversations older
 than that window are not found (the answer says so with ``complete=false``).
 """
 
