@@ -5,8 +5,8 @@ consume it (the gateway's analytics, the indexer's gap window) do not own its en
 conversation's history is read here by a plain range scan. The stream is not indexed by
 conversation: a read walks it from the newest entry backwards, in pages, and stops after
 ``max_scan`` entries, so one request costs a bounded amount of Redis work however long the stream
-is. Conversations older
-than that window are not found (the answer says so with ``complete=false``).
+is. Conversations older than that window are not found (the answer says so with
+``complete=false``).
 """
 
 from __future__ import annotations
