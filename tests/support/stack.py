@@ -3,9 +3,9 @@
 Valkey, a Chroma server and every service run as real processes on loopback, on a fresh data
 directory, with short heartbeat and reclaim intervals so fault tests take seconds.
 
-Starting a stack costs about a minute of both cores (half of it with a warm vector cache, which
-every stack of a test run shares: :func:`tests.support.vector_cache_dir`), so modules share one
-where they can:
+Starting a stack costs about 55 CPU-seconds, 25 with a warm vector cache (which every stack of a
+test run shares: :func:`tests.support.vector_cache_dir`); its processes inherit the run's one
+thread per native pool (the root conftest.py). So modules share one where they can:
 
 * a package of modules shares one stack, started by its conftest.py with ``scope="package"`` and
   stopped after its last test: ``tests/shared`` (:data:`SHARED_ENV`, for every module whose
