@@ -335,3 +335,31 @@ CONTEXT_WORDS: dict[str, str] = {
         r"te\s+zwak|provisoire|provisional|tempor[äa]r|tijdelijk"
     ),
 }
+
+# What security questions ask about, in several languages: with a word of such a question near
+# ("answer", "security question", "reset"), what follows them is the answer ("my first car
+# was a blue Vauxhall Astra", "the street I grew up on: Rue des Lilas").
+SECURITY_TOPIC_WORDS = (
+    r"(?:my\s+|the\s+|your\s+)?(?:first|1st)\s+(?:car|pet|school|job|teacher|concert|boss|"
+    r"employer|phone|album|kiss|love)(?:'?s\s+name)?|childhood\s+(?:friend|hero|nickname|"
+    r"street|home)|(?:best|oldest)\s+friend'?s?(?:\s+name)?|favou?rite\s+(?:teacher|food|book|"
+    r"film|movie|colou?r|band|team|sports\s+team|singer|place|city|animal|dish)|"
+    r"(?:city|town|place|hospital)\s+(?:where\s+)?(?:i|you)\s+was\s+born|"
+    r"(?:city|town|place)\s+of\s+birth|birthplace|"
+    r"street\s+(?:i|you)\s+grew\s+up\s+(?:on|in)|(?:father|mother|dad|mum|mom)'?s?\s+"
+    r"(?:middle|maiden|first)\s+name|mothers?\s+maiden\s+name|honeymoon\s+(?:destination|"
+    r"city|place)|"
+    r"erste[nrs]?\s+(?:auto|haustier|schule|lehrer(?:in)?)|lieblings\w+|geburtsort|"
+    r"m[äa]dchenname(?:\s+(?:der|meiner)\s+mutter)?|"
+    r"premi(?:er|[èe]re)\s+(?:voiture|animal|[ée]cole|ma[îi]tresse)|nom\s+de\s+jeune\s+fille|"
+    r"ville\s+de\s+naissance|primer\s+(?:coche|carro|auto|colegio)|primera\s+mascota|"
+    r"ciudad\s+(?:natal|de\s+nacimiento)|eerste\s+(?:auto|huisdier|school)|geboorteplaats|"
+    r"meisjesnaam"
+)
+# Words of a security question near such a topic.
+SECURITY_QUESTION_WORDS = (
+    r"security\s+(?:question|answer)s?|secret\s+(?:question|answer)|memorable|answers?|"
+    r"questions?|reset|recovery|verify|verification|self[\s-]?service|"
+    r"sicherheitsfrage|antwort|r[ée]ponse|question\s+secr[èe]te|pregunta|respuesta|"
+    r"beveiligingsvraag|antwoord|domanda|risposta"
+)

@@ -67,6 +67,8 @@ from redactor.credential_words import (
     PASSWORD_WORDS,
     PIN_WORDS,
     SECURITY_ANSWER_WORDS,
+    SECURITY_QUESTION_WORDS,
+    SECURITY_TOPIC_WORDS,
     SPELLED_OUT_CUE,
     STATE_WORDS,
     VERBS,
@@ -1028,6 +1030,31 @@ _SET_DIGITS = re.compile(
     r"(?P<value>\d{4,8})(?![\w.,:/-]\d|[\w/-])",
     re.IGNORECASE,
 )
+# What a security question asks about ("my first car", "Mädchenname der Mutter"), as a cue
+# (the "compound" group never takes part), and the words of such a question near it.
+_SECURITY_TOPIC = re.compile(
+    rf"(?<![^\W_])(?P<kw>{SECURITY_TOPIC_WORDS})(?!\w)(?P<compound>(?!x)x)?", re.IGNORECASE
+)
+_SECURITY_QUESTION = re.compile(rf"(?<![^\W_])(?:{SECURITY_QUESTION_WORDS})(?!\w)", re.IGNORECASE)
+# The answer given after the topic, in the same sentence: "..., I put Ó Briain with the accent",
+# "and I typed rex2009": a run of capitalised words, or one word.
+_ANSWER_GIVEN = re.compile(
+    r"[^.!?\n]{0,60}?(?<![^\W_])(?:(?i:i|we|she|he)\s+(?i:put|typed|type|entered|enter|wrote|"
+    r"gave|answered|said|used|use|chose|picked)(?:\s+(?i:in|down))?|"
+    r"(?i:j['’]ai\s+(?:mis|tap[ée]|[ée]crit|saisi|r[ée]pondu)|puse|escrib[íi]|he\s+puesto|"
+    r"ho\s+(?:messo|scritto)|coloquei|escrevi|ik\s+heb\s+(?:ingevuld|getypt)))\s+"
+    r"(?P<value>[A-ZÀ-ÖØ-Þ][\w'’-]*(?:[ \t]+[A-ZÀ-ÖØ-Þ][\w'’-]*){0,3}|[^\s,.;:!?\"'`]{4,40})"
+)
+# The answer right after its topic: "first car was a red Fiat Panda 1998, that's the answer",
+# "my first pet's name, it was Biscuit", "Geburtsort ist Oberhausen": a verb or a sign, an
+# article, then words up to the end of the clause.
+_ANSWER_AFTER = re.compile(
+    r"(?:[ \t]*,?[ \t]*(?i:it|that)(?:'s|’s|[ \t]+(?i:is|was))|[ \t]+(?i:is|was|ist|war|est|"
+    r"[ée]tait|es|era|é|è|to|is\s+called))?(?:[ \t]*[:=][ \t]*|[ \t]+)"
+    r"(?:(?i:a|an|the|ein|eine|un|une|una|uno|een|de)[ \t]+)?"
+    r"(?P<value>[^\s,;.!?\"'`()][^,;.!?\n\"`()]{0,60}?)"
+    r"(?=[ \t]*(?:[,;.!?\n(]|$)|[ \t]+[-–—][ \t]|[ \t]+(?i:and|but|aber|mais|pero|or|with|so)\b)"
+)
 # A message about a credential: its words anywhere near a token (see CONTEXT_WORDS), or a
 # password word of any language.
 _CREDENTIAL_CONTEXT = re.compile(
@@ -1774,6 +1801,14 @@ class CredentialRecognizer(EntityRecognizer):
             if found is not None and looks_like_password(text[found.start : found.end]):
                 cue_starts.append(cue.start())
                 yield found
+        for topic in _SECURITY_TOPIC.finditer(text):
+            reach = max(0, topic.start() - _CONTEXT_REACH), topic.end() + _CONTEXT_REACH
+            if not _SECURITY_QUESTION.search(text, *reach):
+                continue  # "my first car was a Golf": no security question near
+            cue_starts.append(topic.start())
+            found = self._answer_after(text, topic.end()) or self._answer_given(text, topic.end())
+            if found is not None:
+                yield found
         # The rules around a password or PIN word run only when one was written.
         named = bool(cue_starts) or _PIN_NOUN.search(text) is not None
         rules = (
@@ -1854,6 +1889,39 @@ class CredentialRecognizer(EntityRecognizer):
                 said = _said_to_be_typed(text, end)
                 if password_near or said or (signing_in and _typed_password(word)):
                     yield _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+
+    def _answer_after(self, text: str, position: int) -> _Span | None:
+        """The answer to a security question right after its topic (:data:`_ANSWER_AFTER`), of
+        six words at most, not a sentence about it ("... is wrong", "... was a question")."""
+        answer = _ANSWER_AFTER.match(text, position)
+        if answer is None:
+            return None
+        start, end = self._trim_sentence(text, answer.start("value"), answer.end("value"))
+        while start < end and text[start] in "-–— \t":
+            start += 1  # "my favourite food - lasagne - ..."
+        while end > start and text[end - 1] in "-–— \t":
+            end -= 1
+        words = text[start:end].split()
+        if not 1 <= len(words) <= 6 or self._is_reference(text[start:end]):
+            return None
+        folded = {word.casefold() for word in words}
+        if folded & (STATE_WORDS | _CLAUSE_BREAKS) or (
+            len(words) == 1 and words[0].islower() and self._ordinary(words[0])
+        ):
+            return None  # "my first pet's name is wrong", "birthplace is required"
+        return _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
+
+    def _answer_given(self, text: str, position: int) -> _Span | None:
+        """The answer to a security question said to be given after its topic, in the same
+        sentence: "my mother's maiden name, I put Ó Briain with and without the accent"."""
+        given = _ANSWER_GIVEN.match(text, position)
+        if given is None:
+            return None
+        start, end = self._trim_sentence(text, given.start("value"), given.end("value"))
+        value = text[start:end]
+        if value.casefold() in _PHRASE_STOPS or self._is_reference(value) or self._ordinary(value):
+            return None  # "I put it in", "I put the wrong one"
+        return _Span(PASSWORD, start, end, self.PASSWORD_SCORE)
 
     def _shaped_in_context(self, text: str, cue_starts: list[int]) -> Iterator[_Span]:
         """Tokens shaped like a password (:func:`secret_shaped`), or spelled out character by

@@ -98,16 +98,36 @@ STRUCTURED_NEAR_MISSES = [
     "name,floor,key_id\nAnn,2,K-22",
 ]
 
+# -- answers to security questions, named by what the question asks about ---------------------
+ANSWERS: list[Form] = [
+    ("the reset page wants my mother's maiden name, I put Ní Dhuibhir and it says no",
+     ["Ní Dhuibhir"]),
+    ("my first car was a green Renault Clio 2004, that's the answer I set back then",
+     ["green Renault Clio 2004"]),
+    ("the security question asks for my childhood best friend, it was Tomasz and it fails",
+     ["Tomasz"]),
+    ("Sicherheitsfrage nach dem Geburtsort: Gelsenkirchen, aber die Antwort wird abgelehnt",
+     ["Gelsenkirchen"]),
+    ("question secrète : nom de jeune fille de ma mère, j'ai mis Lefebvre", ["Lefebvre"]),
+]  # fmt: skip
+ANSWER_NEAR_MISSES = [
+    "my first car was a Golf and it broke down on the way to the office",
+    "the recovery page asks for my birthplace and says it is required",
+    "security question: first pet's name is wrong apparently",
+    "the reset asks for my favourite colour, I put it in twice",
+]
+
 
 def _members(families: list[list[Form]]) -> list[Form]:
     return [form for family in families for form in family]
 
 
-FAMILIES: list[Form] = _members([SHAPED_IN_CONTEXT, CODES, STRUCTURED])
+FAMILIES: list[Form] = _members([SHAPED_IN_CONTEXT, CODES, STRUCTURED, ANSWERS])
 NEAR_MISSES: list[str] = [
     *SHAPED_IN_CONTEXT_NEAR_MISSES,
     *CODE_NEAR_MISSES,
     *STRUCTURED_NEAR_MISSES,
+    *ANSWER_NEAR_MISSES,
 ]
 
 
