@@ -69,8 +69,11 @@ lint: install-dev
 	$(BIN)/mypy
 	$(BIN)/bandit -q -c pyproject.toml -r $(PACKAGES)
 
+# Bytecode is written even where the environment turns it off (PYTHONDONTWRITEBYTECODE): every
+# service a test starts imports the project again, and pytest rewrites the test modules' asserts
+# in each worker; without .pyc files each of them compiles it all anew.
 test: test-system-packages install-dev lint
-	$(BIN)/python -m pytest -q -rs --durations=30 -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -rs --durations=30 -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
 
 bench: install
 	$(BIN)/deskpilot bench chat --turns 400 --concurrency 8
