@@ -1055,16 +1055,16 @@ _ANSWER_AFTER = re.compile(
     r"(?P<value>[^\s,;.!?\"'`()][^,;.!?\n\"`()]{0,60}?)"
     r"(?=[ \t]*(?:[,;.!?\n(]|$)|[ \t]+[-–—][ \t]|[ \t]+(?i:and|but|aber|mais|pero|or|with|so)\b)"
 )
-# A message about a credential: its words anywhere near a token (see CONTEXT_WORDS), or a
-# password word of any language.
+# A message about a credential: its words anywhere near a token (see CONTEXT_WORDS); the
+# password words of every language are found by _PASSWORD_CUE already.
 _CREDENTIAL_CONTEXT = re.compile(
-    rf"(?<![^\W_])(?:{'|'.join(CONTEXT_WORDS.values())})(?!\w)|{KEY_WORDS_OF_PASSWORDS}",
-    re.IGNORECASE,
+    rf"(?<![^\W_])(?:{'|'.join(CONTEXT_WORDS.values())})(?!\w)", re.IGNORECASE
 )
 # How far from such a word a token shaped like a password is taken for one.
 _CONTEXT_REACH = 150
-# A whole token worth shaping: six to 66 characters (a cheap first test).
-_SHAPE_CANDIDATE = re.compile(r"(?<![^\s\"'`])[^\s\"'`]{6,66}(?![^\s\"'`])")
+# A whole token worth shaping: six to 66 characters with a digit (a cheap first test: every
+# shape secret_shaped accepts has one).
+_SHAPE_CANDIDATE = re.compile(r"(?<![^\s\"'`])(?=[^\s\"'`\d]{0,65}\d)[^\s\"'`]{6,66}(?![^\s\"'`])")
 # Words joined by "-", "_" or "." with digits: "Tmp-4417-Otter", "Fern_Gate_4".
 _JOINED_PARTS = re.compile(r"[-_.]")
 # A value spelled out with one separator between its characters: "s-n-o-w-1-9", "B l u e 7".
