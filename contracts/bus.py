@@ -207,7 +207,7 @@ class Bus:
         they were written (a turn's audit records are written with its answer, which the
         gateway is handing over then), and a busy stream costs one read and one ack per batch.
         An entry whose handler fails stays pending with the rest of its batch; the reclaimer
-        delivers them again one by one.
+        delivers them again one by one. Until then the batch's entries are kept claimed.
         """
         group = group or self.service
         self._groups.add((topic, group))
@@ -263,20 +263,26 @@ class Bus:
 
         async def on_batch(_: bytes) -> None:
             batch: RedisBatchStreamMessage = self.broker.context.get_local("message")
-            await asyncio.sleep(linger_ms / 1000)
             raw = batch.raw_message
-            done: list[StreamIdT] = []
-            for entry_id, fields in zip(raw["message_ids"], raw["data"], strict=True):
-                try:
-                    await self._deliver_entry(
-                        topic, group, model, handler, entry_id.decode(), fields
-                    )
-                except Exception:
-                    # The entries before it are done: only it and the rest stay pending.
-                    if done:
-                        await self.redis.xack(topic, group, *done)
-                    raise
-                done.append(entry_id)
+            with contextlib.ExitStack() as held:
+                # Every entry waits for the linger and for those before it, maybe longer than
+                # reclaim_idle_ms: all are kept claimed (:meth:`_renew_claims`) until the batch
+                # ends, or a reclaimer (this process's or a replica's) would handle them too.
+                for entry_id in raw["message_ids"]:
+                    held.enter_context(self._claimed.holding(topic, group, entry_id.decode()))
+                await asyncio.sleep(linger_ms / 1000)
+                done: list[StreamIdT] = []
+                for entry_id, fields in zip(raw["message_ids"], raw["data"], strict=True):
+                    try:
+                        await self._deliver_entry(
+                            topic, group, model, handler, entry_id.decode(), fields
+                        )
+                    except Exception:
+                        # The entries before it are done: only it and the rest stay pending.
+                        if done:
+                            await self.redis.xack(topic, group, *done)
+                        raise
+                    done.append(entry_id)
 
         self.broker.subscriber(
             stream=StreamSub(

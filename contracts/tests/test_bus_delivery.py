@@ -14,7 +14,7 @@ import anyio.to_thread
 import pytest
 from redis.asyncio.connection import AbstractConnection
 
-from contracts.bus import RAW_FIELD, Bus, Delivery
+from contracts.bus import RAW_FIELD, Bus, Delivery, Handler
 from contracts.events import Event, new_id
 from contracts.settings import ServiceSettings
 from contracts.topics import dead_letter_stream
@@ -260,3 +260,45 @@ async def test_a_lingering_subscription_keeps_the_delivery_rules(redis_url: str)
     assert attempts == [("retried", 1), ("retried", 2)]
     assert len(dead) == 1
     assert b"invalid Probe" in dead[0][1][b"error"]
+
+
+async def test_a_lingering_batch_keeps_every_entry_claimed_until_it_is_handled(
+    redis_url: str,
+) -> None:
+    """A batch's entries wait for the linger and for the entries before them: longer than
+    reclaim_idle_ms here. A replica's reclaimer must not take them for abandoned meanwhile, so
+    each is handled once (before, the second entry was handled by both consumers)."""
+    settings = ServiceSettings(redis_url=redis_url, reclaim_idle_ms=1000, graceful_timeout_s=5)
+    topic, group = unique_name("lingering"), unique_name("g")
+    handled: list[tuple[str, str]] = []
+
+    def handler(service: str) -> Handler[Probe]:
+        async def handle(event: Probe, delivery: Delivery) -> None:
+            handled.append((event.payload, service))
+            if event.payload == "slow":
+                await asyncio.sleep(2.5)  # longer than reclaim_idle_ms
+
+        return handle
+
+    first = Bus(settings, "lingering-first")
+    first.subscribe(topic, Probe, handler("first"), group=group, linger_ms=1200)
+    await first.start()
+    replica = Bus(settings, "lingering-replica")
+    try:
+        await asyncio.sleep(0.2)  # the first bus's read waits; the replica starts after it
+        async with first.batch(transaction=True) as batch:
+            await batch.publish(topic, probe("slow"))
+            await batch.publish(topic, probe("later"))
+        replica.subscribe(topic, Probe, handler("replica"), group=group, linger_ms=1200)
+        await replica.start()
+
+        async def acknowledged() -> bool:
+            summary: Any = await first.redis.xpending(topic, group)
+            return len(handled) >= 2 and int(summary["pending"]) == 0
+
+        await wait_until(acknowledged, timeout_s=30)
+    finally:  # a stop waits for the handlers in flight: a reclaimed delivery would be counted
+        await replica.stop()
+        await first.stop()
+
+    assert sorted(payload for payload, _ in handled) == ["later", "slow"], handled
