@@ -436,7 +436,8 @@ async def test_pages_whose_html_has_the_content_are_read_without_the_browser(
         # scripts and stylesheets (crawler/subresources.py); never for the static page.
         assert site.count("/app.js") == 1
         async with run_crawler(render="always", freshness_s=0, render_timeout_s=30):
-            again = await client.start([site.url("/")])
+            # One page at a time: two renders asking for the script at once share one fetch.
+            again = await client.start([site.url("/")], concurrency=1)
             await client.finished(again)
             rendered_all = await client.pages(again)
         assert site.count("/app.js") == 4  # freshness 0: nothing is kept, every render fetches
