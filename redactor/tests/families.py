@@ -1,6 +1,6 @@
 """The two checks every family test of the redactor makes: each value of a family member is gone
 from the redacted text, under a kind that is always redacted; a sentence of the same shape
-without a secret keeps every word (nothing in it is taken for a secret)."""
+without a secret gets no always-redacted kind (personal data in it may still be found)."""
 
 from __future__ import annotations
 

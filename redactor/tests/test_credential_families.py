@@ -13,27 +13,14 @@ from __future__ import annotations
 
 import pytest
 
-from redactor.recognizers import ALWAYS_REDACTED
 from redactor.service import Redactor
+from redactor.tests.families import assert_no_secret, assert_redacted
 
 Form = tuple[str, list[str]]
 
 
 def _ids(forms: list[Form]) -> list[str]:
     return [text[:48] for text, _ in forms]
-
-
-def _assert_redacted(redactor: Redactor, text: str, values: list[str]) -> None:
-    redaction = redactor.redact(text)
-    for value in values:
-        assert value not in redaction.text, redaction.text
-    assert {e.entity_type for e in redaction.entities} & ALWAYS_REDACTED, redaction.text
-
-
-def _assert_kept(redactor: Redactor, text: str) -> None:
-    redaction = redactor.redact(text)
-    found = [e.entity_type for e in redaction.entities if e.entity_type in ALWAYS_REDACTED]
-    assert found == [], redaction.text
 
 
 # -- a password given with a change verb, words between ------------------------------------------
@@ -401,12 +388,12 @@ NEAR_MISSES: list[str] = [
 def test_every_member_of_a_family_is_redacted(
     redactor: Redactor, text: str, values: list[str]
 ) -> None:
-    _assert_redacted(redactor, text, values)
+    assert_redacted(redactor, text, values)
 
 
 @pytest.mark.parametrize("text", NEAR_MISSES, ids=[t[:48] for t in NEAR_MISSES])
 def test_sentences_of_the_same_shape_without_a_secret_stay(redactor: Redactor, text: str) -> None:
-    _assert_kept(redactor, text)
+    assert_no_secret(redactor, text)
 
 
 # -- dates of birth in other languages and a few words after their word -------------------------
