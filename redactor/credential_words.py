@@ -327,6 +327,13 @@ CONTEXT_WORDS: dict[str, str] = {
         r"digitei|tentei|ingevoerd|getypt|geprobeerd|inserito|provato|wpisa[łl]\w*|"
         r"pr[öo]vade|skrev"
     ),
+    # setting a new value: "I reset it to X", "changed it to X", "auf X geändert"
+    "changed": (
+        r"reset|re-?set\s+it|changed?|changing|updated|"
+        r"zur[üu]ckgesetzt|ge[äa]ndert|r[ée]initialis[ée]e?|chang[ée]e?|modifi[ée]e?|"
+        r"restablec\w*|cambi[ée]|gewijzigd|veranderd|reimpostat\w*|cambiat\w*|alterei|"
+        r"redefini|zmieni\w*|[äa]ndrade|bytte"
+    ),
     # what is said of a password's strength, age and letters
     "described": (
         r"too\s+weak|weak|strong\s+enough|complexity|breach(?:ed)?|pwned|expired|temporary\s+one|"

@@ -41,6 +41,11 @@ SHAPED_IN_CONTEXT: list[Form] = [
      ["t-u-l-i-p-s-4-2"]),
     ("capital letters only on the first letter: H a z e l 1 9 8 8 - type it like that",
      ["H a z e l 1 9 8 8"]),
+    # a new value set, with no word for what it is
+    ("I reset it to Blue!Fish9 yesterday and now Outlook keeps asking", ["Blue!Fish9"]),
+    ("changed it to Maple_Leaf_88 this morning, same problem", ["Maple_Leaf_88"]),
+    ("hab es gestern auf Regen-Tag-12 geändert, seitdem geht nichts", ["Regen-Tag-12"]),
+    ("je l'ai changé hier : Soleil#2024, toujours refusé", ["Soleil#2024"]),
 ]  # fmt: skip
 SHAPED_IN_CONTEXT_NEAR_MISSES = [
     "my user jsmith01 is locked, I tried Windows11 and Server2019 logins",
@@ -49,6 +54,9 @@ SHAPED_IN_CONTEXT_NEAR_MISSES = [
     "I tried the Room-12 screen and the Floor-3 printer, both say invalid badge",
     "after the login I tried the Latitude-5440 dock and the Yoga-7 one, both invalid",
     "password reset for k.lee_2 done, ticket INC0093311 closed",
+    "I reset the router to firmware v2.3.1 and changed the channel to 11",
+    "we changed it to Windows11 last week, reset NW-LT-0042 to factory settings",
+    "changed the default printer to Floor-3 and reset the Teams cache",
 ]
 
 # -- codes named by their app or device, in any grouping, before "is your code", in a list ----
