@@ -41,9 +41,12 @@ QUESTIONS_KEY = PREFIX + "questions"
 ASKED_PREFIX = PREFIX + "asked:"
 """Per turn: the redacted question of any decision record, for a later low rating."""
 LOW_RATING_PREFIX = PREFIX + "low:"
+"""Per turn: a low rating that arrived before the turn's decision record."""
 CONVERSATION_PREFIX = PREFIX + "conversation:"
 """Set per conversation: its turns the window knows, so a purge finds them."""
-"""Per turn: a low rating that arrived before the turn's decision record."""
+PURGED_PREFIX = PREFIX + "purged:"
+"""Per purged conversation, for the window's length: its records that arrive after the purge
+(the audit stream is read in lingering batches, a rating may come late) are not kept."""
 
 LOW_RATING_MAX = 2
 GAP_OUTCOMES: dict[str, GapSignal] = {
@@ -109,14 +112,21 @@ class GapWindow:
             return None
         turn_id = record.correlation_id
         signal = GAP_OUTCOMES.get(str(record.details.get("outcome")))
-        # One round trip: the turn noted for a purge and, for an answered turn, its question
-        # kept for a later rating together with whether a low rating came first.
+        # One round trip: whether the conversation was purged, the turn noted for a purge and,
+        # for an answered turn, its question kept for a later rating together with whether a
+        # low rating came first.
         async with self.client.pipeline(transaction=True) as pipe:
+            pipe.exists(PURGED_PREFIX + record.conversation_id)
             self._remember(pipe, record.conversation_id, turn_id)
             if signal is None:
                 pipe.exists(LOW_RATING_PREFIX + turn_id)
                 pipe.set(ASKED_PREFIX + turn_id, question, ex=self.ttl_s)
-            written = await pipe.execute()
+            purged, *written = await pipe.execute()
+        if purged:  # a record that arrived after its conversation's purge: undo, keep nothing
+            await self.client.delete(
+                CONVERSATION_PREFIX + record.conversation_id, ASKED_PREFIX + turn_id
+            )
+            return None
         if signal is None:
             if not written[2]:
                 return None
@@ -125,7 +135,7 @@ class GapWindow:
 
     async def on_feedback(self, event: FeedbackRecorded) -> GapQuestion | None:
         """A rating of 1-2 makes the rated turn's question a gap (once its question is known)."""
-        if event.score > LOW_RATING_MAX:
+        if event.score > LOW_RATING_MAX or await self._purged(event.conversation_id):
             return None
         await self.remember(event.conversation_id, event.turn_id)
         raw = await self.client.get(ASKED_PREFIX + event.turn_id)
@@ -146,11 +156,16 @@ class GapWindow:
         pipe.sadd(key, turn_id)
         pipe.expire(key, self.ttl_s)
 
+    async def _purged(self, conversation_id: str) -> bool:
+        return bool(await self.client.exists(PURGED_PREFIX + conversation_id))
+
     async def purge(self, conversation_id: str) -> int:
-        """Forget every question of the conversation (an operator's purge); how many turns."""
+        """Forget every question of the conversation (an operator's purge), and take none of it
+        that arrives later; how many turns."""
         key = CONVERSATION_PREFIX + conversation_id
         turns = [as_text(t) for t in await self.client.smembers(key)]
         async with self.client.pipeline(transaction=True) as pipe:
+            pipe.set(PURGED_PREFIX + conversation_id, "1", ex=self.ttl_s)
             for turn_id in turns:
                 pipe.delete(ASKED_PREFIX + turn_id, LOW_RATING_PREFIX + turn_id)
                 pipe.hdel(QUESTIONS_KEY, turn_id)

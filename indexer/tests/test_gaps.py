@@ -22,7 +22,7 @@ from indexer.cases import CaseStore, ResolvedCase, open_cases_collection
 from indexer.config import IndexerSettings
 from indexer.embedding import Embedder
 from indexer.extract import extract_markdown
-from indexer.gaps import GapWindow, cluster
+from indexer.gaps import PURGED_PREFIX, GapWindow, cluster
 from indexer.proposals import Drafter, GapDetector, is_crawled, title_of
 from indexer.service import Ingestor
 
@@ -102,6 +102,30 @@ async def test_a_low_rating_makes_the_turns_question_a_gap_in_either_order(
     assert await window.on_feedback(rating(praised, 5)) is None
     texts = sorted(q.text for q in await window.questions(10))
     assert texts == ["outlook will not start", "teams has no sound"]
+
+
+async def test_records_of_a_purged_conversation_that_arrive_late_are_not_kept(
+    window: GapWindow,
+) -> None:
+    """The audit stream is read in lingering batches: a decision record written before a purge
+    may be handled after it, and a rating may come late. Neither brings the question back."""
+    late = decision("how do I map the finance share", "no_answer")
+    rated = decision("printer on floor 3 jams", "answer")
+    rated = rated.model_copy(update={"conversation_id": late.conversation_id})
+    await window.on_audit(rated)
+    assert await window.purge(late.conversation_id) == 1
+
+    assert await window.on_audit(late) is None
+    low = rating(rated.correlation_id, 1).model_copy(
+        update={"conversation_id": late.conversation_id}
+    )
+    assert await window.on_feedback(low) is None
+    assert await window.questions(10) == []
+    left = await window.client.keys(f"*{late.conversation_id}*")
+    left += await window.client.keys(f"*{late.correlation_id}*")
+    assert [k for k in left if not k.startswith(PURGED_PREFIX.encode())] == [], (
+        "nothing of the purged conversation is written again"
+    )
 
 
 async def test_questions_outside_the_window_are_pruned(window: GapWindow) -> None:
