@@ -55,7 +55,13 @@ from contracts.logs import conversation_id_var, correlation_id_var
 from contracts.periodic import every
 from contracts.sealing import KeyRing, SealError, open_event, seal_event
 from contracts.settings import ServiceSettings
-from contracts.topics import RAW_TOPICS, SUBSCRIPTIONS, dead_letter_stream, seal_key_holders
+from contracts.topics import (
+    LINGERING,
+    RAW_TOPICS,
+    SUBSCRIPTIONS,
+    dead_letter_stream,
+    seal_key_holders,
+)
 from contracts.tracing import current_traceparent, setup_tracing
 
 E = TypeVar("E", bound=Event)
@@ -201,8 +207,9 @@ class Bus:
         (XREADGROUP), the other claims entries left pending longer than ``reclaim_idle_ms``
         (XAUTOCLAIM), whether their consumer died or their handler failed.
 
-        ``linger_ms`` is for topics nobody waits on (the audit trail's readers): new entries
-        are read up to :data:`LINGER_BATCH` at a time, handled one by one ``linger_ms`` after
+        ``linger_ms`` is for topics nobody waits on (by default the topic's entry in
+        :data:`contracts.topics.LINGERING`, the audit trail): new entries are read up to
+        :data:`LINGER_BATCH` at a time, handled one by one ``linger_ms`` after
         they were read and acknowledged together. Their work then stays clear of the moment
         they were written (a turn's audit records are written with its answer, which the
         gateway is handing over then), and a busy stream costs one read and one ack per batch.
@@ -212,6 +219,7 @@ class Bus:
         group = group or self.service
         self._groups.add((topic, group))
         idle_ms = self.settings.reclaim_idle_ms
+        linger_ms = LINGERING.get(topic) if linger_ms is None else linger_ms
         if linger_ms is not None:
             if topic in RAW_TOPICS:
                 raise ValueError(f"{topic} carries raw content: its entries are read one by one")

@@ -100,6 +100,13 @@ class Group(StrEnum):
     OCR = "ocr"
 
 
+LINGERING: dict[str, int] = {Topic.AUDIT: 200}
+"""Topics nobody waits on, and how many milliseconds after they were read their entries are
+handled: their readers read them in batches and acknowledge them together (see
+``contracts.bus.Bus.subscribe``). A turn's audit records are written with its answer, which the
+gateway is handing over at that moment; their readers (analytics, the gap window) keep clear of
+it."""
+
 REPLY_PREFIX = "reply."
 DLQ_SUFFIX = ".dlq"
 

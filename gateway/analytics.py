@@ -322,10 +322,6 @@ class AnalyticsRecorder:
         return await self.apply(f"crawl:{event.event_id}", changes)
 
 
-AUDIT_LINGER_MS = 200
-"""How long after they were read the audit records are counted (``Bus.subscribe``)."""
-
-
 def register(bus: Bus, recorder: AnalyticsRecorder) -> None:
     """Read the audit stream and crawl summaries through the gateway's consumer group."""
 
@@ -335,10 +331,8 @@ def register(bus: Bus, recorder: AnalyticsRecorder) -> None:
     async def on_crawl(event: CrawlFinished, _: Delivery) -> None:
         await recorder.on_crawl_finished(event)
 
-    # Nobody waits on the counts: read in batches, clear of the answer written with them.
-    bus.subscribe(
-        Topic.AUDIT, AuditRecorded, on_audit, group=Group.GATEWAY, linger_ms=AUDIT_LINGER_MS
-    )
+    # Read in lingering batches (contracts.topics.LINGERING): nobody waits on them.
+    bus.subscribe(Topic.AUDIT, AuditRecorded, on_audit, group=Group.GATEWAY)
     bus.subscribe(Topic.CRAWL_FINISHED, CrawlFinished, on_crawl, group=Group.GATEWAY)
 
 

@@ -88,10 +88,6 @@ def register(bus: Bus, uploads: UploadService, crawled: CrawledPages) -> None:
     bus.subscribe(Topic.DOCUMENT_DELETED, DocumentDeleted, on_deleted, group=Group.INDEXER)
 
 
-AUDIT_LINGER_MS = 200
-"""How long after they were read the audit records reach the gap window (``Bus.subscribe``)."""
-
-
 def register_gaps(bus: Bus, window: GapWindow) -> None:
     """Gap questions for knowledge-base update proposals: the orchestrator's decision records
     and users' ratings (see :mod:`indexer.gaps`)."""
@@ -106,10 +102,8 @@ def register_gaps(bus: Bus, window: GapWindow) -> None:
         turns = await window.purge(event.conversation_id)
         await bus.publish(Topic.AUDIT, event.confirmation("indexer", gap_turns=turns))
 
-    # Nobody waits on the gap window: read in batches, clear of the answer written with them.
-    bus.subscribe(
-        Topic.AUDIT, AuditRecorded, on_audit, group=Group.INDEXER, linger_ms=AUDIT_LINGER_MS
-    )
+    # Read in lingering batches (contracts.topics.LINGERING): nobody waits on them.
+    bus.subscribe(Topic.AUDIT, AuditRecorded, on_audit, group=Group.INDEXER)
     bus.subscribe(Topic.FEEDBACK_RECORDED, FeedbackRecorded, on_feedback, group=Group.INDEXER)
     bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.INDEXER)
 
