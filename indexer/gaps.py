@@ -46,7 +46,14 @@ CONVERSATION_PREFIX = PREFIX + "conversation:"
 """Set per conversation: its turns the window knows, so a purge finds them."""
 PURGED_PREFIX = PREFIX + "purged:"
 """Per purged conversation, for the window's length: its records that arrive after the purge
-(the audit stream is read in lingering batches, a rating may come late) are not kept."""
+(the audit stream is read in lingering batches, a rating may come late) are not kept. The key
+carries a digest of the conversation id (``tombstone``), so no key names a purged conversation."""
+
+
+def tombstone(conversation_id: str) -> str:
+    """The key that marks ``conversation_id`` as purged, without naming it."""
+    return PURGED_PREFIX + hashlib.sha256(conversation_id.encode()).hexdigest()
+
 
 LOW_RATING_MAX = 2
 GAP_OUTCOMES: dict[str, GapSignal] = {
@@ -116,7 +123,7 @@ class GapWindow:
         # for an answered turn, its question kept for a later rating together with whether a
         # low rating came first.
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.exists(PURGED_PREFIX + record.conversation_id)
+            pipe.exists(tombstone(record.conversation_id))
             self._remember(pipe, record.conversation_id, turn_id)
             if signal is None:
                 pipe.exists(LOW_RATING_PREFIX + turn_id)
@@ -157,7 +164,7 @@ class GapWindow:
         pipe.expire(key, self.ttl_s)
 
     async def _purged(self, conversation_id: str) -> bool:
-        return bool(await self.client.exists(PURGED_PREFIX + conversation_id))
+        return bool(await self.client.exists(tombstone(conversation_id)))
 
     async def purge(self, conversation_id: str) -> int:
         """Forget every question of the conversation (an operator's purge), and take none of it
@@ -165,7 +172,7 @@ class GapWindow:
         key = CONVERSATION_PREFIX + conversation_id
         turns = [as_text(t) for t in await self.client.smembers(key)]
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.set(PURGED_PREFIX + conversation_id, "1", ex=self.ttl_s)
+            pipe.set(tombstone(conversation_id), "1", ex=self.ttl_s)
             for turn_id in turns:
                 pipe.delete(ASKED_PREFIX + turn_id, LOW_RATING_PREFIX + turn_id)
                 pipe.hdel(QUESTIONS_KEY, turn_id)
