@@ -124,34 +124,46 @@ def _proper_noun_starts(nlp_artifacts: NlpArtifacts | None) -> frozenset[int]:
     """Offsets of the tokens spaCy's tagger reads as proper nouns. At the start of a sentence
     the small model calls most capitalised words proper nouns ("Grant access..."), so there
     a token counts only when a verb in the third person follows ("Jacob lives..."); one that
-    modifies a common noun names a thing ("the Zephyr key")."""
-    tokens = getattr(nlp_artifacts, "tokens", None)
-    if tokens is None:
+    modifies a common noun names a thing ("the Zephyr key").
+
+    Each token's attributes are read once into lists: reaching a token through the ``Doc``
+    (``token.nbor()``, a slice of the rest) costs more than the whole rule on a short message.
+    """
+    doc = getattr(nlp_artifacts, "tokens", None)
+    if doc is None:
         return frozenset()
-    parsed = tokens.has_annotation("DEP")
+    pos = [token.pos_ for token in doc]
+    if "PROPN" not in pos:
+        return frozenset()
+    tags = [token.tag_ for token in doc]
+    lower = [token.is_lower for token in doc]
+    parsed = doc.has_annotation("DEP")
     starts = set()
-    for token in tokens:
-        if token.pos_ != "PROPN":
+    for i, token in enumerate(doc):
+        if pos[i] != "PROPN":
             continue
-        if _names_a_thing(token, parsed):
+        if _names_a_thing(token, parsed, pos, tags, lower):
             continue  # "the Zephyr key", "Phoenix project"
-        following = token.nbor() if token.i + 1 < len(token.doc) else None
-        if token.is_sent_start and (following is None or following.tag_ not in {"VBZ", "VBD"}):
+        following = tags[i + 1] if i + 1 < len(tags) else None
+        if token.is_sent_start and following not in {"VBZ", "VBD"}:
             continue
         starts.add(token.idx)
     return frozenset(starts)
 
 
-def _names_a_thing(token: Token, parsed: bool) -> bool:
+def _names_a_thing(
+    token: Token, parsed: bool, pos: list[str], tags: list[str], lower: list[bool]
+) -> bool:
     """The proper noun modifies a common noun in lower case ("the Zephyr key", "Phoenix
     project"): by the parse when the pipeline has a parser, else by the tags (the first word
     after it that is no proper noun is such a noun; the redactor runs without the parser,
-    see :func:`redactor.service.build_analyzer`)."""
+    see :func:`redactor.service.build_analyzer`). ``pos``, ``tags`` and ``lower`` are the
+    doc's tokens' coarse tags, fine tags and whether each is in lower case."""
     if parsed:
         return token.dep_ == "compound" and token.head.is_lower
-    for following in token.doc[token.i + 1 :]:
-        if following.pos_ != "PROPN":
-            return following.tag_ in {"NN", "NNS"} and following.is_lower
+    for i in range(token.i + 1, len(pos)):
+        if pos[i] != "PROPN":
+            return tags[i] in {"NN", "NNS"} and lower[i]
     return False
 
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from spacy.language import Language
 
 from redactor.config import RedactorSettings
+from redactor.matmul import use_numpy_matmul
 from redactor.names import NameLists, name_lists, ordinary_words
 from redactor.recognizers import ALWAYS_REDACTED, NER_ENTITIES, SECRET_ENTITIES, build_recognizers
 
@@ -114,6 +115,7 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
     )
     nlp_engine.load()
     without_parser(nlp_engine.get_nlp(settings.language))
+    use_numpy_matmul(nlp_engine.get_nlp(settings.language))
     names = name_lists(nlp_engine.get_nlp(settings.language))
     registry = RecognizerRegistry(
         recognizers=build_recognizers(
