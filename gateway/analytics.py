@@ -13,8 +13,14 @@ reads a few small keys per day of the period, never a list of turns:
 * ``resolved:<day>`` (conversation -> turns resolved) and ``ticketed:<day>`` (conversations that
   got a ticket), for the deflection rate.
 * ``unanswered:<day>`` / ``unanswered-example:<day>``: questions that ended in ``no_answer``,
-  grouped by their content words, with the latest redacted wording of each group.
+  grouped by their content words, with the latest redacted wording of each group;
+  ``unanswered-source:<day>`` says which conversation each wording came from and
+  ``examples-of:<conversation>`` which wordings a conversation gave, so that a purge of the
+  conversation removes them (its counts stay: they hold no text).
 * ``cited:<day>``, ``doc-rated:<day>``, ``doc-score:<day>``: citations and ratings per document.
+
+Conversations are named by :func:`conversation_ref`, a digest of their id, never by the id: after
+a purge nothing here names the conversation, and what it counted stays counted.
 
 Every key lives under one Redis hash tag and expires ``GATEWAY_ANALYTICS_RETENTION_DAYS`` after
 its last write. Each fact is applied by one script that first sets a per-fact marker, so a
@@ -26,6 +32,7 @@ redactor wrote, placeholders instead of values), which is what an admin needs to
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -64,6 +71,15 @@ log = logging.getLogger("deskpilot.gateway.analytics")
 PREFIX = "deskpilot:gateway:{analytics}:"
 CRAWLED_PREFIX = PREFIX + "crawled:"
 MARKER_PREFIX = PREFIX + "seen:"
+EXAMPLES_OF_PREFIX = PREFIX + "examples-of:"
+"""Set per conversation (by :func:`conversation_ref`): ``<YYYYMMDD>|<topic>`` of each unanswered
+wording it gave."""
+PURGED_PREFIX = PREFIX + "purged:"
+"""Per purged conversation (by :func:`conversation_ref`), for :data:`MARKER_TTL_S`: its decision
+records that arrive after the purge (the audit stream is read in lingering batches) give no
+wording."""
+NO_GUARD = PREFIX + "no-guard"
+"""The guard of a fact that no purge can cancel: a key that is never written."""
 MARKER_TTL_S = 3 * 24 * 3600
 """How long a counted fact's marker is kept: longer than any redelivery takes."""
 
@@ -104,6 +120,12 @@ def day_of(moment: datetime) -> date:
 
 def key(kind: str, day: date) -> str:
     return f"{PREFIX}{kind}:{day:%Y%m%d}"
+
+
+def conversation_ref(conversation_id: str) -> str:
+    """How analytics names a conversation: a digest of its id, which a purge leaves behind
+    without naming the conversation."""
+    return hashlib.sha256(conversation_id.encode()).hexdigest()[:32]
 
 
 # -- grouping unanswered questions ----------------------------------------------------------------
@@ -162,9 +184,13 @@ def percentile(histogram: Mapping[int, int], share: float) -> float | None:
 # -- writing ---------------------------------------------------------------------------------------
 
 # Applies a fact's counter changes once: the marker is set first (NX), and when it was already
-# there nothing is changed. KEYS: the marker, then the keys the operations name by position.
-# ARGV: marker TTL, key TTL, operations as JSON [[op, key position, field, value], ...].
+# there nothing is changed; nor when the guard exists (a purge's tombstone). KEYS: the marker,
+# the guard, then the keys the operations name by position. ARGV: marker TTL, key TTL,
+# operations as JSON [[op, key position, field, value], ...].
 _APPLY_ONCE = """
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return 0
+end
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[1])) then
   return 0
 end
@@ -184,17 +210,37 @@ return 1
 """
 
 
+# Removes what one purged conversation wrote of unanswered wordings, where the wording is still
+# its own (a later one of another conversation stays). KEYS: the conversation's examples-of set,
+# then per wording its source and example hashes. ARGV: the conversation's ref, then per wording
+# its topic.
+_PURGE_EXAMPLES = """
+local removed = 0
+for i = 2, #ARGV do
+  local source, example = KEYS[2 * i - 2], KEYS[2 * i - 1]
+  if redis.call('HGET', source, ARGV[i]) == ARGV[1] then
+    redis.call('HDEL', source, ARGV[i])
+    removed = removed + redis.call('HDEL', example, ARGV[i])
+  end
+end
+redis.call('DEL', KEYS[1])
+return removed
+"""
+
+
 @dataclass
 class Changes:
-    """Counter changes of one fact, applied at once by :data:`_APPLY_ONCE`."""
+    """Counter changes of one fact, applied at once by :data:`_APPLY_ONCE` unless ``guard``
+    exists."""
 
     keys: list[str] = field(default_factory=list)
     ops: list[tuple[str, int, str, str | int]] = field(default_factory=list)
+    guard: str = NO_GUARD
 
     def _position(self, name: str) -> int:
         if name not in self.keys:
             self.keys.append(name)
-        return self.keys.index(name) + 2  # KEYS[1] is the marker; Lua counts from 1
+        return self.keys.index(name) + 3  # KEYS[1] the marker, KEYS[2] the guard; Lua from 1
 
     def incr(self, name: str, fieldname: str, amount: int = 1) -> None:
         self.ops.append(("hincrby", self._position(name), fieldname, amount))
@@ -236,13 +282,14 @@ class AnalyticsRecorder:
         self.client = client
         self.retention_s = retention_days * 24 * 3600
         self._apply = client.register_script(_APPLY_ONCE)
+        self._purge_examples = client.register_script(_PURGE_EXAMPLES)
 
     async def apply(self, marker: str, changes: Changes) -> bool:
         """Apply ``changes`` unless a fact with ``marker`` was applied before."""
         if not changes.ops:
             return False
         done = await self._apply(
-            keys=[MARKER_PREFIX + marker, *changes.keys],
+            keys=[MARKER_PREFIX + marker, changes.guard, *changes.keys],
             args=[MARKER_TTL_S, self.retention_s, json.dumps(changes.ops)],
         )
         return bool(done)
@@ -266,10 +313,10 @@ class AnalyticsRecorder:
             changes.incr(counters, "support")
         if turn.action in RESOLVED_ACTIONS:
             changes.incr(counters, "resolved")
-            changes.incr(key("resolved", day), turn.conversation_id)
+            changes.incr(key("resolved", day), conversation_ref(turn.conversation_id))
         elif turn.action is Action.ESCALATED:
             changes.incr(counters, "escalated")
-            changes.add(key("ticketed", day), turn.conversation_id)
+            changes.add(key("ticketed", day), conversation_ref(turn.conversation_id))
         elif turn.action is Action.NO_ANSWER:
             changes.incr(counters, "no_answer")
         if turn.latency_ms is not None:
@@ -309,9 +356,28 @@ class AnalyticsRecorder:
             question = record.details.get("question")
             if isinstance(question, str) and question.strip():
                 topic = topic_key(question)
+                ref = conversation_ref(record.conversation_id)
+                changes.guard = PURGED_PREFIX + ref
                 changes.incr(key("unanswered", day), topic)
                 changes.put(key("unanswered-example", day), topic, question.strip()[:300])
+                changes.put(key("unanswered-source", day), topic, ref)
+                changes.add(EXAMPLES_OF_PREFIX + ref, f"{day:%Y%m%d}|{topic}")
         return await self.apply(f"audit:{record.event_id}", changes)
+
+    async def purge(self, conversation_id: str) -> int:
+        """Remove the unanswered wordings the conversation gave (where no later one replaced
+        them) and take none of it that arrives later; how many were removed."""
+        ref = conversation_ref(conversation_id)
+        # The tombstone first: a record applied before it is in the set read next (each fact is
+        # applied by one script), one after it is refused.
+        await self.client.set(PURGED_PREFIX + ref, "1", ex=MARKER_TTL_S)
+        keys = [EXAMPLES_OF_PREFIX + ref]
+        topics = []
+        for raw in await self.client.smembers(EXAMPLES_OF_PREFIX + ref):
+            day, _, topic = _text(raw).partition("|")
+            keys += [f"{PREFIX}unanswered-source:{day}", f"{PREFIX}unanswered-example:{day}"]
+            topics.append(topic)
+        return int(await self._purge_examples(keys=keys, args=[ref, *topics]))
 
     async def on_crawl_finished(self, event: CrawlFinished) -> bool:
         counters = key("day", day_of(event.occurred_at))

@@ -63,7 +63,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         bus, turns, AttachmentRecords(bus, index, settings.attachment_ttl_s), settings
     )
     handlers.register(bus, turns, attachments)
-    purge = PurgeService(bus, index)
+    purge = PurgeService(bus, index, recorder)
     handlers.register_purge(bus, purge)
     documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
     handlers.register_documents(bus, documents)

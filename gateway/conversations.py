@@ -26,7 +26,7 @@ from contracts.bus import Bus
 from contracts.events import ConversationPurged, new_id
 from contracts.ids import is_conversation_id
 from contracts.topics import Topic
-from gateway.analytics import CRAWLED_PREFIX, MARKER_PREFIX
+from gateway.analytics import CRAWLED_PREFIX, MARKER_PREFIX, AnalyticsRecorder
 from gateway.errors import ApiError, ErrorCode
 
 log = logging.getLogger("deskpilot.gateway.conversations")
@@ -181,11 +181,13 @@ class ConversationIndex:
 
 
 class PurgeService:
-    """Queues a conversation's purge for every service, and does the gateway's own part."""
+    """Queues a conversation's purge for every service, and does the gateway's own part: its
+    records, and the unanswered wordings its analytics kept."""
 
-    def __init__(self, bus: Bus, index: ConversationIndex) -> None:
+    def __init__(self, bus: Bus, index: ConversationIndex, analytics: AnalyticsRecorder) -> None:
         self.bus = bus
         self.index = index
+        self.analytics = analytics
 
     async def request(self, conversation_id: str, requested_by: str) -> str:
         """Queue the purge; returns its id, the correlation id of every service's confirmation
@@ -203,4 +205,8 @@ class PurgeService:
 
     async def on_purge(self, event: ConversationPurged) -> None:
         deleted = await self.index.purge(event.conversation_id)
-        await self.bus.publish(Topic.AUDIT, event.confirmation("gateway", keys=deleted))
+        wordings = await self.analytics.purge(event.conversation_id)
+        await self.bus.publish(
+            Topic.AUDIT,
+            event.confirmation("gateway", keys=deleted, unanswered_wordings=wordings),
+        )

@@ -30,6 +30,9 @@ from gateway.analytics import (
     percentile,
     topic_key,
 )
+from gateway.analytics import (
+    PREFIX as ANALYTICS_PREFIX,
+)
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import (
     admin,
@@ -325,6 +328,67 @@ def test_facts_are_counted_once_however_often_delivered(stack: Stack, raw: redis
     assert body["turns"] == 1
     assert body["crawl"]["jobs"] == 1
     assert body["unanswered"][0]["count"] == 1
+
+
+def test_a_purge_takes_the_conversations_wordings_and_analytics_never_name_it(
+    stack: Stack, raw: redis.Redis
+) -> None:
+    """The unanswered wordings a conversation gave go with its purge (a later wording of another
+    conversation on the same topic stays), a decision record that arrives after the purge adds
+    nothing, and no key, field or value of analytics holds the conversation's id. The counts
+    stay: they hold no text."""
+    purged, other = uuid.uuid4().hex, uuid.uuid4().hex
+
+    def unanswered(conversation: str, question: str) -> None:
+        record = decision(Action.NO_ANSWER, "nothing found", question=question)
+        stack.turn(
+            Action.NO_ANSWER,
+            conversation=conversation,
+            decision=record.model_copy(update={"conversation_id": conversation}),
+        )
+        wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.AUDIT))
+
+    stack.turn(Action.ANSWER, conversation=purged, urls=(KB + "vpn",))
+    stack.turn(Action.ESCALATED, conversation=purged)
+    unanswered(purged, "where is the cafeteria menu")
+    unanswered(purged, "how do I book a parking space")
+    unanswered(other, "the cafeteria menu, where is it")
+    examples = {t["topic"]: t["example"] for t in stack.report()["unanswered"]}
+    assert examples["book parking space"] == "how do I book a parking space"
+    assert examples["cafeteria menu"] == "the cafeteria menu, where is it"
+
+    response = stack.client.delete(f"/api/admin/conversations/{purged}", headers=admin())
+    assert response.status_code == 202, response.text
+
+    def wording_gone() -> bool:
+        return {t["topic"]: t["example"] for t in stack.report()["unanswered"]} == {
+            "book parking space": "",
+            "cafeteria menu": "the cafeteria menu, where is it",
+        }
+
+    wait_until_sync(wording_gone)
+    late = decision(Action.NO_ANSWER, "nothing found", question="booking a parking space, how?")
+    publish(stack.settings, Topic.AUDIT, [late.model_copy(update={"conversation_id": purged})])
+    wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.AUDIT))
+    body = stack.report()
+    assert {t["topic"]: (t["count"], t["example"]) for t in body["unanswered"]} == {
+        "book parking space": (1, ""),
+        "cafeteria menu": (2, "the cafeteria menu, where is it"),
+    }
+    assert body["turns"] == 5  # counted before the purge, still counted
+
+    held = []
+    for name in raw.scan_iter(match=f"{ANALYTICS_PREFIX}*"):
+        kind = raw.type(name)
+        if kind == b"hash":
+            held += [b"%s %s" % pair for pair in raw.hgetall(name).items()]
+        elif kind == b"set":
+            held += list(raw.smembers(name))
+        elif kind == b"string":
+            held.append(raw.get(name) or b"")
+        held.append(name)
+    assert held, "analytics wrote nothing to search"
+    assert not [entry for entry in held if purged.encode() in entry]
 
 
 def test_a_period_selects_whole_days(stack: Stack, raw: redis.Redis) -> None:
