@@ -1547,12 +1547,19 @@ def strong_key(value: str) -> bool:
     digits, no spaces, high entropy; a hex string from 32 characters on. Not a dotted name,
     a path or a URL."""
     value = value.strip("\"'")
-    if len(value) < 16 or re.search(r"\s|://|^[./~]|\.\w+\.", value):
+    # The cheap tests first, by patterns: a run of assignments with no digit ("KEY=KEY=KEY=...")
+    # reads a value as long as the rest of the run at each of its cues.
+    if len(value) < 16 or not _A_LETTER.search(value) or not _A_DIGIT.search(value):
         return False
-    letters = any(c.isalpha() for c in value)
-    digits = any(c.isdigit() for c in value)
-    hexish = all(c in "0123456789abcdefABCDEF" for c in value)
-    return letters and digits and (len(value) >= 32 if hexish else entropy_bits(value) >= 3.5)
+    if re.search(r"\s|://|^[./~]|\.\w+\.", value):
+        return False
+    hexish = _HEX.fullmatch(value) is not None
+    return len(value) >= 32 if hexish else entropy_bits(value) >= 3.5
+
+
+_A_LETTER = re.compile(r"[^\W\d_]")
+_A_DIGIT = re.compile(r"\d")
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def looks_like_password(value: str) -> bool:
