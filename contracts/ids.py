@@ -1,5 +1,5 @@
 """Ids every service agrees on: what a conversation id may look like, and how an event id is
-derived from what caused the event.
+derived from what caused the event, and how a store names a conversation without its id.
 
 The gateway issues conversation ids (uuid4 hex, :func:`contracts.events.new_id`), and callers
 hand them back: the chat API and the WebSocket to continue a conversation, the admin API and
@@ -14,6 +14,7 @@ by event id, act once.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from typing import Annotated
@@ -54,3 +55,10 @@ def derived_event_id(*parts: str) -> str:
     if not parts:
         raise ValueError("derived_event_id needs at least one part")
     return uuid.uuid5(uuid.NAMESPACE_URL, ":".join(parts)).hex
+
+
+def conversation_digest(conversation_id: str) -> str:
+    """How a store names a conversation it must remember after its purge (a tombstone) or count
+    without naming it: a digest of the id, the same in every service, from which the id cannot
+    be read back."""
+    return hashlib.sha256(f"deskpilot:conversation:{conversation_id}".encode()).hexdigest()[:32]

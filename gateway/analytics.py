@@ -19,8 +19,8 @@ reads a few small keys per day of the period, never a list of turns:
   conversation removes them (its counts stay: they hold no text).
 * ``cited:<day>``, ``doc-rated:<day>``, ``doc-score:<day>``: citations and ratings per document.
 
-Conversations are named by :func:`conversation_ref`, a digest of their id, never by the id: after
-a purge nothing here names the conversation, and what it counted stays counted.
+Conversations are named by a digest of their id (:func:`contracts.ids.conversation_digest`), never
+by the id: after a purge nothing here names the conversation, and what it counted stays counted.
 
 Every key lives under one Redis hash tag and expires ``GATEWAY_ANALYTICS_RETENTION_DAYS`` after
 its last write. Each fact is applied by one script that first sets a per-fact marker, so a
@@ -32,7 +32,6 @@ redactor wrote, placeholders instead of values), which is what an admin needs to
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -48,6 +47,7 @@ from redis.exceptions import ResponseError
 
 from contracts.bus import Bus, Delivery
 from contracts.events import Action, AuditRecorded, CrawlFinished, EscalationReason
+from contracts.ids import conversation_digest
 from contracts.topics import REPLY_PREFIX, Group, Topic, dead_letter_stream
 from gateway.models import (
     AnalyticsRead,
@@ -72,12 +72,11 @@ PREFIX = "deskpilot:gateway:{analytics}:"
 CRAWLED_PREFIX = PREFIX + "crawled:"
 MARKER_PREFIX = PREFIX + "seen:"
 EXAMPLES_OF_PREFIX = PREFIX + "examples-of:"
-"""Set per conversation (by :func:`conversation_ref`): ``<YYYYMMDD>|<topic>`` of each unanswered
-wording it gave."""
+"""Set per conversation (by its digest): ``<YYYYMMDD>|<topic>`` of each unanswered wording it
+gave."""
 PURGED_PREFIX = PREFIX + "purged:"
-"""Per purged conversation (by :func:`conversation_ref`), for :data:`MARKER_TTL_S`: its decision
-records that arrive after the purge (the audit stream is read in lingering batches) give no
-wording."""
+"""Per purged conversation (by its digest), for :data:`MARKER_TTL_S`: its decision records that
+arrive after the purge (the audit stream is read in lingering batches) give no wording."""
 NO_GUARD = PREFIX + "no-guard"
 """The guard of a fact that no purge can cancel: a key that is never written."""
 MARKER_TTL_S = 3 * 24 * 3600
@@ -120,12 +119,6 @@ def day_of(moment: datetime) -> date:
 
 def key(kind: str, day: date) -> str:
     return f"{PREFIX}{kind}:{day:%Y%m%d}"
-
-
-def conversation_ref(conversation_id: str) -> str:
-    """How analytics names a conversation: a digest of its id, which a purge leaves behind
-    without naming the conversation."""
-    return hashlib.sha256(conversation_id.encode()).hexdigest()[:32]
 
 
 # -- grouping unanswered questions ----------------------------------------------------------------
@@ -212,7 +205,7 @@ return 1
 
 # Removes what one purged conversation wrote of unanswered wordings, where the wording is still
 # its own (a later one of another conversation stays). KEYS: the conversation's examples-of set,
-# then per wording its source and example hashes. ARGV: the conversation's ref, then per wording
+# then per wording its source and example hashes. ARGV: the conversation's digest, then per wording
 # its topic.
 _PURGE_EXAMPLES = """
 local removed = 0
@@ -313,10 +306,10 @@ class AnalyticsRecorder:
             changes.incr(counters, "support")
         if turn.action in RESOLVED_ACTIONS:
             changes.incr(counters, "resolved")
-            changes.incr(key("resolved", day), conversation_ref(turn.conversation_id))
+            changes.incr(key("resolved", day), conversation_digest(turn.conversation_id))
         elif turn.action is Action.ESCALATED:
             changes.incr(counters, "escalated")
-            changes.add(key("ticketed", day), conversation_ref(turn.conversation_id))
+            changes.add(key("ticketed", day), conversation_digest(turn.conversation_id))
         elif turn.action is Action.NO_ANSWER:
             changes.incr(counters, "no_answer")
         if turn.latency_ms is not None:
@@ -356,7 +349,7 @@ class AnalyticsRecorder:
             question = record.details.get("question")
             if isinstance(question, str) and question.strip():
                 topic = topic_key(question)
-                ref = conversation_ref(record.conversation_id)
+                ref = conversation_digest(record.conversation_id)
                 changes.guard = PURGED_PREFIX + ref
                 changes.incr(key("unanswered", day), topic)
                 changes.put(key("unanswered-example", day), topic, question.strip()[:300])
@@ -367,7 +360,7 @@ class AnalyticsRecorder:
     async def purge(self, conversation_id: str) -> int:
         """Remove the unanswered wordings the conversation gave (where no later one replaced
         them) and take none of it that arrives later; how many were removed."""
-        ref = conversation_ref(conversation_id)
+        ref = conversation_digest(conversation_id)
         # The tombstone first: a record applied before it is in the set read next (each fact is
         # applied by one script), one after it is refused.
         await self.client.set(PURGED_PREFIX + ref, "1", ex=MARKER_TTL_S)

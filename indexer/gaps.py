@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
 from contracts.events import Action, AuditRecorded, FeedbackRecorded, GapSignal
+from contracts.ids import conversation_digest
 
 log = logging.getLogger("deskpilot.indexer.gaps")
 
@@ -52,7 +53,7 @@ carries a digest of the conversation id (``tombstone``), so no key names a purge
 
 def tombstone(conversation_id: str) -> str:
     """The key that marks ``conversation_id`` as purged, without naming it."""
-    return PURGED_PREFIX + hashlib.sha256(conversation_id.encode()).hexdigest()
+    return PURGED_PREFIX + conversation_digest(conversation_id)
 
 
 LOW_RATING_MAX = 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.events import ConversationPurged
-from contracts.ids import derived_event_id
+from contracts.ids import conversation_digest, derived_event_id
 
 EVENT = "e" * 32
 
@@ -65,3 +65,12 @@ def test_a_purge_confirmation_keeps_its_id() -> None:
     )
     # f"purge-{service}:{purge.event_id}"
     assert purge.confirmation("gateway").event_id == "c6917d5b52275e4192b5ba46a540eb8e"
+
+
+def test_a_conversations_digest_is_stable_distinct_and_does_not_hold_the_id() -> None:
+    conversation = "4f1c2b9e8d7a6f5e4d3c2b1a09f8e7d6"
+    digest = conversation_digest(conversation)
+    assert digest == conversation_digest(conversation)  # the same in every service
+    assert digest != conversation_digest(conversation[:-1] + "7")
+    assert conversation not in digest and len(digest) == 32
+    assert set(digest) <= set("0123456789abcdef")
