@@ -1542,6 +1542,11 @@ def _generic_key_name(parts: list[str]) -> bool:
     return parts[-1:] == ["key"] and not (set(parts[:-1]) & _NOT_SECRET_KEY_WORDS)
 
 
+_A_LETTER = re.compile(r"[^\W\d_]")
+_A_DIGIT = re.compile(r"\d")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+
 def strong_key(value: str) -> bool:
     """A value only a key or a token looks like: sixteen characters or more, letters and
     digits, no spaces, high entropy; a hex string from 32 characters on. Not a dotted name,
@@ -1555,11 +1560,6 @@ def strong_key(value: str) -> bool:
         return False
     hexish = _HEX.fullmatch(value) is not None
     return len(value) >= 32 if hexish else entropy_bits(value) >= 3.5
-
-
-_A_LETTER = re.compile(r"[^\W\d_]")
-_A_DIGIT = re.compile(r"\d")
-_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def looks_like_password(value: str) -> bool:

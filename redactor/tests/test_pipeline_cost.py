@@ -49,7 +49,7 @@ def test_numpys_products_are_thincs(trans1: bool, trans2: bool) -> None:
     np.testing.assert_allclose(into, expected, rtol=1e-4, atol=1e-4)
 
 
-def test_every_model_of_the_pipeline_computes_with_numpy_on_one_thread(
+def test_every_model_of_the_pipeline_computes_its_products_with_numpy(
     analyzer: AnalyzerEngine,
 ) -> None:
     engine = analyzer.nlp_engine
