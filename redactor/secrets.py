@@ -897,7 +897,9 @@ _CHANGED_TO_ABROAD = (
     ),
 )
 _PIN_NOUN = re.compile(r"\b(?:pin|passcode|pincode|puk)\b", re.IGNORECASE)
-_FILE_NAME = re.compile(r"\.(?:[a-z]{2,4}|\d)$|[/\\]", re.IGNORECASE)
+# A file: an extension ("vpn.log", "Setup.EXE"), a rotated log's number after a name in small
+# letters ("syslog.1"; "Blue.Fish.9", capitalised words, is a password's shape), or a path.
+_FILE_NAME = re.compile(r"\.[a-zA-Z]{2,4}$|^[a-z0-9_.-]+\.\d$|[/\\]")
 # "the new one is X", "the old one was X", "new one: X", "the last one I had was 0909", "then I
 # tried the old one X"; "das neue X", "het oude was X", "la nueva es X": the adjective alone
 # stands for the password in the other languages.

@@ -46,6 +46,8 @@ SHAPED_IN_CONTEXT: list[Form] = [
     ("changed it to Maple_Leaf_88 this morning, same problem", ["Maple_Leaf_88"]),
     ("hab es gestern auf Regen-Tag-12 geändert, seitdem geht nichts", ["Regen-Tag-12"]),
     ("je l'ai changé hier : Soleil#2024, toujours refusé", ["Soleil#2024"]),
+    # capitalised words joined by dots, a number last: no file's name
+    ("I reset it to Blue.Fish.9 but it is still locked", ["Blue.Fish.9"]),
 ]  # fmt: skip
 SHAPED_IN_CONTEXT_NEAR_MISSES = [
     "my user jsmith01 is locked, I tried Windows11 and Server2019 logins",
@@ -57,6 +59,7 @@ SHAPED_IN_CONTEXT_NEAR_MISSES = [
     "I reset the router to firmware v2.3.1 and changed the channel to 11",
     "we changed it to Windows11 last week, reset NW-LT-0042 to factory settings",
     "changed the default printer to Floor-3 and reset the Teams cache",
+    "after the password reset see syslog.1 and setup.log, I changed it to lowercase",
 ]
 
 # -- codes named by their app or device, in any grouping, before "is your code", in a list ----
