@@ -72,5 +72,6 @@ def test_a_conversations_digest_is_stable_distinct_and_does_not_hold_the_id() ->
     digest = conversation_digest(conversation)
     assert digest == conversation_digest(conversation)  # the same in every service
     assert digest != conversation_digest(conversation[:-1] + "7")
-    assert conversation not in digest and len(digest) == 32
+    assert conversation not in digest
+    assert len(digest) == 32
     assert set(digest) <= set("0123456789abcdef")
