@@ -385,6 +385,29 @@ class Bus:
         *,
         reclaimed: bool,
     ) -> None:
+        """Deliver one entry, kept claimed from here on (:meth:`_renew_claims`).
+
+        A reclaimed entry this process is still working on is left alone: its renewal came
+        late (the event loop was busy for longer than reclaim_idle_ms less a third), not its
+        consumer died. It stays pending, unacknowledged, for the handler that has it."""
+        entry_id = _entry_id(msg)
+        if reclaimed and self._claimed.holds(topic, group, entry_id):
+            log.info("reclaimed an entry still in flight here", extra={"topic": topic})
+            await msg.nack()
+            return
+        with self._claimed.holding(topic, group, entry_id):
+            await self._deliver_held(topic, group, model, handler, msg, reclaimed=reclaimed)
+
+    async def _deliver_held(
+        self,
+        topic: str,
+        group: str,
+        model: type[E],
+        handler: Handler[E],
+        msg: StreamMessage,
+        *,
+        reclaimed: bool,
+    ) -> None:
         max_deliveries = self.settings.max_deliveries
         deliveries = await msg.get_delivery_count() if reclaimed else 1
         if deliveries > 1:
@@ -653,6 +676,10 @@ class InFlight:
                 del entries[entry_id]
                 if not entries:
                     self._entries.pop((topic, group), None)
+
+    def holds(self, topic: str, group: str, entry_id: str) -> bool:
+        """Whether a handler of this process is working on ``entry_id``."""
+        return entry_id in self._entries.get((topic, group), ())
 
     def snapshot(self) -> dict[tuple[str, str], list[str]]:
         """The entries in flight now, per (stream, group)."""

@@ -140,6 +140,11 @@ class AnswerBody(BaseModel):
         default_factory=list,
         description="Resolved tickets like this one; lower priority than the knowledge base.",
     )
+    crawled: bool = Field(
+        False,
+        description="The assistant read the allowed help sites during this turn before "
+        "answering (the answer may cite pages it read then).",
+    )
     redaction_notice: str | None = Field(
         None,
         description="Set when the redactor removed something from the user's message: what "
@@ -190,11 +195,23 @@ class TurnReply(Event):
 
     An attachment upload is answered the same way: its correlation id is the attachment id and
     ``kind`` is ``attachment`` (read and redacted) or ``attachment_error``.
+
+    A turn's progress is shown in the order of its reply stream, and only forwards: a progress
+    entry older than one shown, or with a ``count`` not above its stage's last, is dropped
+    (crawler replicas count pages together and may publish them out of order).
     """
 
     kind: Literal["progress", "answer", "attachment", "attachment_error"]
     stage: str | None = Field(None, examples=["searching", "composing"])
     detail: str | None = None
+    count: int | None = Field(
+        None,
+        ge=0,
+        description="How far the stage has got, counting up (the pages read of a crawl); "
+        "progress that arrives after a higher count of its stage is stale.",
+        examples=[3],
+    )
+    total: int | None = Field(None, ge=0, description="What ``count`` counts up to.", examples=[8])
     body: AnswerBody | None = Field(None, description="Set when kind is 'answer'.")
     attachment: AttachmentSummary | None = Field(None, description="Set when kind is 'attachment'.")
     error: AttachmentError | None = Field(None, description="Set when kind is 'attachment_error'.")

@@ -428,6 +428,8 @@ class CrawlService:
                     kind="progress",
                     stage="crawling",
                     detail=f"{completion.published}/{spec.budget.max_pages} pages",
+                    count=completion.published,
+                    total=spec.budget.max_pages,
                 ),
             )
         if completion.finished:

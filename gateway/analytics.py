@@ -69,7 +69,6 @@ from gateway.models import (
 log = logging.getLogger("deskpilot.gateway.analytics")
 
 PREFIX = "deskpilot:gateway:{analytics}:"
-CRAWLED_PREFIX = PREFIX + "crawled:"
 MARKER_PREFIX = PREFIX + "seen:"
 EXAMPLES_OF_PREFIX = PREFIX + "examples-of:"
 """Set per conversation (by its digest): ``<YYYYMMDD>|<topic>`` of each unanswered wording it
@@ -286,13 +285,6 @@ class AnalyticsRecorder:
             args=[MARKER_TTL_S, self.retention_s, json.dumps(changes.ops)],
         )
         return bool(done)
-
-    async def on_crawling(self, turn_id: str) -> None:
-        """A turn is waiting for the help sites to be read (its ``crawling`` progress)."""
-        await self.client.set(CRAWLED_PREFIX + turn_id, "1", ex=MARKER_TTL_S)
-
-    async def crawled(self, turn_id: str) -> bool:
-        return bool(await self.client.exists(CRAWLED_PREFIX + turn_id))
 
     async def on_answer(self, turn: AnsweredTurn) -> bool:
         day = day_of(turn.at)

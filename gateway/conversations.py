@@ -26,7 +26,7 @@ from contracts.bus import Bus
 from contracts.events import ConversationPurged, new_id
 from contracts.ids import is_conversation_id
 from contracts.topics import Topic
-from gateway.analytics import CRAWLED_PREFIX, MARKER_PREFIX, AnalyticsRecorder
+from gateway.analytics import MARKER_PREFIX, AnalyticsRecorder
 from gateway.errors import ApiError, ErrorCode
 
 log = logging.getLogger("deskpilot.gateway.conversations")
@@ -172,7 +172,7 @@ class ConversationIndex:
             if kind == "turn":
                 doomed += [TURN_PREFIX + member_id, FEEDBACK_PREFIX + member_id]
                 # The analytics' once-only markers name the turn (the day counters do not).
-                doomed += [MARKER_PREFIX + f"answer:{member_id}", CRAWLED_PREFIX + member_id]
+                doomed.append(MARKER_PREFIX + f"answer:{member_id}")
             elif kind == "attachment":
                 doomed.append(ATTACHMENT_PREFIX + member_id)
         deleted = int(await self.client.delete(*doomed))

@@ -22,11 +22,11 @@ from gateway.turns import TurnService
 
 
 def register(bus: Bus, turns: TurnService, attachments: AttachmentService) -> None:
-    async def on_reply(reply: TurnReply, _: Delivery) -> None:
+    async def on_reply(reply: TurnReply, delivery: Delivery) -> None:
         if reply.kind in ("attachment", "attachment_error"):
             # Recorded before the upload request is answered, so a message can reference it.
             await attachments.on_reply(reply)
-        await turns.on_reply(reply)
+        await turns.on_reply(reply, delivery.message_id)
 
     bus.subscribe(turns.reply_to, TurnReply, on_reply, group=Group.GATEWAY, concurrency=4)
 

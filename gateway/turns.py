@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -125,6 +125,39 @@ def _trace_id(record: dict[str, object] | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _entry_order(entry_id: str) -> tuple[int, int]:
+    """A stream entry id ("<ms>-<seq>") as what it sorts by."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass
+class ProgressOrder:
+    """A turn's progress as its listeners saw it, so that it only moves forward.
+
+    A progress reply is stale when its stream entry is older than the last one shown (the
+    gateway handled two replies at once and the later one finished first), or when it counts
+    (:attr:`TurnReply.count`) no higher than its stage already did (two crawler replicas
+    published their pages out of order)."""
+
+    last_entry: tuple[int, int] | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def forward(self, reply: TurnReply, entry_id: str | None) -> bool:
+        """Whether ``reply`` moves the turn's progress forward; if so it is now the last."""
+        entry = _entry_order(entry_id) if entry_id else None
+        if entry is not None and self.last_entry is not None and entry <= self.last_entry:
+            return False
+        stage = reply.stage or ""
+        if reply.count is not None and reply.count <= self.counts.get(stage, -1):
+            return False
+        if entry is not None:
+            self.last_entry = entry
+        if reply.count is not None:
+            self.counts[stage] = reply.count
+        return True
+
+
 class TurnService:
     def __init__(
         self,
@@ -143,6 +176,8 @@ class TurnService:
         self._listeners: dict[str, set[asyncio.Queue[TurnReply]]] = defaultdict(set)
         self._answers: dict[str, ChatRead] = {}
         """Answers just stored, for the listeners of their turn (no second read of Redis)."""
+        self._progress: dict[str, ProgressOrder] = {}
+        """What the listeners of each turn were last shown (to drop stale progress)."""
         self._records: dict[str, dict[str, object]] = {}
         """The records of the turns this instance submitted while someone listens for them, as
         written: their answer is stored without reading the record first."""
@@ -167,12 +202,14 @@ class TurnService:
         """Receive the turn's progress and answer; register before submitting."""
         queue: asyncio.Queue[TurnReply] = asyncio.Queue()
         self._listeners[turn_id].add(queue)
+        self._progress.setdefault(turn_id, ProgressOrder())
         try:
             yield queue
         finally:
             self._listeners[turn_id].discard(queue)
             if not self._listeners[turn_id]:
                 del self._listeners[turn_id]
+                self._progress.pop(turn_id, None)
                 self._answers.pop(turn_id, None)
                 self._records.pop(turn_id, None)
 
@@ -224,13 +261,16 @@ class TurnService:
             self._records[turn_id] = record
         return submitted
 
-    async def on_reply(self, reply: TurnReply) -> None:
-        """Handle a reply from this instance's stream: store answers, notify listeners."""
+    async def on_reply(self, reply: TurnReply, entry_id: str | None = None) -> None:
+        """Handle a reply from this instance's stream (``entry_id``: its entry there): store
+        answers, notify listeners. Replies are handled several at once, so a turn's progress
+        may come here out of order: a stale one is not shown (:class:`ProgressOrder`)."""
         if reply.kind == "answer" and reply.body is not None:
             await self._on_answer(reply, reply.body)
             return
-        if reply.kind == "progress" and reply.stage == "crawling" and self.analytics:
-            await self.analytics.on_crawling(reply.correlation_id)
+        order = self._progress.get(reply.correlation_id)
+        if reply.kind == "progress" and order is not None and not order.forward(reply, entry_id):
+            return
         self._notify(reply)
 
     async def _on_answer(self, reply: TurnReply, body: AnswerBody) -> None:
@@ -289,6 +329,6 @@ class TurnService:
                 category=answer.category,
                 latency_ms=latency_ms,
                 cited_urls=[citation.url for citation in answer.citations],
-                crawled=await self.analytics.crawled(answer.turn_id),
+                crawled=answer.crawled,
             )
         )

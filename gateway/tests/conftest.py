@@ -42,7 +42,6 @@ from redis import Redis
 from contracts.bus import Bus, decode_entry
 from contracts.events import Action, AnswerBody, AuditRecorded, Citation, Event, TurnReply
 from contracts.topics import Group, Topic, reply_stream
-from gateway.analytics import CRAWLED_PREFIX
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.conversations import INDEX_PREFIX
@@ -236,19 +235,12 @@ def answered_turn(
     envelope = {"correlation_id": turn_id, "conversation_id": conversation}
     replies: list[Event] = []
     if crawled:
-        # The crawl's progress is handled before its answer arrives, as when the help sites
-        # are read in between (the gateway handles up to four replies at once).
-        publish(
-            settings,
-            reply_stream(settings.instance_id),
-            [TurnReply(kind="progress", stage="crawling", **envelope)],
-        )
-        with Redis.from_url(settings.redis_url) as connection:
-            wait_until_sync(lambda: connection.exists(CRAWLED_PREFIX + turn_id))
+        replies.append(TurnReply(kind="progress", stage="crawling", **envelope))
     body = AnswerBody(
         answer="From the article [1]",
         action=action,
         category=category,
+        crawled=crawled,
         citations=[
             Citation(n=n, url=url, title=url.rsplit("/", 1)[-1], snippet="steps")
             for n, url in enumerate(urls, 1)

@@ -181,3 +181,77 @@ async def test_an_answer_to_a_turn_purged_after_it_was_submitted_is_not_handed_o
     finally:
         await bus.stop()
     assert await store.get("turn-purged") is None
+
+
+def progress(turn_id: str, stage: str, count: int | None = None) -> TurnReply:
+    detail = f"{count}/8 pages" if count is not None else None
+    return TurnReply(
+        correlation_id=turn_id,
+        conversation_id="c-1",
+        kind="progress",
+        stage=stage,
+        detail=detail,
+        count=count,
+        total=8 if count is not None else None,
+    )
+
+
+async def test_a_turns_progress_is_shown_only_forwards(
+    bus: Bus, redis: aioredis.Redis, settings: GatewaySettings
+) -> None:
+    """The gateway handles up to four replies at once, and crawler replicas count their pages
+    together: a listener sees neither an older entry after a newer one nor a page count going
+    back (before, "5/8 pages" was followed by "4/8 pages")."""
+    turns = TurnService(bus, TurnStore(redis, 600), settings)
+    async with turns.listen("turn-order") as queue:
+        await turns.on_reply(progress("turn-order", "searching"), "1700000000000-0")
+        await turns.on_reply(progress("turn-order", "crawling"), "1700000000005-0")
+        # Handled after the entry above, though written before it.
+        await turns.on_reply(progress("turn-order", "composing"), "1700000000004-9")
+        await turns.on_reply(progress("turn-order", "crawling", 5), "1700000000006-0")
+        # Written later by a replica that counted its page first.
+        await turns.on_reply(progress("turn-order", "crawling", 4), "1700000000006-1")
+        await turns.on_reply(progress("turn-order", "crawling", 5), "1700000000007-0")
+        await turns.on_reply(progress("turn-order", "indexed", 1), "1700000000008-0")
+        await turns.on_reply(progress("turn-order", "crawling", 6), "1700000000009-0")
+        shown: list[tuple[str | None, str | None]] = []
+        while not queue.empty():
+            reply = queue.get_nowait()
+            shown.append((reply.stage, reply.detail))
+
+    assert shown == [
+        ("searching", None),
+        ("crawling", None),
+        ("crawling", "5/8 pages"),
+        ("indexed", "1/8 pages"),
+        ("crawling", "6/8 pages"),
+    ]
+    # A listener of the same turn later starts afresh (a reconnected stream).
+    async with turns.listen("turn-order") as queue:
+        await turns.on_reply(progress("turn-order", "crawling", 2), "1700000000001-0")
+        assert queue.get_nowait().detail == "2/8 pages"
+
+
+async def test_an_answer_that_says_it_crawled_is_counted_as_a_crawl_whatever_came_first(
+    bus: Bus, redis: aioredis.Redis, settings: GatewaySettings
+) -> None:
+    """The answer says whether the turn read the help sites: the count does not depend on its
+    crawling progress having been handled first (it was, before)."""
+    store = TurnStore(redis, 600)
+    await store.create(Submitted("turn-crawled", "c-1", None), "u-1")
+    turns = TurnService(bus, store, settings)
+    async with turns.listen("turn-crawled") as queue:
+        analytics = WatchingAnalytics(redis, queue)
+        turns.analytics = analytics
+        reply = answer_reply("turn-crawled")
+        assert reply.body is not None
+        reply.body.crawled = True
+        await turns.on_reply(reply)
+        # Its crawling progress, handled after the answer: nothing more is counted.
+        await turns.on_reply(progress("turn-crawled", "crawling"))
+
+    (counted,) = analytics.counted
+    assert counted.crawled
+    counters = await redis.hgetall(key("day", day_of(counted.at)))
+    assert counters[b"crawl_turns"] == b"1"
+    assert counters[b"crawl_hits"] == b"1"

@@ -184,6 +184,7 @@ async def test_a_question_the_kb_lacks_waits_on_a_crawl_and_is_answered_from_the
     assert answer.action in {Action.ANSWER, Action.CHECKLIST}
     assert answer.citations[0].url == PAGE
     assert "front cover" in answer.answer
+    assert answer.crawled  # the analytics count it as a crawled turn, whatever came first
     assert ("indexed", "1 page read and indexed") in replies.progress_seen
     assert fleet.stops == [event.correlation_id]  # enough: the crawl ends early
     assert await redis.zscore(DEADLINES_KEY, event.correlation_id) is None

@@ -55,6 +55,7 @@ async def finish(
     """
     state, conversation = turn.state, turn.conversation
     body.redaction_notice = state.redaction_notice
+    body.crawled = state.crawl_job_id is not None
     if state.attachment_note and body.action is not Action.REFUSE:
         body.answer = f"{state.attachment_note}\n\n{body.answer}"
     if body.incident is None and state.incident is not None:
