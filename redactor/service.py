@@ -26,6 +26,7 @@ from presidio_analyzer.nlp_engine import SpacyNlpEngine
 from pydantic import BaseModel, ConfigDict, Field
 from spacy.language import Language
 
+from redactor.attributes import index_attribute_ruler
 from redactor.config import RedactorSettings
 from redactor.matmul import use_numpy_matmul
 from redactor.names import NameLists, name_lists, ordinary_words
@@ -116,6 +117,7 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
     nlp_engine.load()
     without_parser(nlp_engine.get_nlp(settings.language))
     use_numpy_matmul(nlp_engine.get_nlp(settings.language))
+    index_attribute_ruler(nlp_engine.get_nlp(settings.language))
     names = name_lists(nlp_engine.get_nlp(settings.language))
     registry = RecognizerRegistry(
         recognizers=build_recognizers(
