@@ -83,6 +83,7 @@ def test_a_question_only_the_help_site_answers_is_answered_from_the_crawled_page
     urls = [citation["url"] for citation in body["citations"]]
     assert urls[0].endswith(ANSWER_PAGE), urls
     assert "crosshair" in body["answer"]
+    assert body["crawled"] is True  # the answer says the help sites were read for it
 
     # Progress, in order: the search, the crawl starting, pages fetched, pages indexed.
     stages = [f.get("stage") for f in frames if f["type"] == "progress"]
@@ -97,7 +98,10 @@ def test_a_question_only_the_help_site_answers_is_answered_from_the_crawled_page
         and (match := re.fullmatch(r"(\d+)/8 pages", f.get("detail") or ""))
     ]
     assert fetched, [f.get("detail") for f in frames]
-    assert fetched == sorted(fetched)
+    assert fetched == sorted(set(fetched))  # only forwards: none repeated, none going back
+    counted = [f["count"] for f in frames if f.get("stage") == "crawling" and "count" in f]
+    assert counted == fetched  # for a progress bar: the same count, and the budget
+    assert {f["total"] for f in frames if "count" in f} == {8}
     # The crawler really fetched the page it cites, and no page twice.
     paths = site.paths()
     assert ANSWER_PAGE in paths
@@ -112,6 +116,7 @@ def test_a_follow_up_reuses_the_crawled_pages_without_crawling_again(stack: Stac
     body = response.json()
     assert body["action"] in ("answer", "checklist"), body
     assert body["citations"][0]["url"].endswith(ANSWER_PAGE)
+    assert body["crawled"] is False
     # Answered from the index: the turn, now over, asked the fleet for no crawl (a crawl is
     # requested before the answer it serves, so none can come later).
     assert crawl_requests(stack, body["turn_id"]) == []

@@ -233,9 +233,15 @@ class _Connection:
             while True:
                 reply = await replies.get()
                 if reply.kind == "progress":
-                    progress = {"type": "progress", "turn_id": turn_id, "stage": reply.stage}
+                    progress: dict[str, object] = {
+                        "type": "progress",
+                        "turn_id": turn_id,
+                        "stage": reply.stage,
+                    }
                     if reply.detail is not None:  # "writing": the answer so far
                         progress["detail"] = reply.detail
+                    if reply.count is not None:  # "crawling": pages read of the budget
+                        progress |= {"count": reply.count, "total": reply.total}
                     await self.send(progress)
                     continue
                 try:

@@ -34,6 +34,7 @@ CHAT_FIELDS = {
     "questions",
     "checklist",
     "similar_cases",
+    "crawled",
     "redaction_notice",
 }
 
