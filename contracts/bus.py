@@ -385,7 +385,10 @@ class Bus:
         *,
         reclaimed: bool,
     ) -> None:
-        """Deliver one entry, kept claimed from here on (:meth:`_renew_claims`).
+        """Deliver one entry, kept claimed from here on (:meth:`_renew_claims`) until it is
+        acknowledged: between a handler's end and its acknowledgement the entry is still pending,
+        and a reclaimer must not find it idle then (on a busy machine it did, and the entry was
+        handled twice).
 
         A reclaimed entry this process is still working on is left alone: its renewal came
         late (the event loop was busy for longer than reclaim_idle_ms less a third), not its
@@ -397,6 +400,7 @@ class Bus:
             return
         with self._claimed.holding(topic, group, entry_id):
             await self._deliver_held(topic, group, model, handler, msg, reclaimed=reclaimed)
+            await msg.ack()  # FastStream's own acknowledgement then has nothing left to do
 
     async def _deliver_held(
         self,
@@ -409,7 +413,15 @@ class Bus:
         reclaimed: bool,
     ) -> None:
         max_deliveries = self.settings.max_deliveries
-        deliveries = await msg.get_delivery_count() if reclaimed else 1
+        entry_id = _entry_id(msg)
+        deliveries = 1
+        if reclaimed:
+            pending = await self.redis.xpending_range(topic, group, entry_id, entry_id, 1)
+            if not pending:
+                # Acknowledged between the reclaimer's claim and now: its handler had finished.
+                log.info("reclaimed an entry handled meanwhile", extra={"topic": topic})
+                return
+            deliveries = int(pending[0]["times_delivered"])
         if deliveries > 1:
             metrics.REDELIVERIES.labels(self.service, topic, group).inc()
         if deliveries > max_deliveries:
@@ -438,7 +450,6 @@ class Bus:
 
         correlation_token = correlation_id_var.set(event.correlation_id)
         conversation_token = conversation_id_var.set(event.conversation_id)
-        entry_id = _entry_id(msg)
         try:
             if self.settings.fault_handler_delay_ms:
                 await asyncio.sleep(self.settings.fault_handler_delay_ms / 1000)
