@@ -225,11 +225,16 @@ class Bus:
                 raise ValueError(f"{topic} carries raw content: its entries are read one by one")
             self._subscribe_lingering(topic, group, model, handler, linger_ms)
 
-        async def on_new(_: bytes) -> None:
-            await self._deliver(topic, group, model, handler, self._message(), reclaimed=False)
+        def delivering(reclaimed: bool) -> Callable[[bytes], Awaitable[None]]:
+            async def on_entry(_: bytes) -> None:
+                msg = self._message()
+                async with self._held_until_acked(topic, group, msg, reclaimed=reclaimed) as ours:
+                    if ours:
+                        await self._deliver(topic, group, model, handler, msg, reclaimed=reclaimed)
 
-        async def on_reclaimed(_: bytes) -> None:
-            await self._deliver(topic, group, model, handler, self._message(), reclaimed=True)
+            return on_entry
+
+        on_new, on_reclaimed = delivering(reclaimed=False), delivering(reclaimed=True)
 
         # A read takes no more entries than the handler can work on at once. Unbounded, the
         # first XREADGROUP moves a whole backlog into this consumer's pending list: replicas
@@ -359,14 +364,14 @@ class Bus:
             conversation_id_var.reset(conversation_token)
 
     async def _run(self, group: str, handler: Handler[E], event: E, delivery: Delivery) -> None:
-        """Call ``handler`` in the delivery's span, measured, its entry kept claimed: a handler
-        may run longer than reclaim_idle_ms, and its entry must not look abandoned to the
-        reclaimers (this process's or a replica's) meanwhile (:meth:`_renew_claims`)."""
+        """Call ``handler`` in the delivery's span, measured. Its caller keeps the entry claimed
+        meanwhile (:meth:`_held_until_acked`, a batch's hold in :meth:`_subscribe_lingering`): a
+        handler may run longer than reclaim_idle_ms, and its entry must not look abandoned to
+        the reclaimers (this process's or a replica's)."""
         topic, entry_id = delivery.topic, delivery.message_id
         with (
             _consume_span(topic, entry_id, event),
             metrics.handling(self.service, topic, group),
-            self._claimed.holding(topic, group, entry_id),
         ):
             await handler(event, delivery)
 
@@ -375,34 +380,29 @@ class Bus:
         message: StreamMessage = self.broker.context.get_local("message")
         return message
 
-    async def _deliver(
-        self,
-        topic: str,
-        group: str,
-        model: type[E],
-        handler: Handler[E],
-        msg: StreamMessage,
-        *,
-        reclaimed: bool,
-    ) -> None:
-        """Deliver one entry, kept claimed from here on (:meth:`_renew_claims`) until it is
-        acknowledged: between a handler's end and its acknowledgement the entry is still pending,
-        and a reclaimer must not find it idle then (on a busy machine it did, and the entry was
-        handled twice).
+    @contextlib.asynccontextmanager
+    async def _held_until_acked(
+        self, topic: str, group: str, msg: StreamMessage, *, reclaimed: bool
+    ) -> AsyncIterator[bool]:
+        """Keep an entry claimed (:meth:`_renew_claims`) while it is delivered and until it is
+        acknowledged, which happens here when the block ends without an error: between a
+        handler's end and its acknowledgement the entry is still pending, and a reclaimer must
+        not find it idle then (on a busy machine it did, and the entry was handled twice).
 
-        A reclaimed entry this process is still working on is left alone: its renewal came
-        late (the event loop was busy for longer than reclaim_idle_ms less a third), not its
-        consumer died. It stays pending, unacknowledged, for the handler that has it."""
+        Yields whether to deliver it: a reclaimed entry this process is still working on is left
+        alone (its renewal came late, the event loop busy for longer than reclaim_idle_ms less a
+        third; its consumer did not die). It stays pending for the handler that has it."""
         entry_id = _entry_id(msg)
         if reclaimed and self._claimed.holds(topic, group, entry_id):
             log.info("reclaimed an entry still in flight here", extra={"topic": topic})
             await msg.nack()
+            yield False
             return
         with self._claimed.holding(topic, group, entry_id):
-            await self._deliver_held(topic, group, model, handler, msg, reclaimed=reclaimed)
+            yield True
             await msg.ack()  # FastStream's own acknowledgement then has nothing left to do
 
-    async def _deliver_held(
+    async def _deliver(
         self,
         topic: str,
         group: str,

@@ -29,6 +29,8 @@ ODD = [
     "It AIN'T working.\n\nNew paragraph\r\n  indented",
     "Y'ALL NEED TO RESET MY PASSWORD",
     "she gets it, he got it, they gotta go",
+    "<b>reset</b> &amp; <script>alert('y'all')</script> " * 40,
+    "y' all gon na nothin' ain't " * 200,
 ]
 
 
@@ -78,13 +80,14 @@ def test_the_redactors_pipeline_matches_its_attribute_ruler_through_the_index(
 def test_the_index_finds_what_the_matcher_finds_in_the_same_order(nlp: Language) -> None:
     ruler = nlp.get_pipe("attribute_ruler")
     assert isinstance(ruler, AttributeRuler)
+    indexed = IndexedMatch(ruler)  # built here: the pipeline's own could have been swapped back
     texts = [LONG, SHORT, *ODD, *_dev_texts()]
     assert len(texts) > 300
     matched = 0
     for text in texts:
         doc = _before_the_ruler(nlp, text)
         expected = AttributeRuler.match(ruler, doc)  # spaCy's own, through its Matcher
-        assert ruler.match(doc) == expected, text
+        assert indexed(doc) == expected, text
         matched += len(expected)
     assert matched > 5_000
 
