@@ -115,6 +115,7 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
         models=[{"lang_code": settings.language, "model_name": settings.spacy_model}]
     )
     nlp_engine.load()
+    keep_every_ner_label(nlp_engine, settings.language)
     without_parser(nlp_engine.get_nlp(settings.language))
     use_numpy_matmul(nlp_engine.get_nlp(settings.language))
     index_attribute_ruler(nlp_engine.get_nlp(settings.language))
@@ -140,6 +141,21 @@ def build_analyzer(settings: RedactorSettings) -> AnalyzerEngine:
             context_prefix_count=5, context_suffix_count=2
         ),
     )
+
+
+def keep_every_ner_label(nlp_engine: SpacyNlpEngine, language: str) -> None:
+    """Keep the labels of the model's entities that Presidio has no name for (``CARDINAL``,
+    ``MONEY``, ``PRODUCT``...) under their own names, as Presidio does for an unmapped label,
+    without its warning: it logged one per number of every message (272 lines for one uploaded
+    log). Which entities are redacted does not change; recognizers read the labels they know."""
+    nlp = nlp_engine.get_nlp(language)
+    config = nlp_engine.ner_model_configuration
+    mapping = dict(config.model_to_presidio_entity_mapping or {})
+    for pipe in ("ner", "entity_ruler"):
+        if nlp.has_pipe(pipe):
+            for label in getattr(nlp.get_pipe(pipe), "labels", ()):
+                mapping.setdefault(label, label)
+    config.model_to_presidio_entity_mapping = mapping
 
 
 def without_parser(nlp: Language) -> None:

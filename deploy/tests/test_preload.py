@@ -19,6 +19,7 @@ from deploy.preload import ForkServer, ForkServerError
 from tests.support import REPO_ROOT
 
 CHILD = "deploy.tests.preload_child"
+DATA = "deploy.tests.preload_data"
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -27,7 +28,9 @@ def env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture
 def server() -> Iterator[ForkServer]:
-    running = ForkServer(env(PRELOAD_SERVER_ONLY="the server's"), modules=("decimal",))
+    running = ForkServer(
+        env(PRELOAD_SERVER_ONLY="the server's"), modules=("decimal",), warmed=(f"{DATA}:table",)
+    )
     try:
         yield running
     finally:
@@ -57,10 +60,11 @@ def test_a_child_runs_the_module_with_its_own_env_output_and_session(
         "marker": "mine",
         "inherited": None,  # the server's environment is not the child's
         "decimal_preloaded": True,
+        "table_warmed": True,  # read by the server, before the fork
         "own_session": True,
         "stdin": "",  # not the server's request pipe
     }
-    assert server.preloaded == ["decimal"]
+    assert server.preloaded == ["decimal", f"{DATA}:table"]
 
 
 def test_a_child_ends_with_its_exit_code_atexit_handlers_run_and_output_flushed(
@@ -128,7 +132,7 @@ def test_children_are_the_servers_and_none_is_left_a_zombie(
 
 
 def test_closing_the_server_stops_its_children(tmp_path: Path) -> None:
-    server = ForkServer(env(), modules=("decimal",))
+    server = ForkServer(env(), modules=("decimal",), warmed=())
     child = server.spawn(CHILD, env(PRELOAD_CHILD_DO="sleep"), tmp_path / "child.log")
     report(tmp_path / "child.log")
     assert psutil.Process(child.pid).ppid() == server.pid
@@ -142,7 +146,7 @@ def test_closing_the_server_stops_its_children(tmp_path: Path) -> None:
 def test_a_dead_server_takes_no_request_and_its_children_do_not_outlive_it(
     tmp_path: Path,
 ) -> None:
-    server = ForkServer(env(), modules=("decimal",))
+    server = ForkServer(env(), modules=("decimal",), warmed=())
     child = server.spawn(CHILD, env(PRELOAD_CHILD_DO="sleep"), tmp_path / "child.log")
     report(tmp_path / "child.log")
 

@@ -28,7 +28,7 @@ def stand_in(tmp_path: Path, server: ForkServer | None) -> Child:
 
 
 def test_a_child_is_forked_by_the_stacks_fork_server(tmp_path: Path) -> None:
-    server = ForkServer(ENV, modules=("decimal",))
+    server = ForkServer(ENV, modules=("decimal",), warmed=())
     try:
         child = stand_in(tmp_path, server)
         child.start()
@@ -42,7 +42,7 @@ def test_a_child_is_forked_by_the_stacks_fork_server(tmp_path: Path) -> None:
 def test_without_a_working_fork_server_a_child_starts_on_its_own(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server = ForkServer(ENV, modules=("decimal",))
+    server = ForkServer(ENV, modules=("decimal",), warmed=())
     server.close()  # gone before the child starts
     child = stand_in(tmp_path, server)
     with caplog.at_level(logging.WARNING, logger="deskpilot.runner"):
@@ -60,7 +60,7 @@ def test_a_stack_leaves_running_the_fork_server_it_was_given_and_stops_its_own(
 ) -> None:
     """Stacks started one after another (as the tests do) can share one fork server: a stack
     given one does not close it when it stops; one it started itself it does close."""
-    given = ForkServer(ENV, modules=("decimal",))
+    given = ForkServer(ENV, modules=("decimal",), warmed=())
     try:
         stack = Stack(
             RunnerSettings(data_dir=tmp_path), port=0, say=lambda _: None, fork_server=given
@@ -74,7 +74,7 @@ def test_a_stack_leaves_running_the_fork_server_it_was_given_and_stops_its_own(
         given.close()
 
     own = Stack(RunnerSettings(data_dir=tmp_path / "own"), port=0, say=lambda _: None)
-    own.fork_server = ForkServer(ENV, modules=("decimal",))  # as start() makes it
+    own.fork_server = ForkServer(ENV, modules=("decimal",), warmed=())  # as start() makes it
     own.stop()
     with pytest.raises(ForkServerError):
         own.fork_server.spawn("deploy.tests.preload_child", ENV, tmp_path / "late.log")

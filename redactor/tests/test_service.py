@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -201,6 +202,19 @@ def test_text_without_personal_data_is_unchanged(redactor: Redactor, text: str) 
     assert redaction.text == text
     assert redaction.entities == []
     assert redaction.summary() == {}
+
+
+def test_numbers_money_and_products_are_kept_without_a_warning_each(
+    redactor: Redactor, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Entities of the model that Presidio has no name for (a count, a sum, a product) are
+    neither redacted nor logged: Presidio warned once per number of every message."""
+    text = "I paid 45 dollars for 3 licences of Office 365 and error 0x800704cf came 20000 times"
+    with caplog.at_level(logging.INFO, logger="presidio-analyzer"):
+        redaction = redactor.redact(text)
+
+    assert redaction.text == text
+    assert [r.getMessage() for r in caplog.records if r.name == "presidio-analyzer"] == []
 
 
 def test_result_never_contains_original_values(redactor: Redactor) -> None:
