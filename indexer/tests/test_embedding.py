@@ -61,6 +61,31 @@ def test_the_model_is_loaded_once_per_process(embedder: Embedder) -> None:
     assert another._model is embedder._model
 
 
+def test_the_window_is_known_before_the_model_is_loaded(embedder: Embedder) -> None:
+    """A new embedder reads the model's window from its folder; loading it gives the same."""
+    fresh = Embedder()
+    before = fresh.max_tokens
+    assert "_model" not in fresh.__dict__
+    assert before == embedder._model.max_seq_length == 256
+
+
+def test_ingesting_unchanged_files_never_loads_the_model(
+    embedder: Embedder, settings: IndexerSettings, tmp_path: Path
+) -> None:
+    """``deskpilot ingest`` of a folder already indexed: no embedding model, hence no torch."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "printer.md").write_text("# Add the printer\n\nOpen Settings, then Printers.\n")
+    collection = open_collection(settings)
+    assert Ingestor(embedder, collection, settings).ingest_path(folder).files_indexed == 1
+
+    lazy = Embedder()
+    again = Ingestor(lazy, collection, settings).ingest_path(folder)
+
+    assert again.files_unchanged == 1
+    assert "_model" not in lazy.__dict__
+
+
 def test_demo_articles_seeded_from_the_vector_cache_get_the_same_chunks_and_vectors(
     embedder: Embedder, settings: IndexerSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
