@@ -356,29 +356,23 @@ def scope_cross_validation(
     examples: Any, encoder: Any, threshold: float, folds: int = 5, seed: int = 0
 ) -> dict[str, Any]:
     """Stratified k-fold CV of the scope decision on the intents file itself: each fold's
-    messages are judged by a scope model (:func:`orchestrator.intent.fit_scope`) fitted on the
-    other folds, refused below ``threshold`` as the classifier does."""
-    import numpy as np
-    from sklearn.model_selection import StratifiedKFold
-
-    from orchestrator.intent import SCOPE_OFF_TOPIC, embed, fit_scope, scope_probabilities
+    messages are judged by a scope model fitted on the other folds
+    (:func:`orchestrator.intent.out_of_fold_scope_scores`), refused below ``threshold`` as the
+    classifier does; and the threshold that calibration would choose from those scores."""
+    from orchestrator.intent import calibrate_scope_threshold, embed, out_of_fold_scope_scores
 
     by_text = dict(examples.scope_examples())  # a text in two groups counts once, in its last
-    texts, groups = list(by_text), np.asarray(list(by_text.values()))
-    vectors = embed(encoder, texts)
-    scores = np.empty(len(texts))
-    # Groups smaller than the folds cannot be in every fold; stratify those by their class.
-    sizes = Counter(groups)
-    strata = np.asarray([g if sizes[g] >= folds else g.split(":", 1)[0] for g in groups])
-    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-    for train, test in splitter.split(vectors, strata):
-        model = fit_scope(vectors[train], list(groups[train]))
-        for i, p in zip(test, scope_probabilities(model, vectors[test]), strict=True):
-            scores[i] = 1.0 - p.get(SCOPE_OFF_TOPIC, 0.0)
+    texts, groups = list(by_text), list(by_text.values())
+    scores = out_of_fold_scope_scores(embed(encoder, texts), groups, folds, seed)
     refused = [bool(score < threshold) for score in scores]
     scopes = [SCOPE_CLASS_NAMES[g.split(":", 1)[0]] for g in groups]
     topics = [g.split(":", 1)[1] for g in groups]
-    return {"n": len(texts), "folds": folds, **scope_refusals(refused, scopes, topics)}
+    return {
+        "n": len(texts),
+        "folds": folds,
+        "calibrated_threshold": calibrate_scope_threshold(scores, groups),
+        **scope_refusals(refused, scopes, topics),
+    }
 
 
 def evaluate_held_apart(
@@ -482,7 +476,8 @@ def format_held_apart(report: dict[str, Any], show_misses: bool = False) -> str:
         )
     lines += [
         f"scope cross-validated on the intents file ({cv['n']} examples, {cv['folds']} folds; "
-        "each fold judged by a scope model fitted on the others):",
+        "each fold judged by a scope model fitted on the others; threshold calibrated on "
+        f"them: {cv['calibrated_threshold']}):",
         *block(cv),
         f"{report['seconds']} s",
     ]
