@@ -66,7 +66,7 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         "means the packaged orchestrator/data/intents.yaml. Changes take effect on restart.",
     )
     scope_threshold: float = Field(
-        0.43,
+        0.44,
         ge=0,
         le=1,
         description="A message is declined as not IT support when the learned probability that "

@@ -358,19 +358,20 @@ def scope_cross_validation(
     """Stratified k-fold CV of the scope decision on the intents file itself: each fold's
     messages are judged by a scope model fitted on the other folds
     (:func:`orchestrator.intent.out_of_fold_scope_scores`), refused below ``threshold`` as the
-    classifier does; and the threshold that calibration would choose from those scores."""
-    from orchestrator.intent import calibrate_scope_threshold, embed, out_of_fold_scope_scores
+    classifier does; and the threshold calibration chooses for these examples."""
+    from orchestrator.intent import calibrated_scope_threshold, embed, out_of_fold_scope_scores
 
     by_text = dict(examples.scope_examples())  # a text in two groups counts once, in its last
     texts, groups = list(by_text), list(by_text.values())
-    scores = out_of_fold_scope_scores(embed(encoder, texts), groups, folds, seed)
+    vectors = embed(encoder, texts)
+    scores = out_of_fold_scope_scores(vectors, groups, folds, seed)
     refused = [bool(score < threshold) for score in scores]
     scopes = [SCOPE_CLASS_NAMES[g.split(":", 1)[0]] for g in groups]
     topics = [g.split(":", 1)[1] for g in groups]
     return {
         "n": len(texts),
         "folds": folds,
-        "calibrated_threshold": calibrate_scope_threshold(scores, groups),
+        "calibrated_threshold": calibrated_scope_threshold(vectors, groups, folds),
         **scope_refusals(refused, scopes, topics),
     }
 
