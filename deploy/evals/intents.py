@@ -58,6 +58,20 @@ CONVERSATIONAL_LABELS = (
 )
 OUT_OF_SCOPE_TARGET = 0.90
 WRONGLY_REFUSED_TARGET = 0.05
+# Issue 15's targets on the held-apart set, which is harder to pass than the Rasa file's.
+HELD_APART_OUT_TARGET = 0.95
+HELD_APART_IT_TARGET = 0.01
+# The held-apart set's scopes: refused, and the three that must not be.
+HELD_OUT = "out_of_scope"
+HELD_IT = "it"
+HELD_APART_SCOPES = (HELD_OUT, HELD_IT, "conversational", "request_human")
+# The scope model's classes (orchestrator.intent) by the held-apart set's names.
+SCOPE_CLASS_NAMES = {
+    "off_topic": HELD_OUT,
+    "it": HELD_IT,
+    "conversational": "conversational",
+    "request_human": "request_human",
+}
 
 # [text](entity), [text](entity:value), [text]{"entity": "priority", "value": "high"}
 _ENTITY = re.compile(r"\[([^\]]*)\](?:\([^)]*\)|\{[^}]*\})")
@@ -137,6 +151,54 @@ def load_utterances(
     if suffix == ".csv":
         return read_csv(path, text_column or "text", label_column or "label"), "csv"
     raise DataError(f"{path}: expected Rasa NLU YAML (.yml, .yaml) or a CSV file (.csv)")
+
+
+@dataclass(frozen=True)
+class ScopeCase:
+    """One message of a held-apart scope set: its scope (:data:`HELD_APART_SCOPES`) and topic."""
+
+    text: str
+    scope: str
+    topic: str
+
+
+_SECTION = re.compile(r"\[(\S+)\s+(\S+)\]")
+
+
+def parse_held_apart(raw: str, source: str = "held-apart set") -> list[ScopeCase]:
+    """Messages under ``[<scope> <topic>]`` headings, one a line; ``#`` lines are comments."""
+    cases: list[ScopeCase] = []
+    section: tuple[str, str] | None = None
+    for number, line in enumerate(raw.splitlines(), 1):
+        text = " ".join(line.split())
+        if not text or text.startswith("#"):
+            continue
+        heading = _SECTION.fullmatch(text)
+        if heading:
+            if heading[1] not in HELD_APART_SCOPES:
+                raise DataError(
+                    f"{source}:{number}: unknown scope {heading[1]!r}; "
+                    f"expected one of {', '.join(HELD_APART_SCOPES)}"
+                )
+            section = (heading[1], heading[2])
+        elif section is None:
+            raise DataError(f"{source}:{number}: a message before any [<scope> <topic>] heading")
+        else:
+            cases.append(ScopeCase(text, *section))
+    if not cases:
+        raise DataError(f"{source} holds no messages")
+    return cases
+
+
+def load_held_apart(path: Path) -> list[ScopeCase]:
+    if not path.is_file():
+        raise DataError(f"{path} does not exist")
+    return parse_held_apart(path.read_text(encoding="utf-8"), str(path))
+
+
+def normalised(text: str) -> str:
+    """Lower case, letters and digits only, single spaces: how two phrasings count as one."""
+    return " ".join(re.sub(r"[^\w]+", " ", text.lower()).split())
 
 
 def deduplicate(utterances: Iterable[Utterance]) -> list[Utterance]:
@@ -248,6 +310,179 @@ def refusal_figures(
             for label in labels
         },
     }
+
+
+def scope_refusals(
+    refused: Sequence[bool], scopes: Sequence[str], topics: Sequence[str]
+) -> dict[str, Any]:
+    """Refused shares per scope and per topic, with issue 15's targets on the first two."""
+    figures: dict[str, Any] = {}
+    for scope in HELD_APART_SCOPES:
+        chosen = [i for i, s in enumerate(scopes) if s == scope]
+        count = sum(refused[i] for i in chosen)
+        figures[scope] = {
+            "refused": count,
+            "n": len(chosen),
+            "rate": round(count / len(chosen), 4) if chosen else None,
+        }
+    out, it = figures[HELD_OUT], figures[HELD_IT]
+    out["target"] = f">= {HELD_APART_OUT_TARGET:.0%}"
+    out["met"] = out["rate"] is not None and out["rate"] >= HELD_APART_OUT_TARGET
+    it["target"] = f"<= {HELD_APART_IT_TARGET:.0%}"
+    it["met"] = it["rate"] is not None and it["rate"] <= HELD_APART_IT_TARGET
+    per_topic: dict[str, dict[str, Any]] = {}
+    for scope, topic, was_refused in zip(scopes, topics, refused, strict=True):
+        row = per_topic.setdefault(f"{scope} {topic}", {"refused": 0, "n": 0})
+        row["refused"] += int(was_refused)
+        row["n"] += 1
+    figures["per_topic"] = per_topic
+    return figures
+
+
+def held_apart_figures(classifier: Any, cases: Sequence[ScopeCase]) -> dict[str, Any]:
+    """How the configured classifier's scope decision treats a held-apart set."""
+    intents = classifier.classify_many([case.text for case in cases])
+    refused = [not intent.in_scope for intent in intents]
+    figures = scope_refusals(refused, [c.scope for c in cases], [c.topic for c in cases])
+    figures["misses"] = [
+        {"text": case.text, "scope": case.scope, "topic": case.topic}
+        for case, was_refused in zip(cases, refused, strict=True)
+        if was_refused != (case.scope == HELD_OUT)
+    ]
+    return figures
+
+
+def scope_cross_validation(
+    examples: Any, encoder: Any, threshold: float, folds: int = 5, seed: int = 0
+) -> dict[str, Any]:
+    """Stratified k-fold CV of the scope decision on the intents file itself: each fold's
+    messages are judged by a scope model fitted on the other folds
+    (:func:`orchestrator.intent.out_of_fold_scope_scores`), refused below ``threshold`` as the
+    classifier does; and the threshold calibration chooses for these examples."""
+    from orchestrator.intent import calibrated_scope_threshold, embed, out_of_fold_scope_scores
+
+    by_text = dict(examples.scope_examples())  # a text in two groups counts once, in its last
+    texts, groups = list(by_text), list(by_text.values())
+    vectors = embed(encoder, texts)
+    scores = out_of_fold_scope_scores(vectors, groups, folds, seed)
+    refused = [bool(score < threshold) for score in scores]
+    scopes = [SCOPE_CLASS_NAMES[g.split(":", 1)[0]] for g in groups]
+    topics = [g.split(":", 1)[1] for g in groups]
+    return {
+        "n": len(texts),
+        "folds": folds,
+        "calibrated_threshold": calibrated_scope_threshold(vectors, groups, folds),
+        **scope_refusals(refused, scopes, topics),
+    }
+
+
+def evaluate_held_apart(
+    path: Path,
+    *,
+    folds: int = 5,
+    seed: int = 0,
+    encoder: Any = None,
+    settings: Any = None,
+) -> dict[str, Any]:
+    """The configured classifier on a held-apart set, and its scope decision cross-validated
+    on its own intents file."""
+    from orchestrator.config import OrchestratorSettings
+    from orchestrator.intent import IntentClassifier, load_examples
+
+    started = time.perf_counter()
+    settings = settings or OrchestratorSettings()
+    cases = load_held_apart(path)
+    examples = load_examples(settings.intents_file)
+    trained = {normalised(text) for text, _ in examples.scope_examples()}
+    overlap = [case.text for case in cases if normalised(case.text) in trained]
+    if encoder is None:
+        from orchestrator.embedding import QueryEncoder
+
+        encoder = QueryEncoder(settings.torch_threads)
+    classifier = IntentClassifier(
+        encoder,
+        examples,
+        scope_threshold=settings.scope_threshold,
+        request_human_threshold=settings.request_human_threshold,
+    )
+    return {
+        "held_apart": str(path),
+        "intents_file": str(settings.intents_file or "packaged orchestrator/data/intents.yaml"),
+        "scope_threshold": settings.scope_threshold,
+        "n": len(cases),
+        "also_in_training": overlap,
+        "figures": held_apart_figures(classifier, cases),
+        "cv": scope_cross_validation(examples, encoder, settings.scope_threshold, folds, seed),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def format_held_apart(report: dict[str, Any], show_misses: bool = False) -> str:
+    def share(row: dict[str, Any]) -> str:
+        rate = "n/a" if row["rate"] is None else f"{row['rate']:.1%}"
+        return f"{row['refused']}/{row['n']} = {rate}"
+
+    def verdict(row: dict[str, Any]) -> str:
+        return f" (target {row['target']}: {'met' if row['met'] else 'NOT MET'})"
+
+    def block(figures: dict[str, Any]) -> list[str]:
+        out, it = figures[HELD_OUT], figures[HELD_IT]
+        lines = [
+            f"  out of scope refused: {share(out)}{verdict(out)}",
+            f"  IT questions wrongly refused: {share(it)}{verdict(it)}",
+            f"  conversational refused: {share(figures['conversational'])}; "
+            f"requests for a person refused: {share(figures['request_human'])}",
+        ]
+        worst = sorted(
+            (
+                (row["refused"] / row["n"], topic, row)
+                for topic, row in figures["per_topic"].items()
+                if topic.startswith(HELD_OUT + " ")
+            ),
+        )
+        lines.append(
+            "  out-of-scope refused by topic: "
+            + ", ".join(
+                f"{topic.split(' ', 1)[1]} {row['refused']}/{row['n']}" for _, topic, row in worst
+            )
+        )
+        wrongly = [
+            f"{topic} {row['refused']}/{row['n']}"
+            for topic, row in figures["per_topic"].items()
+            if not topic.startswith(HELD_OUT + " ") and row["refused"]
+        ]
+        if wrongly:
+            lines.append("  wrongly refused by topic: " + ", ".join(wrongly))
+        return lines
+
+    figures, cv = report["figures"], report["cv"]
+    lines = [
+        f"held-apart set {report['held_apart']}: {report['n']} messages "
+        f"({figures[HELD_OUT]['n']} out of scope, {figures[HELD_IT]['n']} IT, "
+        f"{figures['conversational']['n']} conversational, "
+        f"{figures['request_human']['n']} requests for a person), never trained on; the "
+        f"classifier trained on {report['intents_file']}, scope threshold "
+        f"{report['scope_threshold']}:",
+        *block(figures),
+    ]
+    if report["also_in_training"]:
+        lines.append(
+            f"  WARNING: {len(report['also_in_training'])} messages are also in the intents "
+            "file: " + " | ".join(report["also_in_training"])
+        )
+    if show_misses and figures["misses"]:
+        lines.append(
+            "  misses: "
+            + " | ".join(f"[{m['scope']} {m['topic']}] {m['text']}" for m in figures["misses"])
+        )
+    lines += [
+        f"scope cross-validated on the intents file ({cv['n']} examples, {cv['folds']} folds; "
+        "each fold judged by a scope model fitted on the others; threshold calibrated on "
+        f"them: {cv['calibrated_threshold']}):",
+        *block(cv),
+        f"{report['seconds']} s",
+    ]
+    return "\n".join(lines)
 
 
 def evaluate(
@@ -370,7 +605,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--data", type=Path, required=True, help="Rasa NLU YAML or a CSV file")
+    parser.add_argument("--data", type=Path, default=None, help="Rasa NLU YAML or a CSV file")
+    parser.add_argument(
+        "--held-apart",
+        type=Path,
+        default=None,
+        help="a held-apart scope set (orchestrator/tests/data/scope.heldapart.txt): refusal "
+        "on it, and the scope decision cross-validated on the intents file",
+    )
+    parser.add_argument(
+        "--show-misses", action="store_true", help="list the held-apart set's wrong decisions"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds")
     parser.add_argument("--seed", type=int, default=0, help="seed of the folds and the sample")
@@ -400,6 +645,21 @@ def run_eval_intents(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 2:
         print("deskpilot eval intents: --limit must be at least 2", file=sys.stderr)
         return 2
+    if args.data is None and args.held_apart is None:
+        print("deskpilot eval intents: give --data, --held-apart or both", file=sys.stderr)
+        return 2
+    met = True
+    if args.held_apart is not None:
+        try:
+            held = evaluate_held_apart(args.held_apart, folds=args.folds, seed=args.seed)
+        except (DataError, IntentExamplesError, OSError) as exc:
+            print(f"deskpilot eval intents: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(held) if args.json else format_held_apart(held, args.show_misses))
+        figures = held["figures"]
+        met = figures[HELD_OUT]["met"] and figures[HELD_IT]["met"]
+        if args.data is None:
+            return 0 if met or not args.check else 1
     try:
         report = evaluate(
             args.data,
@@ -418,6 +678,7 @@ def run_eval_intents(args: argparse.Namespace) -> int:
     print(json.dumps(report) if args.json else format_report(report))
     refusal = report["refusal"]
     if args.check and refusal:
-        met = refusal["out_of_scope_refused"]["met"] and refusal["in_scope_wrongly_refused"]["met"]
-        return 0 if met else 1
-    return 0
+        met = met and (
+            refusal["out_of_scope_refused"]["met"] and refusal["in_scope_wrongly_refused"]["met"]
+        )
+    return 0 if met or not args.check else 1

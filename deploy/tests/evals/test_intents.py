@@ -10,6 +10,7 @@ import argparse
 import hashlib
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +19,18 @@ import pytest
 from deploy.evals import intents as eval_intents
 from deploy.evals.intents import (
     DataError,
+    ScopeCase,
     Utterance,
     add_parser,
     cross_validate,
     deduplicate,
     evaluate,
+    evaluate_held_apart,
+    format_held_apart,
+    load_held_apart,
     load_utterances,
+    normalised,
+    parse_held_apart,
     parse_rasa_nlu,
     read_csv,
     run_eval_intents,
@@ -31,10 +38,11 @@ from deploy.evals.intents import (
     strip_entity_annotations,
 )
 from orchestrator.config import OrchestratorSettings
-from orchestrator.intent import embed
+from orchestrator.intent import embed, load_examples
 from tests.support import REPO_ROOT
 
 SHARED_RASA = REPO_ROOT.parent / "shared/data/intents/rasa-helpdesk-nlu.yml"
+HELD_APART = REPO_ROOT / "orchestrator/tests/data/scope.heldapart.txt"
 
 RASA = """\
 version: "3.1"
@@ -266,3 +274,133 @@ def test_the_command_prints_json_and_checks_targets(
 
     assert run_eval_intents(parse(["intents", "--data", str(tmp_path / "none.csv")])) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+HELD = """\
+# a comment
+[out_of_scope weather]
+weather rain tomorrow
+  rain \t weather forecast
+
+[out_of_scope food]
+cake recipe please
+[it vpn]
+vpn wifi network down
+[it account]
+password account locked
+[conversational greetings]
+hi hello thanks
+[request_human people]
+talk to a person
+"""
+
+
+def test_a_held_apart_set_is_read_by_section() -> None:
+    cases = parse_held_apart(HELD)
+    assert cases[:2] == [
+        ScopeCase("weather rain tomorrow", "out_of_scope", "weather"),
+        ScopeCase("rain weather forecast", "out_of_scope", "weather"),
+    ]
+    assert [c.scope for c in cases] == [
+        "out_of_scope", "out_of_scope", "out_of_scope", "it", "it", "conversational",
+        "request_human",
+    ]  # fmt: skip
+    assert cases[-1] == ScopeCase("talk to a person", "request_human", "people")
+
+
+@pytest.mark.parametrize(
+    ("raw", "hint"),
+    [
+        ("hello\n[it vpn]\nvpn\n", ":1: a message before any"),
+        ("[off_topic weather]\nrain\n", "unknown scope 'off_topic'"),
+        ("# nothing\n[it vpn]\n", "holds no messages"),
+    ],
+)
+def test_a_malformed_held_apart_set_says_where(raw: str, hint: str) -> None:
+    with pytest.raises(DataError, match=hint):
+        parse_held_apart(raw, "set.txt")
+
+
+def test_the_held_apart_set_is_big_varied_and_never_trained_on() -> None:
+    """Issue 15: at least 300 everyday non-IT questions of many kinds and 300 IT questions as
+    employees write them, none of them (normalised) among the examples the classifier learns."""
+    cases = load_held_apart(HELD_APART)
+    by_scope = Counter(case.scope for case in cases)
+    assert by_scope["out_of_scope"] >= 300
+    assert by_scope["it"] >= 300
+    assert len({c.topic for c in cases if c.scope == "out_of_scope"}) >= 15
+    assert len({c.topic for c in cases if c.scope == "it"}) >= 15
+    texts = [normalised(case.text) for case in cases]
+    assert len(set(texts)) == len(texts), "a message is in the set twice"
+    trained = {normalised(text) for text, _ in load_examples().scope_examples()}
+    assert not [case.text for case in cases if normalised(case.text) in trained]
+
+
+def test_normalised_folds_case_punctuation_and_spacing() -> None:
+    assert normalised("  VPN won't   connect!!") == normalised("vpn won t connect")
+    assert normalised("Error 0x800704CF.") == "error 0x800704cf"
+    assert normalised("wifi") != normalised("wi fi x")
+
+
+def test_held_apart_figures_and_scope_cross_validation(tmp_path: Path) -> None:
+    held = tmp_path / "held.txt"
+    held.write_text(HELD)
+    intents = tmp_path / "intents.yaml"
+    intents.write_text(INTENTS_FILE)
+    settings = OrchestratorSettings(intents_file=intents)
+    report = evaluate_held_apart(held, encoder=HashingEncoder(), settings=settings, folds=2)
+    figures = report["figures"]
+    assert report["n"] == 7
+    assert report["also_in_training"] == []
+    assert (figures["out_of_scope"]["n"], figures["it"]["n"]) == (3, 2)
+    assert figures["out_of_scope"]["refused"] == 3
+    assert figures["out_of_scope"]["met"] is True
+    assert figures["it"]["refused"] == 0
+    assert figures["it"]["met"] is True
+    assert figures["conversational"]["refused"] == 0
+    assert figures["per_topic"]["out_of_scope weather"] == {"refused": 2, "n": 2}
+    assert figures["request_human"] == {"refused": 0, "n": 1, "rate": 0.0}
+    assert figures["misses"] == []
+    cv = report["cv"]
+    assert cv["n"] == 13
+    assert cv["out_of_scope"]["n"] == 3
+    assert cv["it"]["n"] == 8
+    assert cv["conversational"]["n"] == 2
+    text = format_held_apart(report, show_misses=True)
+    assert "out of scope refused: 3/3 = 100.0% (target >= 95%: met)" in text
+    assert "IT questions wrongly refused: 0/2 = 0.0% (target <= 1%: met)" in text
+
+
+def test_the_held_apart_set_warns_of_messages_also_trained_on(tmp_path: Path) -> None:
+    held = tmp_path / "held.txt"
+    held.write_text("[it vpn]\nVPN wifi network, broken!\n[out_of_scope x]\nweather rain\n")
+    intents = tmp_path / "intents.yaml"
+    intents.write_text(INTENTS_FILE)
+    settings = OrchestratorSettings(intents_file=intents)
+    report = evaluate_held_apart(held, encoder=HashingEncoder(), settings=settings, folds=2)
+    assert report["also_in_training"] == ["VPN wifi network, broken!"]
+    assert "1 messages are also in the intents file" in format_held_apart(report)
+
+
+def test_the_command_checks_the_held_apart_targets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held = tmp_path / "held.txt"
+    intents = tmp_path / "intents.yaml"
+    intents.write_text(INTENTS_FILE)
+    monkeypatch.setenv("ORCHESTRATOR_INTENTS_FILE", str(intents))
+    monkeypatch.setattr(
+        "orchestrator.embedding.QueryEncoder", lambda threads=None: HashingEncoder()
+    )
+    held.write_text(HELD)
+    args = ["intents", "--held-apart", str(held), "--folds", "2", "--check"]
+    assert run_eval_intents(parse(args)) == 0
+    assert "out of scope refused: 3/3" in capsys.readouterr().out
+    # An IT question made of off-topic words is refused: the target fails, and --check says so.
+    held.write_text(HELD + "[it odd]\nweather rain cake recipe\n")
+    assert run_eval_intents(parse(args)) == 1
+    assert "IT questions wrongly refused: 1/3" in capsys.readouterr().out
+    assert run_eval_intents(parse(args[:-1])) == 0
+    capsys.readouterr()
+    assert run_eval_intents(parse(["intents"])) == 2
+    assert "give --data, --held-apart or both" in capsys.readouterr().err
