@@ -300,6 +300,13 @@ class CrawlService:
                 "sitemaps read in part",
                 extra={"job_id": spec.job_id, "timeout_s": self.settings.sitemap_timeout_s},
             )
+        except RedisError:
+            raise  # the job's state is out of reach too: the request is delivered again
+        except Exception as exc:  # a sitemap never stops the crawl: it goes on from the links
+            log.warning(
+                "sitemaps not read",
+                extra={"job_id": spec.job_id, "error": f"{type(exc).__name__}: {exc}"[:300]},
+            )
         entries = [e for e in entries if not e.url.lower().endswith(SKIPPED_SUFFIXES)]
         fresh = await self.jobs.unseen(spec.job_id, [e.url for e in entries])
         entries = [entry for entry, new in zip(entries, fresh, strict=True) if new]
@@ -340,6 +347,8 @@ class CrawlService:
                     url, scope, kinds=None, max_bytes=self.settings.sitemap_max_bytes
                 )
         except _Throttled as throttled:
+            wait = throttled.wait_s if throttled.wait_s is not None else self.settings.backoff_s
+            await self.limiter.back_off(throttled.site, min(wait, self.settings.max_retry_after_s))
             raise SitemapUnavailable(f"throttled by {throttled.site}") from None
         except (TimeoutError, TooLarge, AddressRefused, OSError, httpx.HTTPError) as exc:
             raise SitemapUnavailable(f"{type(exc).__name__}: {str(exc)[:200]}") from exc

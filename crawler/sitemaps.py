@@ -45,16 +45,19 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urljoin, urlsplit, urlunsplit
-from xml.etree.ElementTree import Element, ParseError
 
 import redis.asyncio as aioredis
 from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import iterparse
+from defusedxml.ElementTree import ParseError, iterparse
 
 from crawler.memo import Memo
 from crawler.urls import host_key, normalise
+
+if TYPE_CHECKING:
+    # The element type only: every file is parsed by defusedxml.
+    from xml.etree.ElementTree import Element  # nosec B405
 
 log = logging.getLogger("deskpilot.crawler.sitemaps")
 
@@ -336,7 +339,8 @@ class SitemapReader:
         self._parsed: Memo[SitemapFile] = Memo(max_entries=256)
 
     def key(self, url: str) -> str:
-        digest = hashlib.sha1(  # noqa: S324  # nosec B324 (a cache key, not a secret)
+        # A cache key, not a secret.
+        digest = hashlib.sha1(  # noqa: S324  # nosec B324
             f"{url}\x1f{self.host_map.fingerprint()}".encode()
         ).hexdigest()
         return f"{self.prefix}crawler:sitemap:{host_key(url)}:{digest}"
