@@ -151,10 +151,11 @@ class CrawlerSettings(LLMEndpointSettings):
         10, ge=1, description="Sitemap files (indexes included) read for one crawl job."
     )
     sitemap_timeout_s: float = Field(
-        10.0,
+        5.0,
         gt=0,
-        description="Longest a job spends reading sitemaps (its pages are crawled meanwhile); "
-        "what was read by then is planned.",
+        description="Longest a job reads sitemaps before it plans past its seeds (only the seeds "
+        "are fetched meanwhile); what was read by then is planned, and the files read are cached "
+        "for the next job.",
     )
     max_crawl_delay_s: float = Field(
         30.0,

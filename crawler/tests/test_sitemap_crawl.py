@@ -279,3 +279,25 @@ async def test_an_oversized_or_broken_sitemap_leaves_the_crawl_going(
     assert {p.url for p in finished.pages} == {site.url("/"), site.url("/listed")}
     assert site.count("/big-first") == 0  # the oversized file was not used at all
     assert site.count("/cut-off") == 0
+
+
+async def test_a_slow_sitemap_holds_the_crawl_no_longer_than_its_time_limit(
+    client: CrawlClient, run_crawler: RunCrawler
+) -> None:
+    """Past CRAWLER_SITEMAP_TIMEOUT_S the job plans what it has read (the fast file's page) and
+    goes on; it would otherwise wait for the slow file up to the page time limit (20 s here)."""
+    with SiteServer() as site:
+        robots = b"User-agent: *\nSitemap: /fast.xml\nSitemap: /slow.xml\n"
+        site.route("/robots.txt", Reply(body=robots, content_type="text/plain"))
+        site.route("/fast.xml", Reply(body=urlset(site.url("/a")), content_type=XML))
+        site.route("/slow.xml", Reply(body=urlset(site.url("/b")), content_type=XML, delay_s=30))
+        site.page("/", html("Home", "<p>Home.</p>"))
+        site.page("/a", html("A", "<p>Listed in the fast sitemap.</p>"))
+        site.page("/b", html("B", "<p>Listed in the slow sitemap.</p>"))
+        async with run_crawler(sitemap_timeout_s=1.0, page_timeout_s=20):
+            request = await client.start([site.url("/")])
+            finished = await client.finished(request)
+    assert finished.reason == "frontier_empty"
+    assert {p.url for p in finished.pages} == {site.url("/"), site.url("/a")}
+    assert site.count("/slow.xml") == 1
+    assert finished.duration_s < 15  # 1 s and the pages, not the 20 s page limit (loaded CI)
