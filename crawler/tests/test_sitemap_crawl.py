@@ -255,7 +255,8 @@ async def test_sitemaps_pointing_at_private_or_outside_hosts_are_never_fetched(
 async def test_an_oversized_or_broken_sitemap_leaves_the_crawl_going(
     client: CrawlClient, run_crawler: RunCrawler
 ) -> None:
-    """A sitemap over CRAWLER_SITEMAP_MAX_BYTES is given up while downloading; one that breaks
+    """A sitemap over CRAWLER_SITEMAP_MAX_BYTES is given up while downloading, also when the
+    server compresses it on the wire (Content-Encoding: gzip, counted as decoded); one that breaks
     off keeps the pages listed before the break."""
 
     def endless() -> Iterator[bytes]:
@@ -266,9 +267,17 @@ async def test_an_oversized_or_broken_sitemap_leaves_the_crawl_going(
     with SiteServer() as site:
         site.route(
             "/robots.txt",
-            Reply(body=b"User-agent: *\nSitemap: /huge.xml\n", content_type="text/plain"),
+            Reply(
+                body=b"User-agent: *\nSitemap: /huge.xml\nSitemap: /encoded.xml\n",
+                content_type="text/plain",
+            ),
         )
         site.route("/huge.xml", Reply(stream=endless, content_type=XML))
+        wire_bomb = gzip.compress(urlset(site.url("/big-first"))[:-9] + b" " * (20 * 1024 * 1024))
+        site.route(
+            "/encoded.xml",
+            Reply(body=wire_bomb, content_type=XML, headers={"Content-Encoding": "gzip"}),
+        )
         broken = urlset(site.url("/listed"), site.url("/cut-off"))[:-30]
         site.route("/sitemap.xml", Reply(body=broken, content_type=XML))
         site.page("/", html("Home", "<p>Home.</p>"))
@@ -277,7 +286,8 @@ async def test_an_oversized_or_broken_sitemap_leaves_the_crawl_going(
             request = await client.start([site.url("/")])
             finished = await client.finished(request)
     assert {p.url for p in finished.pages} == {site.url("/"), site.url("/listed")}
-    assert site.count("/big-first") == 0  # the oversized file was not used at all
+    assert site.count("/big-first") == 0  # the oversized files were not used at all
+    assert site.count("/encoded.xml") == 1
     assert site.count("/cut-off") == 0
 
 
