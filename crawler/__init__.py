@@ -40,8 +40,10 @@ Inside the fleet
     work, reclaim of a dead worker's messages, dead-letter after repeated failure). A job's
     frontier, visited set, budget counters and per-URL states live in Redis
     (:mod:`crawler.jobs` lists the keys); per-host rate limits in :mod:`crawler.ratelimit`;
-    robots.txt in :mod:`crawler.robots`. One ``crawl.tasks`` entry is one URL of one job; the
-    fleet keeps at most ``concurrency`` of a job's URLs dispatched at once, always the best ones
-    the link planner (:mod:`crawler.planner`) has scored so far. ``CRAWLER_NAMESPACE`` prefixes
-    every stream and key name, for fleets or test runs that share a Redis.
+    robots.txt in :mod:`crawler.robots`; sitemaps in :mod:`crawler.sitemaps` (read when a job
+    starts, while its seeds are fetched; their pages are planned as the seeds' links). One
+    ``crawl.tasks`` entry is one URL of one job; the fleet keeps at most ``concurrency`` of a
+    job's URLs dispatched at once, always the best ones the link planner
+    (:mod:`crawler.planner`) has scored so far. ``CRAWLER_NAMESPACE`` prefixes every stream and
+    key name, for fleets or test runs that share a Redis.
 """

@@ -26,6 +26,7 @@ from crawler.ratelimit import HostLimiter
 from crawler.rerank import build_reranker
 from crawler.robots import MAX_ROBOTS_BYTES, RobotsCache
 from crawler.service import CrawlService, Topics
+from crawler.sitemaps import HostMap, SitemapReader
 from crawler.urls import normalise
 
 SERVICE = "crawler"
@@ -87,6 +88,17 @@ def create_worker(settings: CrawlerSettings | None = None) -> Worker:
             fresh=FreshPages(bus.redis, prefix, settings.freshness_s),
             reranker=reranker,
             runtime=RuntimeConfigReader(bus.redis),
+            sitemaps=SitemapReader(
+                bus.redis,
+                prefix=prefix,
+                ttl_s=settings.sitemap_cache_s,
+                max_bytes=settings.sitemap_max_bytes,
+                max_urls=settings.sitemap_max_urls,
+                max_files=settings.sitemap_max_files,
+                host_map=HostMap(settings.sitemap_host_map),
+            )
+            if settings.sitemaps
+            else None,
         )
         # What the admin API shows as defaults; admins' overrides apply per request.
         await publish_defaults(bus.redis, SERVICE, defaults_of(settings, SERVICE))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -119,6 +120,43 @@ class CrawlerSettings(LLMEndpointSettings):
     robots_cache_s: int = Field(
         3600, ge=1, description="How long a site's robots.txt is reused (cached in Redis)."
     )
+    sitemaps: bool = Field(
+        True,
+        description="Read each seed site's sitemaps (robots.txt `Sitemap:` lines, `/sitemap.xml` "
+        "and the one beside the seed; indexes and gzip too) and plan their pages with the links: "
+        "finds the pages only scripts link to, and `<lastmod>` says when a page read within the "
+        "freshness window must be read again.",
+    )
+    sitemap_host_map: dict[str, str] = Field(
+        default_factory=dict,
+        description="JSON object mapping a host named in sitemaps to the allowed host that "
+        'serves its pages, e.g. `{"docs.example.com": "staging.example.com"}` for a staging site '
+        "whose sitemap names production: the URLs' paths are kept, scheme and host replaced "
+        "(a value without `http://` or `https://` keeps the scheme the sitemap was read with). "
+        "Without a mapping, sitemap URLs outside the allowed domains are dropped.",
+    )
+    sitemap_cache_s: int = Field(
+        3600, ge=1, description="How long a sitemap file is reused (cached in Redis per site)."
+    )
+    sitemap_max_bytes: int = Field(
+        10 * 1024 * 1024,
+        ge=1024,
+        description="Largest sitemap file, as downloaded and after gzip: a larger one is read up "
+        "to here (the protocol allows 50 MB; a gzip bomb stops here).",
+    )
+    sitemap_max_urls: int = Field(
+        50_000, ge=1, description="Pages taken from one site's sitemaps, in their order."
+    )
+    sitemap_max_files: int = Field(
+        10, ge=1, description="Sitemap files (indexes included) read for one crawl job."
+    )
+    sitemap_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="Longest a job reads sitemaps before it plans past its seeds (only the seeds "
+        "are fetched meanwhile); what was read by then is planned, and the files read are cached "
+        "for the next job.",
+    )
     max_crawl_delay_s: float = Field(
         30.0,
         ge=0,
@@ -185,6 +223,14 @@ class CrawlerSettings(LLMEndpointSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("sitemap_host_map")
+    @classmethod
+    def _check_host_map(cls, value: dict[str, str]) -> dict[str, str]:
+        checked = {}
+        for named, serving in value.items():
+            checked[_host_port(named, "a host named in sitemaps")] = _origin(serving)
+        return checked
+
     @property
     def key_prefix(self) -> str:
         """What every Redis key of the crawler starts with (before ``crawler:``)."""
@@ -194,3 +240,26 @@ class CrawlerSettings(LLMEndpointSettings):
     def robots_agent(self) -> str:
         """The product token robots.txt groups are matched against."""
         return self.user_agent.split("/", 1)[0].split()[0]
+
+
+def _host_port(value: str, what: str) -> str:
+    """``host`` or ``host:port``, lower-cased; ValueError naming ``what`` otherwise."""
+    parts = urlsplit(f"//{value.strip()}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+        parts = urlsplit("//")
+    if not parts.hostname or parts.path or parts.query or parts.username:
+        raise ValueError(f"{value!r} is not {what} (host or host:port)")
+    return f"{parts.hostname}:{port}" if port else parts.hostname
+
+
+def _origin(value: str) -> str:
+    """A mapping's target: ``host[:port]`` or ``http(s)://host[:port]``, lower-cased."""
+    text = value.strip().rstrip("/")
+    scheme, _, rest = text.rpartition("://")
+    if scheme and scheme.lower() not in ("http", "https"):
+        raise ValueError(f"{value!r}: only http and https hosts can serve a site's pages")
+    host = _host_port(rest, "an allowed host")
+    return f"{scheme.lower()}://{host}" if scheme else host

@@ -21,6 +21,13 @@ def register(bus: Bus, service: CrawlService, concurrency: int) -> None:
     async def on_stop(event: CrawlStop, _: Delivery) -> None:
         await service.stop_job(event)
 
-    bus.subscribe(topics.requests, ContextInsufficient, on_request, group=Group.CRAWLER)
+    # A job's start reads its sites' sitemaps (seconds at most): other jobs start meanwhile.
+    bus.subscribe(
+        topics.requests,
+        ContextInsufficient,
+        on_request,
+        group=Group.CRAWLER,
+        concurrency=concurrency,
+    )
     bus.subscribe(topics.tasks, CrawlTask, on_task, group=Group.CRAWLER, concurrency=concurrency)
     bus.subscribe(topics.stop, CrawlStop, on_stop, group=Group.CRAWLER)

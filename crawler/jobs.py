@@ -8,7 +8,9 @@ and expire ``CRAWLER_JOB_TTL_S`` after the job starts; ``<ns>`` is ``CRAWLER_NAM
                                 ``reason``, ``started_ms``, ``deadline_ms``, ``finished_ms``,
                                 ``max_pages``, ``max_depth``, ``concurrency``, counters
                                 ``outstanding`` (dispatched, not completed), ``published`` and
-                                ``skip:<cause>``, ``finished_by``
+                                ``skip:<cause>``, ``finished_by``, and ``awaiting`` (1 while
+                                the job's sitemaps are being read: nothing but the seeds is
+                                dispatched, and an empty frontier does not end the job)
 ``...:frontier``                sorted set: URLs waiting, scored by the link planner (best first)
 ``...:links``                   hash: URL → JSON of how it was found (depth, parent, anchor)
 ``...:seen``                    set: every URL ever queued (the visited set: never queued twice)
@@ -131,7 +133,7 @@ local budget = cjson.decode(ARGV[2])
 redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'status', 'running', 'started_ms', fmt(now),
     'deadline_ms', fmt(now + budget.deadline_s * 1000), 'max_pages', budget.max_pages,
     'max_depth', budget.max_depth, 'concurrency', budget.concurrency,
-    'outstanding', 0, 'published', 0)
+    'outstanding', 0, 'published', 0, 'awaiting', ARGV[6])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 enqueue(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], cjson.decode(ARGV[4]), 1e9)
 local batch = dispatch(KEYS[1], KEYS[2], KEYS[3], KEYS[6], KEYS[7], ARGV[5])
@@ -216,9 +218,13 @@ if running then
     end
 end
 local dispatched = '[]'
-if running and not reason then
+if running and not reason and hnum(meta, 'awaiting') > 0 then
+    -- The sitemaps are being read: the next URLs are chosen once they are in the frontier too.
+    redis.call('HSET', batch, entry, '[]')
+elseif running and not reason then
     dispatched = dispatch(meta, KEYS[2], KEYS[3], state, batch, entry)
-    if hnum(meta, 'outstanding') <= 0 and redis.call('ZCARD', KEYS[2]) == 0 then
+    if hnum(meta, 'outstanding') <= 0 and redis.call('ZCARD', KEYS[2]) == 0
+        and hnum(meta, 'awaiting') <= 0 then
         reason = 'frontier_empty'
     end
 else
@@ -232,6 +238,33 @@ if reason then
 end
 keep_ttl(meta)
 return {'ok', dispatched, fin, hnum(meta, 'published'), ''}
+"""
+)
+
+# KEYS: meta frontier links seen patterns state batch; ARGV: items who
+# URLs found apart from any page (the sitemaps), queued once: a second call with the same `who`
+# replays the first one's dispatch. The job stops awaiting them, and ends if nothing is left.
+_ADD_FOUND = (
+    _COMMON
+    + """
+local meta, frontier = KEYS[1], KEYS[2]
+local prev = redis.call('HGET', KEYS[7], ARGV[2])
+if prev then return {prev, 0} end
+redis.call('HSET', meta, 'awaiting', 0)
+if redis.call('HGET', meta, 'status') ~= 'running' then
+    redis.call('HSET', KEYS[7], ARGV[2], '[]')
+    return {'[]', 0}
+end
+enqueue(meta, frontier, KEYS[3], KEYS[4], KEYS[5], cjson.decode(ARGV[1]), 1e9)
+local batch = dispatch(meta, frontier, KEYS[3], KEYS[6], KEYS[7], ARGV[2])
+local fin = 0
+if hnum(meta, 'outstanding') <= 0 and redis.call('ZCARD', frontier) == 0 then
+    redis.call('HSET', meta, 'status', 'finished', 'reason', 'frontier_empty',
+        'finished_by', ARGV[2], 'finished_ms', fmt(now_ms()))
+    fin = 1
+end
+keep_ttl(meta)
+return {batch, fin}
 """
 )
 
@@ -376,6 +409,7 @@ class JobStore:
         self._begin = redis.register_script(_BEGIN)
         self._complete = redis.register_script(_COMPLETE)
         self._finish = redis.register_script(_FINISH)
+        self._add_found = redis.register_script(_ADD_FOUND)
         self._renew = redis.register_script(_RENEW)
         self._claim_hash = redis.register_script(_CLAIM_HASH)
         self._release_hash = redis.register_script(_RELEASE_HASH)
@@ -399,9 +433,18 @@ class JobStore:
     # -- transitions -----------------------------------------------------------------------
 
     async def create(
-        self, spec: ContextInsufficient, seeds: list[Queued], dispatcher: str
+        self,
+        spec: ContextInsufficient,
+        seeds: list[Queued],
+        dispatcher: str,
+        *,
+        awaiting: bool = False,
     ) -> tuple[bool, list[Dispatched]]:
-        """Create the job once (a second call replays the first dispatch) and dispatch seeds."""
+        """Create the job once (a second call replays the first dispatch) and dispatch seeds.
+
+        ``awaiting``: more URLs will be added (:meth:`add_found`); until then an empty frontier
+        does not end the job.
+        """
         result = await self._create(
             keys=self._keys(spec.job_id),
             args=[
@@ -410,6 +453,7 @@ class JobStore:
                 self.ttl_s,
                 _encode_queued(seeds),
                 dispatcher,
+                1 if awaiting else 0,
             ],
         )
         created = int(result[0]) == 1
@@ -480,6 +524,17 @@ class JobStore:
             int(result[3]),
             PagesCrawled.model_validate_json(result[4]) if result[4] else None,
         )
+
+    async def add_found(
+        self, job_id: str, found: list[Queued], dispatcher: str
+    ) -> tuple[list[Dispatched], bool]:
+        """Queue URLs found apart from any page (a site's sitemaps) and end the wait for them
+        (``awaiting``); dispatch what may start. Once per ``dispatcher``: a second call replays
+        the first's dispatch. True when this ended the job (nothing left to crawl)."""
+        result = await self._add_found(
+            keys=self._keys(job_id)[:7], args=[_encode_queued(found), dispatcher]
+        )
+        return _decode_batch(result[0]), int(result[1]) == 1
 
     async def sent(self, job_id: str, url: str) -> None:
         """``url``'s page event is out: it leaves the outbox."""

@@ -14,6 +14,12 @@ The frontier is best-first. A link's score is
 
 Without a question every link scores ``-depth`` (less a hair per position on the page): plain
 breadth-first order.
+
+A site's sitemap entries are candidates too, as links of the seed (depth 1) whose anchor is the
+entry's title, if it has one, and whose context is empty: they are scored by the words of their
+URL. A sitemap may list 50,000 pages, so :meth:`LinkPlanner.shortlist` first keeps the few
+hundred whose URL and title share the most words with the question (in the sitemap's order
+without a question), and only those are scored in full.
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ class Candidate:
     context: str
     depth: int
     pattern: str
+    source: str = ""
+    """Where it was found when not on a page: the sitemap that lists it."""
 
 
 @dataclass(frozen=True)
@@ -98,9 +106,27 @@ def link_text(candidate: Candidate) -> str:
     return f"{candidate.anchor}. {' '.join(url_words(candidate.url))}. {candidate.context}"[:400]
 
 
+def _strong_terms(candidate: Candidate) -> set[str]:
+    """Words of the anchor and the URL: what a link says of itself."""
+    return terms(f"{candidate.anchor} {' '.join(url_words(candidate.url))}")
+
+
 class LinkPlanner:
     def __init__(self, encoder: Encoder | None) -> None:
         self.encoder = encoder
+
+    def shortlist(
+        self, question: str, candidates: Sequence[Candidate], limit: int
+    ) -> list[Candidate]:
+        """The ``limit`` candidates sharing the most words of anchor and URL with the question,
+        in their order among equals (all of them, in order, up to ``limit`` without question
+        words): what :meth:`plan` then scores in full."""
+        question_terms = terms(question)
+        if not question_terms or len(candidates) <= limit:
+            return list(candidates[:limit])
+        overlap = [len(question_terms & _strong_terms(c)) for c in candidates]
+        order = sorted(range(len(candidates)), key=lambda i: -overlap[i])
+        return [candidates[i] for i in order[:limit]]
 
     def plan(
         self, question: str, candidates: Sequence[Candidate], pattern_counts: Sequence[int]
@@ -126,7 +152,7 @@ class LinkPlanner:
         for candidate, similarity, earlier in zip(
             candidates, similarities, pattern_counts, strict=True
         ):
-            strong = terms(f"{candidate.anchor} {' '.join(url_words(candidate.url))}")
+            strong = _strong_terms(candidate)
             weak = terms(candidate.context)
             matched = tuple(sorted(question_terms & (strong | weak)))
             hits = len(question_terms & strong) + 0.5 * len(question_terms & (weak - strong))

@@ -9,15 +9,14 @@ The text is cached in Redis under ``<ns>crawler:robots:<scheme://host:port>`` fo
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from protego import Protego
 
+from crawler.memo import Memo
 from crawler.urls import host_key
 
 log = logging.getLogger("deskpilot.crawler.robots")
@@ -44,6 +43,10 @@ class RobotsRules:
             return self.mode != DISALLOW_ALL
         return bool(self.parser.can_fetch(url, agent))
 
+    def sitemaps(self) -> list[str]:
+        """The file's ``Sitemap:`` lines, as written (they apply to every agent)."""
+        return [] if self.parser is None else [str(url) for url in self.parser.sitemaps]
+
     def crawl_delay(self, agent: str) -> float | None:
         if self.parser is None:
             return None
@@ -64,26 +67,17 @@ class RobotsCache:
         self.fetch = fetch
         self.prefix = prefix
         self.ttl_s = ttl_s
-        self._parsed: dict[str, tuple[float, RobotsRules]] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._parsed: Memo[RobotsRules] = Memo()
 
     def key(self, site: str) -> str:
         return f"{self.prefix}crawler:robots:{site}"
 
     async def rules_for(self, url: str) -> RobotsRules:
         site = host_key(url)
-        cached = self._parsed.get(site)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
         # One download per site and process, however many pages ask at once.
-        async with self._locks.setdefault(site, asyncio.Lock()):
-            cached = self._parsed.get(site)
-            if cached is not None and cached[0] > time.monotonic():
-                return cached[1]
-            return await self._load(site)
+        return await self._parsed.get(site, lambda: self._load(site))
 
-    async def _load(self, site: str) -> RobotsRules:
-        now = time.monotonic()
+    async def _load(self, site: str) -> tuple[RobotsRules, float]:
         stored = await self.redis.get(self.key(site))
         raw = stored.encode() if isinstance(stored, str) else stored
         if raw is None:
@@ -91,9 +85,7 @@ class RobotsCache:
             await self.redis.set(self.key(site), raw, ex=ttl)
         else:
             ttl = max(1, int(await self.redis.ttl(self.key(site))))
-        rules = _parse(raw)
-        self._parsed[site] = (now + min(ttl, self.ttl_s), rules)
-        return rules
+        return _parse(raw), min(ttl, self.ttl_s)
 
     async def _download(self, site: str) -> tuple[bytes, int]:
         try:

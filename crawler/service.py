@@ -1,10 +1,17 @@
 """What a crawler worker does with a job request, a task and a stop; no broker in here.
 
+A job request creates the job and dispatches its seeds, then reads the seeds' sitemaps
+(:mod:`crawler.sitemaps`, each file fetched under the rules of step 3) and queues the pages they
+list as links of the seeds, planned against the question; until then nothing but the seeds is
+dispatched, so the first plan sees the seeds' links and the sitemaps together.
+
 The steps of one task (one URL of a job), in order, each able to end it with an outcome that the
 job's counters record (``skipped`` in ``crawl.finished``):
 
 1. claim the URL for this task entry (a duplicate entry or a finished job ends here);
-2. scope: the URL is under an allowed domain (``off_domain``);
+2. scope: the URL is under an allowed domain (``off_domain``); a page read within
+   ``CRAWLER_FRESHNESS_S`` is not fetched (``fresh``: its kept links are planned) unless its
+   sitemap ``<lastmod>`` is newer than that read;
 3. for the URL and every redirect hop: scope again, the SSRF guard (``blocked``), robots.txt
    (``robots``), the host's fleet-wide rate limit and crawl-delay, then one GET without following
    redirects; more than ``CRAWLER_MAX_REDIRECTS`` hops is ``redirects``; 429/503 back the host
@@ -87,6 +94,7 @@ from crawler.planner import Candidate, LinkPlanner
 from crawler.ratelimit import HostLimiter
 from crawler.rerank import NoReranker, Reranker
 from crawler.robots import RobotsCache
+from crawler.sitemaps import SitemapEntry, SitemapReader, SitemapUnavailable, locations_for
 from crawler.subresources import SubresourceCache
 from crawler.urls import Scope, host_key, normalise, url_pattern
 
@@ -98,6 +106,9 @@ SKIPPED_SUFFIXES = (
     ".exe", ".dmg", ".iso",
 )  # fmt: skip
 """Links that are obviously not pages are not even queued."""
+
+PAGE_TYPES = HTML_TYPES | PDF_TYPES
+"""What the crawler publishes; anything else it fetches as a page is ``non_html``."""
 
 LEASE_MS = 3000
 """A task's hold on the URL it is fetching, renewed every second: a URL whose worker died is taken
@@ -200,6 +211,7 @@ class CrawlService:
         fresh: FreshPages | None = None,
         reranker: Reranker | None = None,
         runtime: RuntimeConfigReader | None = None,
+        sitemaps: SitemapReader | None = None,
     ) -> None:
         self.settings = settings
         self.runtime = runtime
@@ -216,6 +228,7 @@ class CrawlService:
         self.agent = settings.robots_agent
         self.fresh = fresh
         self.reranker = reranker or NoReranker()
+        self.sitemaps = sitemaps
         self.subresources = SubresourceCache(settings.subresource_cache_bytes, settings.freshness_s)
 
     # -- jobs ------------------------------------------------------------------------------
@@ -227,7 +240,10 @@ class CrawlService:
             url = normalise(raw)
             if url is not None:
                 seeds.append(Queued(url, 1.0 - index * 1e-3, 0, url_pattern(url)))
-        created, batch = await self.jobs.create(request, seeds, dispatcher)
+        sitemaps = self.sitemaps if seeds and request.budget.max_depth > 0 else None
+        created, batch = await self.jobs.create(
+            request, seeds, dispatcher, awaiting=sitemaps is not None
+        )
         if created:
             log.info(
                 "crawl job started",
@@ -244,6 +260,101 @@ class CrawlService:
         await self._publish_tasks(request, batch)
         if created and not seeds:
             await self._finish(request.job_id, "frontier_empty")
+        if sitemaps is not None:
+            # While the seeds are being fetched: a redelivered request replays this dispatch.
+            found = await self._sitemap_links(sitemaps, request, seeds)
+            batch, ended = await self.jobs.add_found(
+                request.job_id, found, dispatcher=f"sitemaps:{dispatcher}"
+            )
+            await self._publish_tasks(request, batch)
+            if ended:
+                await self.announce(request.job_id)
+
+    async def _sitemap_links(
+        self, reader: SitemapReader, spec: ContextInsufficient, seeds: list[Queued]
+    ) -> list[Queued]:
+        """The pages the seeds' sites list in their sitemaps, planned against the question as
+        links of the seeds (depth 1), best first; what was read within
+        ``CRAWLER_SITEMAP_TIMEOUT_S`` if reading takes longer (crawling goes on meanwhile)."""
+        scope = Scope.build(spec.allowed_domains, [seed.url for seed in seeds])
+        locations: list[str] = []
+        for raw in spec.seed_urls:
+            seed = raw.strip()
+            if normalise(seed) is None or not scope.allows(seed):
+                continue
+            listed: list[str] = []
+            if self.settings.respect_robots:
+                with contextlib.suppress(RedisError):  # Redis away: no Sitemap: lines this time
+                    listed = (await self.robots.rules_for(seed)).sitemaps()
+            locations += locations_for(seed, listed)
+        entries: list[SitemapEntry] = []
+
+        async def fetch(url: str) -> tuple[int, bytes]:
+            return await self._fetch_sitemap(url, scope)
+
+        try:
+            async with asyncio.timeout(self.settings.sitemap_timeout_s):
+                await reader.read(locations, fetch, scope.allows, entries)
+        except TimeoutError:
+            log.info(
+                "sitemaps read in part",
+                extra={"job_id": spec.job_id, "timeout_s": self.settings.sitemap_timeout_s},
+            )
+        except RedisError:
+            raise  # the job's state is out of reach too: the request is delivered again
+        except Exception as exc:  # a sitemap never stops the crawl: it goes on from the links
+            log.warning(
+                "sitemaps not read",
+                extra={"job_id": spec.job_id, "error": f"{type(exc).__name__}: {exc}"[:300]},
+            )
+        entries = [e for e in entries if not e.url.lower().endswith(SKIPPED_SUFFIXES)]
+        fresh = await self.jobs.unseen(spec.job_id, [e.url for e in entries])
+        entries = [entry for entry, new in zip(entries, fresh, strict=True) if new]
+        candidates = self.planner.shortlist(
+            spec.question,
+            [
+                Candidate(e.url, e.title, "", 1, url_pattern(e.url), source=e.source)
+                for e in entries
+            ],
+            self.settings.max_links_per_page,
+        )
+        counts = await self.jobs.pattern_counts(spec.job_id, [c.pattern for c in candidates])
+        planned = await asyncio.to_thread(self.planner.plan, spec.question, candidates, counts)
+        log.info(
+            "sitemap plan",
+            extra={
+                "job_id": spec.job_id,
+                "locations": locations,
+                "listed": len(entries),
+                "candidates": len(planned),
+                "top": [
+                    {"url": p.candidate.url, "score": round(p.score, 3), "reason": p.reason}
+                    for p in planned[:5]
+                ],
+            },
+        )
+        return [
+            Queued(p.candidate.url, p.score, 1, p.candidate.pattern, parent=p.candidate.source)
+            for p in planned
+        ]
+
+    async def _fetch_sitemap(self, url: str, scope: Scope) -> tuple[int, bytes]:
+        """A sitemap file fetched as a page is: scope, SSRF guard, robots.txt, rate limit and
+        redirects hop by hop, within ``CRAWLER_SITEMAP_MAX_BYTES`` and the page time limit."""
+        try:
+            async with asyncio.timeout(self.settings.page_timeout_s):
+                document = await self._download(
+                    url, scope, kinds=None, max_bytes=self.settings.sitemap_max_bytes
+                )
+        except _Throttled as throttled:
+            wait = throttled.wait_s if throttled.wait_s is not None else self.settings.backoff_s
+            await self.limiter.back_off(throttled.site, min(wait, self.settings.max_retry_after_s))
+            raise SitemapUnavailable(f"throttled by {throttled.site}") from None
+        except (TimeoutError, TooLarge, AddressRefused, OSError, httpx.HTTPError) as exc:
+            raise SitemapUnavailable(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+        if isinstance(document, _Result):
+            raise SitemapUnavailable(f"{document.outcome}: {document.detail}")
+        return document.status, document.body
 
     async def stop_job(self, stop: CrawlStop) -> None:
         await self.jobs.request_stop(stop.job_id)
@@ -459,8 +570,14 @@ class CrawlService:
         if not scope.allows(task.url):
             return _Result(Outcome.OFF_DOMAIN, detail="not under an allowed domain")
         if self.fresh is not None and (kept := await self.fresh.get(task.url)) is not None:
-            links = await self._plan(spec, task, kept.as_extracted(), scope)
-            return _Result(Outcome.FRESH, links=links, detail=f"read {kept.age_s():.0f} s ago")
+            changed = await self.sitemaps.lastmod(task.url) if self.sitemaps is not None else None
+            if changed is None or changed <= kept.read_at:
+                links = await self._plan(spec, task, kept.as_extracted(), scope)
+                return _Result(Outcome.FRESH, links=links, detail=f"read {kept.age_s():.0f} s ago")
+            log.info(
+                "page read again: its sitemap lastmod is newer",
+                extra={"url": task.url, "read_at": kept.read_at, "lastmod": changed},
+            )
         attempts = self.settings.retry_attempts
         for attempt in range(1, attempts + 1):
             try:
@@ -641,7 +758,19 @@ class CrawlService:
             return self.settings
         return (await self.runtime.current()).overrides.apply(self.settings)
 
-    async def _download(self, url: str, scope: Scope) -> _Document | _Result:
+    async def _download(
+        self,
+        url: str,
+        scope: Scope,
+        *,
+        kinds: frozenset[str] | None = PAGE_TYPES,
+        max_bytes: int | None = None,
+    ) -> _Document | _Result:
+        """``url`` as fetched, redirects followed hop by hop under every rule, or the outcome
+        that stopped it; a body of another media type than ``kinds`` (None: any) is
+        ``non_html``, a body over ``max_bytes`` (default ``CRAWLER_MAX_PAGE_BYTES``) raises
+        :class:`TooLarge`."""
+        limit = self.settings.max_page_bytes if max_bytes is None else max_bytes
         current = url  # as requested: a server may redirect /docs to /docs/, both normalise alike
         hops = 0
         while True:
@@ -666,8 +795,10 @@ class CrawlService:
             ):
                 response = await self.fetcher.get(
                     current,
-                    max_bytes=self.settings.max_page_bytes,
-                    want_body=lambda status, kind: status < 300 and kind in HTML_TYPES | PDF_TYPES,
+                    max_bytes=limit,
+                    want_body=lambda status, kind: (
+                        status < 300 and (kinds is None or kind in kinds)
+                    ),
                 )
             location = response.headers.get("location")
             if response.status in REDIRECT_STATUSES and location:
@@ -689,7 +820,7 @@ class CrawlService:
                 return _Document(
                     identity, current, response.status, response.content_type, b"", response.ms
                 )
-            if response.content_type not in HTML_TYPES | PDF_TYPES:
+            if kinds is not None and response.content_type not in kinds:
                 return _Result(Outcome.NON_HTML, detail=response.content_type or "no content type")
             return _Document(
                 identity,

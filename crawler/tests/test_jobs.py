@@ -208,3 +208,33 @@ async def test_content_hash_has_one_owner(jobs: JobStore) -> None:
     assert await jobs.claim_content(spec.job_id, "h1", "http://h.example/a") == "http://h.example/a"
     assert await jobs.claim_content(spec.job_id, "h1", "http://h.example/b") == "http://h.example/a"
     assert await jobs.claim_content(spec.job_id, "h1", "http://h.example/a") == "http://h.example/a"
+
+
+async def test_while_the_sitemaps_are_read_only_the_seeds_go_and_the_job_waits(
+    jobs: JobStore,
+) -> None:
+    """A job created ``awaiting`` its sitemaps dispatches its seed, holds the seed's links back
+    and does not end on an empty frontier; the sitemaps' URLs are planned with those links and
+    dispatched once (a redelivered request replays the same batch)."""
+    spec = request(concurrency=2, max_pages=10)
+    _, [seed] = await jobs.create(spec, [queued("/", depth=0)], "c", awaiting=True)
+    assert await jobs.begin(spec.job_id, seed.url, "1-0") == "go"
+    done = await jobs.complete(
+        spec.job_id, seed.url, "1-0", "page", summary=summary(seed.url), links=[queued("/a", 0.1)]
+    )
+    assert (done.state, done.dispatched, done.finished) == ("ok", [], False)
+    found = [queued("/a", 0.1), queued("/from-sitemap", 0.8), queued("/other", 0.05)]
+    batch, ended = await jobs.add_found(spec.job_id, found, "sitemaps:c")
+    assert [d.url for d in batch] == ["http://h.example/from-sitemap", "http://h.example/a"]
+    assert not ended
+    assert await jobs.add_found(spec.job_id, found, "sitemaps:c") == (batch, False)
+    assert (await jobs.meta(spec.job_id))["awaiting"] == "0"
+
+    empty = request(concurrency=2, max_pages=10)
+    _, [only] = await jobs.create(empty, [queued("/", depth=0)], "c", awaiting=True)
+    await jobs.begin(empty.job_id, only.url, "2-0")
+    lone = await jobs.complete(empty.job_id, only.url, "2-0", "page", summary=summary(only.url))
+    assert not lone.finished  # the sitemaps may still bring pages
+    assert await jobs.add_found(empty.job_id, [], "sitemaps:c") == ([], True)
+    meta = await jobs.meta(empty.job_id)
+    assert (meta["status"], meta["reason"]) == ("finished", "frontier_empty")

@@ -40,6 +40,11 @@ headings (a title with nothing under it, like a category page whose cards only J
 draws) has nothing to cover: it is reported as empty (n/a), apart from the mean and the minimum,
 as the indexer files no document for it.
 
+With ``--question`` the crawl is planned for it (the embedding model loaded, as in the stack), and
+``--target PATH`` reports after how many pages the page at PATH was read (``--sitemaps off``
+crawls without the sites' sitemaps, for comparison; ``--sitemap-host HOST`` maps a host the
+sitemap names, such as the production host of a copied site, onto the served one).
+
 Throughput counts *distinct pages of the site* (served files) per second, so a crawler that reads
 ``/a`` and ``/a.html`` separately is not credited twice; fetches per second counts every document
 fetched and rendered. Page time is the crawler's own per-page time (fetch, render, extract).
@@ -115,6 +120,24 @@ def add_parser(bench_kinds: Any) -> argparse.ArgumentParser:
         default="auto",
         help="the fleet's CRAWLER_RENDER: render only pages whose HTML lacks the content "
         "(auto, the default) or every page (always)",
+    )
+    parser.add_argument("--question", default="", help="plan the crawl for this question")
+    parser.add_argument(
+        "--target", default=None, metavar="PATH", help="report after how many pages PATH was read"
+    )
+    parser.add_argument(
+        "--sitemaps",
+        choices=("on", "off"),
+        default="on",
+        help="the fleet's CRAWLER_SITEMAPS (default on)",
+    )
+    parser.add_argument(
+        "--sitemap-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host the site's sitemap names, read from the served site instead "
+        "(CRAWLER_SITEMAP_HOST_MAP); repeatable",
     )
     parser.add_argument("--baseline", choices=BASELINES, default="auto")
     parser.add_argument("--redis-url", default=None, help="default: a private valkey-server")
@@ -390,15 +413,19 @@ async def run_fleet(
 ) -> FleetRun:
     from deploy.cli.crawlfleet import Fleet, FleetOptions, JobClient, new_namespace, redis_for
 
+    served = urlsplit(seed).netloc
     options = FleetOptions(
         workers=workers,
         contexts=max(1, math.ceil(concurrency / workers)),
+        embeddings=bool(args.question),
         allow_networks=["127.0.0.0/8"],
         env={
             "CRAWLER_DOMAIN_REQUESTS_PER_S": "1000",
             "CRAWLER_DOMAIN_CONCURRENCY": str(max(16, concurrency * 2)),
             "CRAWLER_RENDER": args.render,
             "CRAWLER_FRESHNESS_S": "0",  # every crawl reads the whole site again
+            "CRAWLER_SITEMAPS": "true" if args.sitemaps == "on" else "false",
+            "CRAWLER_SITEMAP_HOST_MAP": json.dumps(dict.fromkeys(args.sitemap_host, served)),
         },
     )
     namespace = new_namespace("bench")
@@ -425,6 +452,7 @@ async def crawl_until(
             request = client.request(
                 [seed],
                 allowed=[],
+                question=args.question,
                 max_pages=args.pages,
                 max_depth=args.max_depth,
                 deadline_s=args.deadline,
@@ -534,7 +562,15 @@ def _change(before: int, after: int) -> float:
     return (after - before) / before if before else 0.0
 
 
-def fleet_figures(root: Path, run: FleetRun) -> dict[str, Any]:
+def target_figures(first: Any, target: str) -> dict[str, Any]:
+    """After how many pages of the first crawl the page at ``target`` was read (None: never)."""
+    paths = [urlsplit(page.url).path for page in first.pages]
+    wanted = target.rstrip("/") or "/"
+    at = next((i + 1 for i, path in enumerate(paths) if (path.rstrip("/") or "/") == wanted), None)
+    return {"path": target, "read_as_page": at, "pages_read": len(paths)}
+
+
+def fleet_figures(root: Path, run: FleetRun, target: str | None = None) -> dict[str, Any]:
     first = run.jobs[0]
     times = [page.ms for page in first.pages]
     distinct = distinct_files(root, [page.url for page in first.pages])
@@ -558,6 +594,8 @@ def fleet_figures(root: Path, run: FleetRun) -> dict[str, Any]:
         "worker_logs": run.worker_logs,
         "total_fetches": sum(fetches_of(job) for job in run.jobs),
     }
+    if target is not None:
+        figures["target"] = target_figures(first, target)
     if len(run.jobs) > 1:
         rss = [_change(warm.rss, end.rss) for warm, end in zip(run.warm, run.end, strict=True)]
         pss = [_change(warm.pss, end.pss) for warm, end in zip(run.warm, run.end, strict=True)]
@@ -622,6 +660,8 @@ def _bench(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {
         "site": str(root),
         "seed": args.seed,
+        "question": args.question,
+        "sitemaps": args.sitemaps,
         "workers": workers,
         "concurrency": concurrency,
     }
@@ -630,7 +670,7 @@ def _bench(args: argparse.Namespace) -> int:
         seed = site.url(args.seed)
         say(f"crawling {seed} with {workers} workers, {concurrency} pages at once ...")
         fleet = asyncio.run(run_fleet(seed, workers, concurrency, args, say))
-        report["deskpilot"] = fleet_figures(root, fleet)
+        report["deskpilot"] = fleet_figures(root, fleet, args.target)
         coverage = {"deskpilot": coverage_of(root, fleet.first_pages)}
         kind = baseline_kind(args.baseline)
         if kind is not None:
@@ -695,6 +735,13 @@ def _lines(report: dict[str, Any]) -> Iterator[str]:
             )
         )
     )
+    target = ours.get("target")
+    if target:
+        where = f"read as page {target['read_as_page']}" if target["read_as_page"] else "not read"
+        yield (
+            f"target {target['path']} for {report['question']!r} (sitemaps {report['sitemaps']}): "
+            f"{where} of {target['pages_read']}"
+        )
     drift = ours.get("rss_drift")
     if drift:
         yield (
