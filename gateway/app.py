@@ -21,7 +21,7 @@ from contracts.bus import Bus, create_group
 from contracts.heartbeat import Heartbeat
 from contracts.metrics import serve_metrics
 from contracts.topics import Group
-from gateway import analytics, feedback, handlers
+from gateway import analytics, channels, feedback, handlers
 from gateway.api import api_router
 from gateway.api.config import ConfigService
 from gateway.attachments import AttachmentRecords, AttachmentService
@@ -62,7 +62,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     attachments = AttachmentService(
         bus, turns, AttachmentRecords(bus, index, settings.attachment_ttl_s), settings
     )
-    handlers.register(bus, turns, attachments)
+    feedback_service = FeedbackService(bus, store, recorder)
+    rate_limiter = RateLimiter.from_settings(bus.redis, settings)
+    slack = channels.slack_adapter(
+        settings, turns, index, bus.redis, feedback_service, rate_limiter
+    )
+    handlers.register(bus, turns, attachments, slack.turns if slack else None)
     purge = PurgeService(bus, index, recorder)
     handlers.register_purge(bus, purge)
     documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
@@ -111,7 +116,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.proposals = ProposalService(bus, proposal_store, documents)
     app.state.incidents = IncidentService(bus)
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
-    app.state.feedback = FeedbackService(bus, store, recorder)
+    app.state.feedback = feedback_service
     feedback.register(bus, app.state.feedback)
     app.state.analytics = analytics.AnalyticsReader(bus.redis, turns.reply_to)
     app.state.runtime_config = ConfigService(bus, settings)
@@ -121,10 +126,14 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     # Who may open the chat's WebSocket: the gateway's own pages, the pages that embed it and
     # the origins allowed to call the API (gateway/origins.py).
     app.state.origins = OriginPolicy([*settings.frame_ancestors, *settings.cors_origins])
-    app.state.rate_limiter = RateLimiter.from_settings(bus.redis, settings)
+    app.state.rate_limiter = rate_limiter
     app.state.client_address = ClientAddress(settings.trusted_proxies)
     install_error_handlers(app)
     app.include_router(api_router)
+    if slack is not None:
+        app.state.slack = slack
+        app.state.slack_signature = channels.slack_signature(settings)
+        app.include_router(channels.slack_router())
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/", include_in_schema=False)

@@ -228,6 +228,63 @@ class GatewaySettings(ServiceSettings):
         5, ge=1, le=300, description="The Retry-After of uploads refused for load (429/503)."
     )
 
+    slack_signing_secret: SecretStr | None = Field(
+        None,
+        description="The Slack app's signing secret (Basic Information, App Credentials): every "
+        "request from Slack is verified with it. Unset or empty turns the Slack channel off "
+        "(its endpoints answer 404).",
+    )
+    slack_bot_token: SecretStr | None = Field(
+        None,
+        description="The Slack app's bot token (`xoxb-`, OAuth & Permissions) the gateway posts "
+        "answers with; needed when GATEWAY_SLACK_SIGNING_SECRET is set.",
+    )
+    slack_api_url: str = Field(
+        "https://slack.com/api/",
+        description="Base URL of the Slack Web API (tests point it at an emulator on loopback).",
+    )
+    slack_response_url_prefix: str = Field(
+        "https://hooks.slack.com/",
+        description="The only prefix a slash command's or button's `response_url` may have "
+        "before the gateway posts to it.",
+    )
+    slack_principal: Literal["email", "slack_id"] = Field(
+        "email",
+        description="Who a Slack user is to Deskpilot: `email`, their Slack profile's email "
+        "address (users.info, scope users:read.email), for an identity provider whose `sub` is "
+        "the email, so a Slack user and the same person in the web chat are one user; or "
+        "`slack_id`, `slack:<team>:<user>`, a user of their own.",
+    )
+    slack_team_ids: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated Slack workspace ids (`T...`) the app answers; empty "
+        "answers any workspace the app is installed in.",
+    )
+    slack_event_ttl_s: int = Field(
+        3600,
+        ge=600,
+        description="How long a Slack event id (and a request's signature) is remembered, so a "
+        "retried or replayed delivery is not handled twice; longer than Slack's retries "
+        "(about 5 minutes) and the signature window.",
+    )
+    slack_identity_ttl_s: int = Field(
+        24 * 3600,
+        ge=60,
+        description="How long a Slack user's principal (the email users.info gave) is cached.",
+    )
+    slack_max_body_bytes: int = Field(
+        64 * 1024,
+        ge=4096,
+        description="Largest request body the Slack endpoints read; a larger one is refused "
+        "before it is verified.",
+    )
+    channel_delivery_ttl_s: int = Field(
+        24 * 3600,
+        ge=60,
+        description="How long a channel turn remembers where its answer goes (the Slack thread); "
+        "an answer arriving later is kept for the web API only.",
+    )
+
     @field_validator("frame_ancestors", "cors_origins", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
@@ -272,6 +329,27 @@ class GatewaySettings(ServiceSettings):
         return self
 
     @model_validator(mode="after")
+    def _slack(self) -> GatewaySettings:
+        if not secret_value(self.slack_signing_secret):
+            return self
+        if not secret_value(self.slack_bot_token):
+            raise ValueError("GATEWAY_SLACK_SIGNING_SECRET needs GATEWAY_SLACK_BOT_TOKEN")
+        if self.environment == "production" and (
+            secret_value(self.slack_signing_secret) in PLACEHOLDER_SECRETS
+            or secret_value(self.slack_bot_token) in PLACEHOLDER_SECRETS
+        ):
+            raise ValueError("the Slack signing secret and bot token must be real in production")
+        for name, url in (
+            ("GATEWAY_SLACK_API_URL", self.slack_api_url),
+            ("GATEWAY_SLACK_RESPONSE_URL_PREFIX", self.slack_response_url_prefix),
+        ):
+            parts = urlsplit(url)
+            local = parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS
+            if not parts.hostname or not (parts.scheme == "https" or local):
+                raise ValueError(f"{name} must be https (http only on loopback)")
+        return self
+
+    @model_validator(mode="after")
     def _upload_budgets(self) -> GatewaySettings:
         largest = max(self.max_log_bytes, self.max_image_bytes, self.max_upload_bytes)
         if self.upload_memory_bytes < largest:
@@ -287,7 +365,7 @@ class GatewaySettings(ServiceSettings):
             )
         return self
 
-    @field_validator("jwt_algorithms", "trusted_proxies", mode="before")
+    @field_validator("jwt_algorithms", "trusted_proxies", "slack_team_ids", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str):
