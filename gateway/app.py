@@ -64,10 +64,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     )
     feedback_service = FeedbackService(bus, store, recorder)
     rate_limiter = RateLimiter.from_settings(bus.redis, settings)
-    slack = channels.slack_adapter(
-        settings, turns, index, bus.redis, feedback_service, rate_limiter
-    )
-    handlers.register(bus, turns, attachments, slack.turns if slack else None)
+    channel_set = channels.build(settings, turns, index, bus.redis, feedback_service, rate_limiter)
+    handlers.register(bus, turns, attachments, channel_set.turns if channel_set else None)
     purge = PurgeService(bus, index, recorder)
     handlers.register_purge(bus, purge)
     documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
@@ -130,10 +128,11 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.client_address = ClientAddress(settings.trusted_proxies)
     install_error_handlers(app)
     app.include_router(api_router)
-    if slack is not None:
-        app.state.slack = slack
-        app.state.slack_signature = channels.slack_signature(settings)
-        app.include_router(channels.slack_router())
+    if channel_set is not None:
+        for name, value in channel_set.state.items():
+            setattr(app.state, name, value)
+        for router in channel_set.routers:
+            app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/", include_in_schema=False)

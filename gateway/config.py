@@ -30,6 +30,14 @@ def secret_value(secret: SecretStr | None) -> str:
     return secret.get_secret_value() if secret is not None else ""
 
 
+def _require_https(name: str, url: str) -> None:
+    """An outside service's URL: https, or http on loopback (tests, a local emulator)."""
+    parts = urlsplit(url)
+    local = parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS
+    if not parts.hostname or not (parts.scheme == "https" or local):
+        raise ValueError(f"{name} must be https (http only on loopback)")
+
+
 class GatewaySettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="GATEWAY_")
 
@@ -278,6 +286,43 @@ class GatewaySettings(ServiceSettings):
         description="Largest request body the Slack endpoints read; a larger one is refused "
         "before it is verified.",
     )
+    teams_app_id: str | None = Field(
+        None,
+        description="The bot's Microsoft App ID (the Entra app registration's client id): the "
+        "audience every Bot Framework request's token must name. Unset turns the Teams channel "
+        "off (its endpoint answers 404).",
+    )
+    teams_app_password: SecretStr | None = Field(
+        None,
+        description="The app registration's client secret, for the token the gateway sends "
+        "replies with (client credentials); needed with GATEWAY_TEAMS_APP_ID.",
+    )
+    teams_tenant_id: str | None = Field(
+        None,
+        description="The tenant of a single-tenant bot (its replies' token comes from this "
+        "tenant) and the only tenant whose activities are answered; unset: a multi-tenant bot "
+        "(token from `botframework.com`), activities from any tenant.",
+    )
+    teams_openid_url: str = Field(
+        "https://login.botframework.com/v1/.well-known/openidconfiguration",
+        description="The Bot Framework's OpenID metadata (its `jwks_uri` has the signing keys).",
+    )
+    teams_issuer: str = Field(
+        "https://api.botframework.com", description="The issuer Bot Framework tokens must carry."
+    )
+    teams_token_url: str = Field(
+        "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
+        description="Where the reply token is asked for; `{tenant}` is GATEWAY_TEAMS_TENANT_ID "
+        "or `botframework.com`.",
+    )
+    teams_service_url_prefixes: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["https://smba.trafficmanager.net/"],
+        description="Comma-separated prefixes an activity's `serviceUrl` (where replies are "
+        "posted) must start with, beyond matching the signed token's `serviceUrl` claim.",
+    )
+    teams_max_body_bytes: int = Field(
+        256 * 1024, ge=4096, description="Largest Bot Framework activity the gateway reads."
+    )
     channel_delivery_ttl_s: int = Field(
         24 * 3600,
         ge=60,
@@ -339,14 +384,23 @@ class GatewaySettings(ServiceSettings):
             or secret_value(self.slack_bot_token) in PLACEHOLDER_SECRETS
         ):
             raise ValueError("the Slack signing secret and bot token must be real in production")
-        for name, url in (
-            ("GATEWAY_SLACK_API_URL", self.slack_api_url),
-            ("GATEWAY_SLACK_RESPONSE_URL_PREFIX", self.slack_response_url_prefix),
-        ):
-            parts = urlsplit(url)
-            local = parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS
-            if not parts.hostname or not (parts.scheme == "https" or local):
-                raise ValueError(f"{name} must be https (http only on loopback)")
+        _require_https("GATEWAY_SLACK_API_URL", self.slack_api_url)
+        _require_https("GATEWAY_SLACK_RESPONSE_URL_PREFIX", self.slack_response_url_prefix)
+        return self
+
+    @model_validator(mode="after")
+    def _teams(self) -> GatewaySettings:
+        if not self.teams_app_id:
+            return self
+        if not secret_value(self.teams_app_password):
+            raise ValueError("GATEWAY_TEAMS_APP_ID needs GATEWAY_TEAMS_APP_PASSWORD")
+        urls = [
+            ("GATEWAY_TEAMS_OPENID_URL", self.teams_openid_url),
+            ("GATEWAY_TEAMS_TOKEN_URL", self.teams_token_url.replace("{tenant}", "t")),
+            *(("GATEWAY_TEAMS_SERVICE_URL_PREFIXES", p) for p in self.teams_service_url_prefixes),
+        ]
+        for name, url in urls:
+            _require_https(name, url)
         return self
 
     @model_validator(mode="after")
@@ -365,7 +419,13 @@ class GatewaySettings(ServiceSettings):
             )
         return self
 
-    @field_validator("jwt_algorithms", "trusted_proxies", "slack_team_ids", mode="before")
+    @field_validator(
+        "jwt_algorithms",
+        "trusted_proxies",
+        "slack_team_ids",
+        "teams_service_url_prefixes",
+        mode="before",
+    )
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str):

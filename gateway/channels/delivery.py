@@ -37,7 +37,7 @@ TURN_PREFIX = "deskpilot:gateway:channel-turn:"
 CONVERSATION_PREFIX = "deskpilot:gateway:channel-conversation:"
 MAX_PROGRESS_TRACKED = 10_000
 
-Channel = Literal["slack"]
+Channel = Literal["slack", "teams"]
 
 
 class ChannelTurn(BaseModel):

@@ -19,7 +19,10 @@ import re
 from typing import Any
 
 from contracts.events import Action
+from gateway.channels.words import FIXED_TEXT, STILL_BROKEN_TEXT, safe_url
 from gateway.models import ChatRead
+
+__all__ = ["FIXED_TEXT", "STILL_BROKEN_TEXT", "answer_blocks", "fallback_text", "safe_url"]
 
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
@@ -30,9 +33,6 @@ FIXED = "deskpilot_fixed"
 STILL_BROKEN = "deskpilot_still_broken"
 TICKET = "deskpilot_ticket"
 RATE = "deskpilot_rate"
-FIXED_TEXT = "That fixed it"
-STILL_BROKEN_TEXT = "Done, still broken"
-"""What the buttons say and what the turn they start says (the web chat's words)."""
 
 PROGRESS_TEXT = {
     "redacting": "Reading your message…",
@@ -46,17 +46,11 @@ WORKING_TEXT = "Looking into it…"
 
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _MARKER = re.compile(r"\[(\d{1,3})\]")
-_SAFE_URL = re.compile(r"https?://[^\s<>|]+")
 
 
 def escape(text: str) -> str:
     """``text`` as Slack shows it literally: no mentions, links or entities of its own."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def safe_url(url: str) -> str | None:
-    """``url`` when it can sit inside Slack's ``<url|label>`` syntax, else None."""
-    return url if _SAFE_URL.fullmatch(url) else None
 
 
 def link(url: str, label: str) -> str:

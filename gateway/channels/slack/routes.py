@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
+from gateway.channels.http import read_limited
 from gateway.channels.slack.adapter import SlackAdapter, parse_json
 from gateway.channels.slack.signature import SIGNATURE_HEADER, SignatureRefused, SlackSignature
 from gateway.errors import ApiError, ErrorCode
@@ -39,24 +40,16 @@ async def _verified(request: Request, *, once: bool) -> SlackRequest:
     # The router is included only when the channel is configured (gateway/app.py).
     adapter: SlackAdapter = request.app.state.slack
     signature: SlackSignature = request.app.state.slack_signature
-    limit = adapter.settings.slack_max_body_bytes
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise ApiError(ErrorCode.REQUEST_TOO_LARGE, "The request is too large.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(ErrorCode.REQUEST_TOO_LARGE, "The request is too large.")
+    body = await read_limited(request, adapter.settings.slack_max_body_bytes)
     try:
-        signature.verify(request.headers, bytes(body))
+        signature.verify(request.headers, body)
     except SignatureRefused as exc:
         log.warning("Slack request refused", extra={"reason": exc.reason})
         raise ApiError(ErrorCode.UNAUTHORIZED, REFUSED) from None
     if once and not await adapter.first_sight(request.headers[SIGNATURE_HEADER]):
         log.warning("Slack request refused", extra={"reason": "replayed"})
         raise ApiError(ErrorCode.UNAUTHORIZED, REFUSED)
-    return SlackRequest(adapter, bytes(body))
+    return SlackRequest(adapter, body)
 
 
 async def verified_event(request: Request) -> SlackRequest:

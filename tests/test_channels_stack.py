@@ -1,5 +1,6 @@
-"""Slack end to end: the whole stack as an operator starts it, with the Slack channel on and a
-local Slack (tests/support/fake_slack.py) in place of slack.com."""
+"""Slack and Teams end to end: the whole stack as an operator starts it, with both channels on,
+a local Slack (tests/support/fake_slack.py) in place of slack.com and a local Bot Framework
+(tests/support/fake_teams.py) in place of Microsoft's."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from deploy.runner import Stack
 from gateway.channels.slack import blocks
 from tests.support import wait_until_sync
 from tests.support.fake_slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, Posted, button
+from tests.support.fake_teams import APP_PASSWORD, FakeTeams, Sent, card_actions
 from tests.support.stack import log_records, running_stack
 
 pytestmark = pytest.mark.slow
@@ -37,16 +39,29 @@ def slack() -> Iterator[FakeSlack]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack) -> Iterator[Stack]:
+def teams() -> Iterator[FakeTeams]:
+    with FakeTeams() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack, teams: FakeTeams
+) -> Iterator[Stack]:
     env = {
+        "GATEWAY_TEAMS_APP_ID": teams.app_id,
+        "GATEWAY_TEAMS_APP_PASSWORD": APP_PASSWORD,
+        "GATEWAY_TEAMS_OPENID_URL": teams.openid_url,
+        "GATEWAY_TEAMS_TOKEN_URL": teams.token_url,
+        "GATEWAY_TEAMS_SERVICE_URL_PREFIXES": teams.service_url,
         "DESKPILOT_ADMIN_TOKEN": ADMIN_TOKEN,
         "GATEWAY_SLACK_SIGNING_SECRET": SIGNING_SECRET,
         "GATEWAY_SLACK_BOT_TOKEN": BOT_TOKEN,
         "GATEWAY_SLACK_API_URL": slack.api_url,
         "GATEWAY_SLACK_RESPONSE_URL_PREFIX": slack.hooks_prefix,
     }
-    with running_stack(tmp_path_factory.mktemp("slack"), extra_env=env) as running:
-        slack.gateway_url = running.url
+    with running_stack(tmp_path_factory.mktemp("channels"), extra_env=env) as running:
+        slack.gateway_url = teams.gateway_url = running.url
         yield running
 
 
@@ -78,6 +93,21 @@ def action_of(message: Posted) -> str:
     return "answer"
 
 
+def ticket(stack: Stack, key: str) -> dict[str, Any]:
+    """The ticket as a technician sees it (the admin API), once the ticketing service said so."""
+
+    def read() -> dict[str, Any] | None:
+        response = httpx.get(
+            f"{stack.url}/api/admin/tickets/{key}",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=10,
+        )
+        return response.json() if response.status_code == 200 else None
+
+    found: dict[str, Any] = wait_until_sync(read, 30)
+    return found
+
+
 def test_a_question_in_slack_is_answered_in_its_thread_with_citations(
     stack: Stack, slack: FakeSlack
 ) -> None:
@@ -107,15 +137,7 @@ def test_an_angry_slack_thread_is_escalated_to_a_technician(stack: Stack, slack:
     key = found.group(1)
     assert blocks.TICKET not in str(third.blocks)  # no second "talk to a technician"
 
-    def ticket() -> dict[str, Any] | None:
-        response = httpx.get(
-            f"{stack.url}/api/admin/tickets/{key}",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=10,
-        )
-        return response.json() if response.status_code == 200 else None
-
-    record = wait_until_sync(ticket, 30)
+    record = ticket(stack, key)
     assert record["user_id"] == ALICE_EMAIL  # the Slack user's principal, as the web chat's
     assert "anger" in record["description"].lower()
 
@@ -136,3 +158,48 @@ def test_a_forged_request_is_refused_and_nothing_of_it_reaches_the_bus(
     answers(slack, thread, 1)
     assert int(client.xinfo_stream("message.received")["entries-added"]) == added + 1
     client.close()
+
+
+# -- Teams ---------------------------------------------------------------------------------------
+
+BRUNO = "3c9e2f1a-7b6d-4c5e-9f8a-2b1c0d9e8f7a"
+"""A Teams user's Entra object id."""
+
+
+def teams_cards(teams: FakeTeams, conversation: str, count: int) -> list[Sent]:
+    def found() -> list[Sent] | None:
+        done = [s for s in teams.messages(conversation) if s.activity.get("attachments")]
+        return done if len(done) >= count else None
+
+    return wait_until_sync(found, 120, message=lambda: str(teams.sent))
+
+
+def test_a_question_in_teams_is_answered_with_a_card_of_citations(
+    stack: Stack, teams: FakeTeams
+) -> None:
+    chat = teams.add_conversation("a:1bruno-personal-" + uuid4().hex[:8])
+    activity = teams.message(BRUNO, chat, "How do I reset my VPN password?")
+    assert teams.send(activity).status_code == 200
+    [card] = teams_cards(teams, chat, 1)
+    assert card.reply_to == activity["id"]
+    content = str(card.activity["attachments"][0]["content"])
+    assert re.search(r"1\. \[[^\]]+\]\(https?://", content), content  # numbered citation link
+    assert teams.typing(chat) >= 1
+
+
+def test_a_ticket_is_filed_from_a_teams_conversation(stack: Stack, teams: FakeTeams) -> None:
+    chat = teams.add_conversation("a:1bruno-ticket-" + uuid4().hex[:8])
+    teams.send(teams.message(BRUNO, chat, "My laptop docking station does not charge the laptop"))
+    [first] = teams_cards(teams, chat, 1)
+    [technician] = [a for a in card_actions(first) if a["data"]["deskpilot"] == "ticket"]
+    assert teams.send(teams.submit(BRUNO, first, technician["data"])).status_code == 200
+    second = teams_cards(teams, chat, 2)[-1]
+    content = second.activity["attachments"][0]["content"]
+    [box] = [b for b in content["body"] if b.get("type") == "Container"]
+    assert box["items"][0]["text"] == "**Ticket for a technician**"
+    line = box["items"][1]["text"].replace("\\", "")  # "DP-1 · Open" or "[DP-1](url) · Open"
+    found = re.search(r"[A-Z]+-\d+", line)
+    assert found is not None, line
+    key = found.group(0)
+    record = ticket(stack, key)
+    assert record["user_id"] == BRUNO  # the Teams user's object id, as the web chat's subject
