@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contracts.bus import Bus, create_group
@@ -79,6 +80,23 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     withhold_tokens_in_server_logs()
     identities = IdentityResolver.from_settings(settings)
 
+    mcp_server = None
+    if settings.mcp_enabled:
+        # Deferred: the mcp SDK is only needed where the MCP server is on.
+        from gateway.channels.mcp import server as mcp
+
+        mcp_server = mcp.build(
+            mcp.McpServices(
+                settings,
+                bus,
+                turns,
+                index,
+                tickets,
+                IncidentService(bus),
+                rate_limiter,
+            )
+        )
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # The reply group exists before the first message is published, so no reply is missed.
@@ -92,7 +110,10 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         heartbeat.start()
         metrics_server = serve_metrics(settings, SERVICE)
         try:
-            yield
+            async with AsyncExitStack() as running:
+                if mcp_server is not None:
+                    await running.enter_async_context(mcp_server.session_manager.run())
+                yield
         finally:
             if metrics_server is not None:
                 await asyncio.to_thread(metrics_server.close)
@@ -128,6 +149,11 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.client_address = ClientAddress(settings.trusted_proxies)
     install_error_handlers(app)
     app.include_router(api_router)
+    if mcp_server is not None:
+        from gateway.channels.mcp.server import asgi_app
+
+        endpoint = asgi_app(mcp_server, identities, settings, rate_limiter)
+        app.router.routes.append(Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]))
     if channel_set is not None:
         for name, value in channel_set.state.items():
             setattr(app.state, name, value)

@@ -6,7 +6,16 @@ import ipaddress
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from contracts.settings import ServiceSettings
@@ -28,6 +37,36 @@ def _default_role_map() -> dict[str, UserRole]:
 def secret_value(secret: SecretStr | None) -> str:
     """An optional secret's value; unset and empty are both ``""`` (the feature is off)."""
     return secret.get_secret_value() if secret is not None else ""
+
+
+class McpClient(BaseModel):
+    """A service client of the MCP server (GATEWAY_MCP_CLIENTS)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: SecretStr = Field(min_length=32)
+    roles: list[UserRole] = Field(default_factory=lambda: list[UserRole](["employee"]))
+
+
+def mcp_clients(settings: GatewaySettings) -> dict[str, McpClient]:
+    """GATEWAY_MCP_CLIENTS parsed: client name to its token and roles."""
+    raw = secret_value(settings.mcp_clients)
+    if not raw:
+        return {}
+    try:
+        parsed = TypeAdapter(dict[str, McpClient]).validate_json(raw)
+    except ValidationError:
+        # The message would quote the tokens: say only what is wrong in general.
+        raise ValueError(
+            'GATEWAY_MCP_CLIENTS must be {"<name>": {"token": "<32+ chars>", "roles": [...]}}'
+        ) from None
+    tokens = [client.token.get_secret_value() for client in parsed.values()]
+    if len(set(tokens)) != len(tokens):
+        raise ValueError("GATEWAY_MCP_CLIENTS gives two clients the same token")
+    for name in parsed:
+        if not 0 < len(name) <= 64 or not name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError("GATEWAY_MCP_CLIENTS names are letters, digits, - and _")
+    return parsed
 
 
 def _require_https(name: str, url: str) -> None:
@@ -323,6 +362,18 @@ class GatewaySettings(ServiceSettings):
     teams_max_body_bytes: int = Field(
         256 * 1024, ge=4096, description="Largest Bot Framework activity the gateway reads."
     )
+    mcp_enabled: bool = Field(
+        False,
+        description="Serve Deskpilot as an MCP server at `/mcp` (streamable HTTP) for agents and "
+        "systems elsewhere in the company; callers need a user token or a GATEWAY_MCP_CLIENTS "
+        "token.",
+    )
+    mcp_clients: SecretStr | None = Field(
+        None,
+        description='JSON object of the MCP server\'s service clients: `{"<name>": {"token": '
+        '"<at least 32 characters>", "roles": ["employee"]}}`; a client acts as the user '
+        "`mcp:<name>` with those roles (technician to read any ticket and report incidents).",
+    )
     channel_delivery_ttl_s: int = Field(
         24 * 3600,
         ge=60,
@@ -401,6 +452,11 @@ class GatewaySettings(ServiceSettings):
         ]
         for name, url in urls:
             _require_https(name, url)
+        return self
+
+    @model_validator(mode="after")
+    def _mcp(self) -> GatewaySettings:
+        mcp_clients(self)  # a malformed GATEWAY_MCP_CLIENTS fails at start, not at first use
         return self
 
     @model_validator(mode="after")
