@@ -1,17 +1,21 @@
-"""Slack and Teams end to end: the whole stack as an operator starts it, with both channels on,
+"""Slack, Teams and MCP end to end: the whole stack as an operator starts it, with every channel on,
 a local Slack (tests/support/fake_slack.py) in place of slack.com and a local Bot Framework
 (tests/support/fake_teams.py) in place of Microsoft's."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
 from uuid import uuid4
 
 import httpx
+import httpx2
 import pytest
 import redis
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from deploy.runner import Stack
 from gateway.channels.slack import blocks
@@ -23,6 +27,7 @@ from tests.support.stack import log_records, running_stack
 pytestmark = pytest.mark.slow
 
 ADMIN_TOKEN = f"admin-{uuid4().hex}"
+MCP_TOKEN = f"mcp-{uuid4().hex}{uuid4().hex}"
 CHANNEL = "C0ITHELP"
 ALICE, ALICE_EMAIL = "U0ALICE", "alice@northwind.example"
 TICKET_KEY = re.compile(r"Ticket (?:<[^|>]+\|)?([A-Z]+-\d+)")
@@ -49,6 +54,8 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack, teams: FakeTeams
 ) -> Iterator[Stack]:
     env = {
+        "GATEWAY_MCP_ENABLED": "true",
+        "GATEWAY_MCP_CLIENTS": json.dumps({"itsm": {"token": MCP_TOKEN, "roles": ["employee"]}}),
         "GATEWAY_TEAMS_APP_ID": teams.app_id,
         "GATEWAY_TEAMS_APP_PASSWORD": APP_PASSWORD,
         "GATEWAY_TEAMS_OPENID_URL": teams.openid_url,
@@ -203,3 +210,25 @@ def test_a_ticket_is_filed_from_a_teams_conversation(stack: Stack, teams: FakeTe
     key = found.group(0)
     record = ticket(stack, key)
     assert record["user_id"] == BRUNO  # the Teams user's object id, as the web chat's subject
+
+
+# -- MCP -----------------------------------------------------------------------------------------
+
+
+async def test_the_mcp_sdks_client_lists_the_tools_and_gets_a_cited_answer(stack: Stack) -> None:
+    headers = {"Authorization": f"Bearer {MCP_TOKEN}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=120) as http,
+        streamable_http_client(stack.url + "/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as client,
+    ):
+        await client.initialize()
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"ask", "search_knowledge_base", "open_ticket", "get_ticket"} <= tools
+        result = await client.call_tool("ask", {"question": "How do I reset my VPN password?"})
+    assert not result.is_error, result.content
+    answer = result.structured_content
+    assert answer is not None
+    assert answer["citations"], answer
+    assert answer["citations"][0]["url"].startswith("http")
+    assert "[1]" in answer["answer"]

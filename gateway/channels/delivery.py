@@ -18,7 +18,9 @@ is not posted twice. Progress is best effort (shown once per stage, never retrie
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from collections import OrderedDict
 from typing import Literal, Protocol
 
@@ -88,6 +90,8 @@ class ChannelTurns:
         self.deliverers: dict[str, Deliverer] = {}
         self._shown: OrderedDict[str, str] = OrderedDict()
         """The last progress stage shown per turn (a stage is shown once)."""
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        """One lock per turn being delivered; gone once nobody holds or awaits it."""
 
     async def conversation(self, key: str, owner: str) -> str:
         """The conversation a platform's thread or chat (``key``) is for ``owner``: the one it
@@ -135,9 +139,21 @@ class ChannelTurns:
         return turn_id
 
     async def on_reply(self, reply: TurnReply) -> None:
-        """Deliver a turn reply when its turn came from a channel (one read for any turn)."""
+        """Deliver a turn reply when its turn came from a channel (one read for any turn).
+
+        The gateway handles several replies at once, so a turn's last progress may be handled
+        while, or after, its answer is: a turn's replies are delivered one at a time (a lock
+        per turn), and once the answer is delivered nothing more is, so a late "searching…"
+        never replaces the answer it preceded."""
         if reply.kind not in ("progress", "answer"):
             return
+        lock = self._locks.get(reply.correlation_id)
+        if lock is None:
+            lock = self._locks[reply.correlation_id] = asyncio.Lock()
+        async with lock:
+            await self._deliver(reply)
+
+    async def _deliver(self, reply: TurnReply) -> None:
         key = TURN_PREFIX + reply.correlation_id
         turn = _parse(await self.client.get(key))
         if turn is None or turn.delivered:

@@ -142,7 +142,8 @@ class TeamsAdapter:
     async def _first(self, where: Where) -> bool:
         digest = hashlib.sha256(f"{where.conversation_id}\n{where.activity_id}".encode())
         key = ACTIVITY_PREFIX + digest.hexdigest()
-        ttl = self.settings.slack_event_ttl_s
+        # As long as a channel turn is remembered: far longer than a token lives.
+        ttl = self.settings.channel_delivery_ttl_s
         return bool(await self.client.set(key, "1", nx=True, ex=ttl))
 
     async def _allowed(self, principal: str, where: Where) -> bool:
