@@ -62,6 +62,8 @@ class Posted:
     thread_ts: str | None = None
     blocks: list[dict[str, Any]] = field(default_factory=list)
     updates: int = 0
+    answered_at: float | None = None
+    """``time.perf_counter()`` when the message first carried blocks (an answer)."""
 
 
 @dataclass
@@ -247,6 +249,7 @@ class FakeSlack(ServedFake):
         ts = self.next_ts()
         thread_ts = args.get("thread_ts") or None
         posted = Posted(channel, ts, str(text or ""), thread_ts, list(blocks or []))
+        posted.answered_at = time.perf_counter() if blocks else None
         with self._lock:
             self.messages[(channel, ts)] = posted
         return JSONResponse(
@@ -273,6 +276,8 @@ class FakeSlack(ServedFake):
             posted.text = str(text or "")
             posted.blocks = list(blocks or [])
             posted.updates += 1
+            if blocks and posted.answered_at is None:
+                posted.answered_at = time.perf_counter()
         return JSONResponse({"ok": True, "channel": channel, "ts": ts, "text": posted.text})
 
     def _ephemeral(self, args: dict[str, Any]) -> Response:

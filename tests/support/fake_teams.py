@@ -62,6 +62,7 @@ class Sent:
     id: str
     reply_to: str | None = None
     updates: list[dict[str, Any]] = field(default_factory=list)
+    received_at: float = field(default_factory=time.perf_counter)
 
 
 class FakeTeams(ServedFake):
