@@ -161,6 +161,23 @@ def test_tokens_that_are_not_the_bot_frameworks_are_refused(
     assert questions(raw) == []
 
 
+def test_an_activity_of_another_channel_is_refused(
+    gateway: str, teams: FakeTeams, raw: Redis
+) -> None:
+    # The channel id is not signed: a token for another channel must not pass as Teams.
+    other_channel = teams.message(ALICE, CHAT, "from webchat") | {"channelId": "webchat"}
+    assert teams.send(other_channel).status_code == 401
+    assert questions(raw) == []
+
+
+def test_a_key_not_endorsed_for_teams_is_refused(
+    gateway: str, teams: FakeTeams, raw: Redis
+) -> None:
+    teams.endorsements = ["webchat"]  # the published key signs only for another channel
+    assert teams.send(teams.message(ALICE, CHAT, "endorsed elsewhere")).status_code == 401
+    assert questions(raw) == []
+
+
 def test_a_replayed_activity_makes_one_turn(gateway: str, teams: FakeTeams, raw: Redis) -> None:
     activity = teams.message(ALICE, CHAT, "How do I reset my VPN password?")
     assert teams.send(activity).status_code == 200

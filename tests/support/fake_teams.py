@@ -70,6 +70,8 @@ class FakeTeams(ServedFake):
         self.app_id = app_id
         self.app_password = app_password
         self.key: SigningKey = new_key("RSA")
+        self.endorsements = ["msteams"]
+        """The channels the published key is endorsed for."""
         self.conversations: set[str] = set()
         self.sent: list[Sent] = []
         self.tokens: set[str] = set()
@@ -154,7 +156,7 @@ class FakeTeams(ServedFake):
 
     async def _keys(self, _: Request) -> Response:
         jwk = json.loads(RSAAlgorithm.to_jwk(self.key.private.public_key()))  # type: ignore[arg-type]
-        jwk |= {"kid": self.key.kid, "use": "sig", "endorsements": ["msteams"]}
+        jwk |= {"kid": self.key.kid, "use": "sig", "endorsements": self.endorsements}
         return JSONResponse({"keys": [jwk]})
 
     async def _token(self, request: Request) -> Response:

@@ -5,7 +5,8 @@ published at the ``jwks_uri`` of the Bot Framework's OpenID metadata
 (``GATEWAY_TEAMS_OPENID_URL``), name the Bot Framework as ``iss`` and the bot's app id as
 ``aud``, be within its ``exp``/``nbf`` (five minutes of clock skew allowed), and carry a
 ``serviceurl`` claim equal to the activity's ``serviceUrl``, so a token issued for one
-conversation endpoint cannot send the gateway's replies elsewhere. Keys are cached as user
+conversation endpoint cannot send the gateway's replies elsewhere; and the key must be
+endorsed (its JWK's ``endorsements``) for the activity's ``channelId``. Keys are cached as user
 tokens' are (:class:`gateway.identity.JwksCache`: fetched once per lifetime, an unknown ``kid``
 fetches again at most once per ``min_refresh_s``).
 
@@ -63,8 +64,11 @@ class BotFrameworkAuth:
                 self._keys = JwksCache(uri, fetch=self._fetch, min_refresh_s=self._min_refresh_s)
             return self._keys
 
-    def verify(self, authorization: str | None, service_url: str) -> dict[str, Any]:
-        """The token's claims; raises :class:`InvalidToken` (``kind`` for logs) otherwise."""
+    def verify(
+        self, authorization: str | None, service_url: str, channel_id: str = "msteams"
+    ) -> dict[str, Any]:
+        """The token's claims; raises :class:`InvalidToken` (``kind`` for logs) otherwise.
+        The signing key must be endorsed for the activity's ``channel_id``."""
         scheme, _, token = (authorization or "").strip().partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -81,6 +85,8 @@ class BotFrameworkAuth:
         key = self._cache().key(kid)
         if key.jwk.key_type != "RSA":
             raise InvalidToken("algorithm")
+        if channel_id not in key.endorsements:
+            raise InvalidToken("unknown_key")
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,

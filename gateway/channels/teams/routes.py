@@ -52,7 +52,13 @@ async def messages(request: Request) -> Response:
         raise ApiError(ErrorCode.UNAUTHORIZED, REFUSED)
     assert isinstance(activity, dict)  # nosec B101 # type narrowing: service_url came from it
     try:
-        await run_in_threadpool(auth.verify, request.headers.get("authorization"), service_url)
+        channel = activity.get("channelId")
+        await run_in_threadpool(
+            auth.verify,
+            request.headers.get("authorization"),
+            service_url,
+            channel if isinstance(channel, str) else "",
+        )
     except InvalidToken as exc:
         log.warning("Teams request refused", extra={"reason": exc.kind})
         if exc.kind == "keys_unavailable":
