@@ -693,6 +693,7 @@ class AuditRecorded(Event):
         "configuration",
         "purge",
         "proposal",
+        "tool_call",
     ]
     reason: str
     trace_id: str | None = None

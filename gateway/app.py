@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contracts.bus import Bus, create_group
 from contracts.heartbeat import Heartbeat
 from contracts.metrics import serve_metrics
 from contracts.topics import Group
-from gateway import analytics, feedback, handlers
+from gateway import analytics, channels, feedback, handlers
 from gateway.api import api_router
 from gateway.api.config import ConfigService
 from gateway.attachments import AttachmentRecords, AttachmentService
@@ -62,7 +63,10 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     attachments = AttachmentService(
         bus, turns, AttachmentRecords(bus, index, settings.attachment_ttl_s), settings
     )
-    handlers.register(bus, turns, attachments)
+    feedback_service = FeedbackService(bus, store, recorder)
+    rate_limiter = RateLimiter.from_settings(bus.redis, settings)
+    channel_set = channels.build(settings, turns, index, bus.redis, feedback_service, rate_limiter)
+    handlers.register(bus, turns, attachments, channel_set.turns if channel_set else None)
     purge = PurgeService(bus, index, recorder)
     handlers.register_purge(bus, purge)
     documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
@@ -75,6 +79,23 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     # The WebSocket takes its user token in the query string, which uvicorn logs.
     withhold_tokens_in_server_logs()
     identities = IdentityResolver.from_settings(settings)
+
+    mcp_server = None
+    if settings.mcp_enabled:
+        # Deferred: the mcp SDK is only needed where the MCP server is on.
+        from gateway.channels.mcp import server as mcp
+
+        mcp_server = mcp.build(
+            mcp.McpServices(
+                settings,
+                bus,
+                turns,
+                index,
+                tickets,
+                IncidentService(bus),
+                rate_limiter,
+            )
+        )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -89,7 +110,10 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         heartbeat.start()
         metrics_server = serve_metrics(settings, SERVICE)
         try:
-            yield
+            async with AsyncExitStack() as running:
+                if mcp_server is not None:
+                    await running.enter_async_context(mcp_server.session_manager.run())
+                yield
         finally:
             if metrics_server is not None:
                 await asyncio.to_thread(metrics_server.close)
@@ -111,7 +135,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.proposals = ProposalService(bus, proposal_store, documents)
     app.state.incidents = IncidentService(bus)
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
-    app.state.feedback = FeedbackService(bus, store, recorder)
+    app.state.feedback = feedback_service
     feedback.register(bus, app.state.feedback)
     app.state.analytics = analytics.AnalyticsReader(bus.redis, turns.reply_to)
     app.state.runtime_config = ConfigService(bus, settings)
@@ -121,10 +145,20 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     # Who may open the chat's WebSocket: the gateway's own pages, the pages that embed it and
     # the origins allowed to call the API (gateway/origins.py).
     app.state.origins = OriginPolicy([*settings.frame_ancestors, *settings.cors_origins])
-    app.state.rate_limiter = RateLimiter.from_settings(bus.redis, settings)
+    app.state.rate_limiter = rate_limiter
     app.state.client_address = ClientAddress(settings.trusted_proxies)
     install_error_handlers(app)
     app.include_router(api_router)
+    if mcp_server is not None:
+        from gateway.channels.mcp.server import asgi_app
+
+        endpoint = asgi_app(mcp_server, identities, settings, rate_limiter)
+        app.router.routes.append(Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]))
+    if channel_set is not None:
+        for name, value in channel_set.state.items():
+            setattr(app.state, name, value)
+        for router in channel_set.routers:
+            app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/", include_in_schema=False)

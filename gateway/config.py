@@ -6,7 +6,16 @@ import ipaddress
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from contracts.settings import ServiceSettings
@@ -28,6 +37,44 @@ def _default_role_map() -> dict[str, UserRole]:
 def secret_value(secret: SecretStr | None) -> str:
     """An optional secret's value; unset and empty are both ``""`` (the feature is off)."""
     return secret.get_secret_value() if secret is not None else ""
+
+
+class McpClient(BaseModel):
+    """A service client of the MCP server (GATEWAY_MCP_CLIENTS)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: SecretStr = Field(min_length=32)
+    roles: list[UserRole] = Field(default_factory=lambda: list[UserRole](["employee"]))
+
+
+def mcp_clients(settings: GatewaySettings) -> dict[str, McpClient]:
+    """GATEWAY_MCP_CLIENTS parsed: client name to its token and roles."""
+    raw = secret_value(settings.mcp_clients)
+    if not raw:
+        return {}
+    try:
+        parsed = TypeAdapter(dict[str, McpClient]).validate_json(raw)
+    except ValidationError:
+        # The message would quote the tokens: say only what is wrong in general.
+        raise ValueError(
+            'GATEWAY_MCP_CLIENTS must be {"<name>": {"token": "<32+ chars>", "roles": [...]}}'
+        ) from None
+    tokens = [client.token.get_secret_value() for client in parsed.values()]
+    if len(set(tokens)) != len(tokens):
+        raise ValueError("GATEWAY_MCP_CLIENTS gives two clients the same token")
+    for name in parsed:
+        if not 0 < len(name) <= 64 or not name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError("GATEWAY_MCP_CLIENTS names are letters, digits, - and _")
+    return parsed
+
+
+def _require_https(name: str, url: str) -> None:
+    """An outside service's URL: https, or http on loopback (tests, a local emulator)."""
+    parts = urlsplit(url)
+    local = parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS
+    if not parts.hostname or not (parts.scheme == "https" or local):
+        raise ValueError(f"{name} must be https (http only on loopback)")
 
 
 class GatewaySettings(ServiceSettings):
@@ -228,6 +275,112 @@ class GatewaySettings(ServiceSettings):
         5, ge=1, le=300, description="The Retry-After of uploads refused for load (429/503)."
     )
 
+    slack_signing_secret: SecretStr | None = Field(
+        None,
+        description="The Slack app's signing secret (Basic Information, App Credentials): every "
+        "request from Slack is verified with it. Unset or empty turns the Slack channel off "
+        "(its endpoints answer 404).",
+    )
+    slack_bot_token: SecretStr | None = Field(
+        None,
+        description="The Slack app's bot token (`xoxb-`, OAuth & Permissions) the gateway posts "
+        "answers with; needed when GATEWAY_SLACK_SIGNING_SECRET is set.",
+    )
+    slack_api_url: str = Field(
+        "https://slack.com/api/",
+        description="Base URL of the Slack Web API (tests point it at an emulator on loopback).",
+    )
+    slack_response_url_prefix: str = Field(
+        "https://hooks.slack.com/",
+        description="The only prefix a slash command's or button's `response_url` may have "
+        "before the gateway posts to it.",
+    )
+    slack_principal: Literal["email", "slack_id"] = Field(
+        "email",
+        description="Who a Slack user is to Deskpilot: `email`, their Slack profile's email "
+        "address (users.info, scope users:read.email), for an identity provider whose `sub` is "
+        "the email, so a Slack user and the same person in the web chat are one user; or "
+        "`slack_id`, `slack:<team>:<user>`, a user of their own.",
+    )
+    slack_team_ids: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated Slack workspace ids (`T...`) the app answers; empty "
+        "answers any workspace the app is installed in.",
+    )
+    slack_event_ttl_s: int = Field(
+        3600,
+        ge=600,
+        description="How long a Slack event id (and a request's signature) is remembered, so a "
+        "retried or replayed delivery is not handled twice; longer than Slack's retries "
+        "(about 5 minutes) and the signature window.",
+    )
+    slack_identity_ttl_s: int = Field(
+        24 * 3600,
+        ge=60,
+        description="How long a Slack user's principal (the email users.info gave) is cached.",
+    )
+    slack_max_body_bytes: int = Field(
+        64 * 1024,
+        ge=4096,
+        description="Largest request body the Slack endpoints read; a larger one is refused "
+        "before it is verified.",
+    )
+    teams_app_id: str | None = Field(
+        None,
+        description="The bot's Microsoft App ID (the Entra app registration's client id): the "
+        "audience every Bot Framework request's token must name. Unset turns the Teams channel "
+        "off (its endpoint answers 404).",
+    )
+    teams_app_password: SecretStr | None = Field(
+        None,
+        description="The app registration's client secret, for the token the gateway sends "
+        "replies with (client credentials); needed with GATEWAY_TEAMS_APP_ID.",
+    )
+    teams_tenant_id: str | None = Field(
+        None,
+        description="The tenant of a single-tenant bot (its replies' token comes from this "
+        "tenant) and the only tenant whose activities are answered; unset: a multi-tenant bot "
+        "(token from `botframework.com`), activities from any tenant.",
+    )
+    teams_openid_url: str = Field(
+        "https://login.botframework.com/v1/.well-known/openidconfiguration",
+        description="The Bot Framework's OpenID metadata (its `jwks_uri` has the signing keys).",
+    )
+    teams_issuer: str = Field(
+        "https://api.botframework.com", description="The issuer Bot Framework tokens must carry."
+    )
+    teams_token_url: str = Field(
+        "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
+        description="Where the reply token is asked for; `{tenant}` is GATEWAY_TEAMS_TENANT_ID "
+        "or `botframework.com`.",
+    )
+    teams_service_url_prefixes: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["https://smba.trafficmanager.net/"],
+        description="Comma-separated prefixes an activity's `serviceUrl` (where replies are "
+        "posted) must start with, beyond matching the signed token's `serviceUrl` claim.",
+    )
+    teams_max_body_bytes: int = Field(
+        256 * 1024, ge=4096, description="Largest Bot Framework activity the gateway reads."
+    )
+    mcp_enabled: bool = Field(
+        False,
+        description="Serve Deskpilot as an MCP server at `/mcp` (streamable HTTP) for agents and "
+        "systems elsewhere in the company; callers need a user token or a GATEWAY_MCP_CLIENTS "
+        "token.",
+    )
+    mcp_clients: SecretStr | None = Field(
+        None,
+        description='JSON object of the MCP server\'s service clients: `{"<name>": {"token": '
+        '"<at least 32 characters>", "roles": ["employee"]}}`; a client acts as the user '
+        "`mcp:<name>` with those roles (technician to read any ticket and report incidents).",
+    )
+    channel_delivery_ttl_s: int = Field(
+        24 * 3600,
+        ge=60,
+        description="How long a channel turn remembers where its answer goes (the Slack thread); "
+        "an answer arriving later is kept for the web API only.",
+    )
+
     @field_validator("frame_ancestors", "cors_origins", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
@@ -272,6 +425,41 @@ class GatewaySettings(ServiceSettings):
         return self
 
     @model_validator(mode="after")
+    def _slack(self) -> GatewaySettings:
+        if not secret_value(self.slack_signing_secret):
+            return self
+        if not secret_value(self.slack_bot_token):
+            raise ValueError("GATEWAY_SLACK_SIGNING_SECRET needs GATEWAY_SLACK_BOT_TOKEN")
+        if self.environment == "production" and (
+            secret_value(self.slack_signing_secret) in PLACEHOLDER_SECRETS
+            or secret_value(self.slack_bot_token) in PLACEHOLDER_SECRETS
+        ):
+            raise ValueError("the Slack signing secret and bot token must be real in production")
+        _require_https("GATEWAY_SLACK_API_URL", self.slack_api_url)
+        _require_https("GATEWAY_SLACK_RESPONSE_URL_PREFIX", self.slack_response_url_prefix)
+        return self
+
+    @model_validator(mode="after")
+    def _teams(self) -> GatewaySettings:
+        if not self.teams_app_id:
+            return self
+        if not secret_value(self.teams_app_password):
+            raise ValueError("GATEWAY_TEAMS_APP_ID needs GATEWAY_TEAMS_APP_PASSWORD")
+        urls = [
+            ("GATEWAY_TEAMS_OPENID_URL", self.teams_openid_url),
+            ("GATEWAY_TEAMS_TOKEN_URL", self.teams_token_url.replace("{tenant}", "t")),
+            *(("GATEWAY_TEAMS_SERVICE_URL_PREFIXES", p) for p in self.teams_service_url_prefixes),
+        ]
+        for name, url in urls:
+            _require_https(name, url)
+        return self
+
+    @model_validator(mode="after")
+    def _mcp(self) -> GatewaySettings:
+        mcp_clients(self)  # a malformed GATEWAY_MCP_CLIENTS fails at start, not at first use
+        return self
+
+    @model_validator(mode="after")
     def _upload_budgets(self) -> GatewaySettings:
         largest = max(self.max_log_bytes, self.max_image_bytes, self.max_upload_bytes)
         if self.upload_memory_bytes < largest:
@@ -287,7 +475,13 @@ class GatewaySettings(ServiceSettings):
             )
         return self
 
-    @field_validator("jwt_algorithms", "trusted_proxies", mode="before")
+    @field_validator(
+        "jwt_algorithms",
+        "trusted_proxies",
+        "slack_team_ids",
+        "teams_service_url_prefixes",
+        mode="before",
+    )
     @classmethod
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str):

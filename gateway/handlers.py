@@ -14,6 +14,7 @@ from contracts.events import (
 )
 from contracts.topics import Group, Topic
 from gateway.attachments import AttachmentService
+from gateway.channels.delivery import ChannelTurns
 from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
 from gateway.proposals import ProposalStore
@@ -21,12 +22,22 @@ from gateway.tickets import TicketReadModel
 from gateway.turns import TurnService
 
 
-def register(bus: Bus, turns: TurnService, attachments: AttachmentService) -> None:
+def register(
+    bus: Bus,
+    turns: TurnService,
+    attachments: AttachmentService,
+    channels: ChannelTurns | None = None,
+) -> None:
+    """``channels``: when a channel (Slack) is configured, replies of its turns are delivered
+    to the platform after the answer is stored, as part of handling the reply."""
+
     async def on_reply(reply: TurnReply, delivery: Delivery) -> None:
         if reply.kind in ("attachment", "attachment_error"):
             # Recorded before the upload request is answered, so a message can reference it.
             await attachments.on_reply(reply)
         await turns.on_reply(reply, delivery.message_id)
+        if channels is not None:
+            await channels.on_reply(reply)
 
     bus.subscribe(turns.reply_to, TurnReply, on_reply, group=Group.GATEWAY, concurrency=4)
 

@@ -281,6 +281,8 @@ class _Key:
     jwk: jwt.PyJWK
     declared_alg: str | None
     curve: str | None
+    endorsements: tuple[str, ...] = ()
+    """What the publisher endorses the key for (the Bot Framework's channel ids), if it says."""
 
 
 class JwksCache:
@@ -394,10 +396,14 @@ class JwksCache:
             except jwt.PyJWTError:
                 continue  # a key type this build cannot use; the others still work
             kid, declared, curve = entry.get("kid"), entry.get("alg"), entry.get("crv")
+            endorsed = entry.get("endorsements")
             keys[kid if isinstance(kid, str) else None] = _Key(
                 jwk,
                 declared if isinstance(declared, str) else None,
                 curve if isinstance(curve, str) else None,
+                tuple(e for e in endorsed if isinstance(e, str))
+                if isinstance(endorsed, list)
+                else (),
             )
         if not keys:
             raise ValueError("no usable signing key in the JWK set")

@@ -261,6 +261,36 @@ class TurnService:
             self._records[turn_id] = record
         return submitted
 
+    async def ask(
+        self,
+        text: str,
+        conversation_id: str,
+        user_id: str,
+        turn_id: str,
+        timeout_s: float,
+        *,
+        attachments: list[str] | None = None,
+        request_ticket: bool = False,
+        authenticated: bool = False,
+    ) -> ChatRead:
+        """:meth:`submit` and wait for the answer; raises ``TimeoutError`` after ``timeout_s``
+        (the turn goes on: its answer is stored for ``GET /api/turns/{turn_id}``)."""
+        async with self.listen(turn_id) as replies:
+            await self.submit(
+                text,
+                conversation_id,
+                user_id,
+                turn_id,
+                attachments=attachments,
+                request_ticket=request_ticket,
+                authenticated=authenticated,
+            )
+            async with asyncio.timeout(timeout_s):
+                while True:
+                    reply = await replies.get()
+                    if reply.kind == "answer":
+                        return await self.answer_of(reply)
+
     async def on_reply(self, reply: TurnReply, entry_id: str | None = None) -> None:
         """Handle a reply from this instance's stream (``entry_id``: its entry there): store
         answers, notify listeners. Replies are handled several at once, so a turn's progress

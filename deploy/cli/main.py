@@ -25,6 +25,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
         purge,
         redact,
         reindex,
+        teams,
         tickets,
     )
     from deploy.evals import escalation, intents, ocr, redaction, retrieval, screenshots
@@ -90,6 +91,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["purge"] = purge.run_purge
     asyncapi.add_parser(commands)
     runners["asyncapi"] = asyncapi.run_asyncapi
+    teams.add_parser(commands)
+    runners["teams-app"] = teams.run_teams_app
 
     dlq = commands.add_parser("dlq", help="inspect and replay dead-letter streams")
     dlq_actions = dlq.add_subparsers(dest="action", required=True)

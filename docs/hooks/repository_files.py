@@ -27,7 +27,13 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files, InclusionLevel
 from mkdocs.structure.pages import Page
 
-PUBLISHED = ("README.md", "SECURITY.md", "deploy/k8s/README.md", "contracts/asyncapi.yaml")
+PUBLISHED = (
+    "README.md",
+    "SECURITY.md",
+    "deploy/k8s/README.md",
+    "contracts/asyncapi.yaml",
+    "deploy/slack/manifest.yaml",
+)
 """Repository files outside ``docs/`` that the site carries (when they exist)."""
 
 PREFIX = "repository/"

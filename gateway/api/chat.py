@@ -87,30 +87,25 @@ async def chat(
     conversation_id = await conversations.resolve(request.conversation_id, user.user_id)
     if request.attachments:
         await attachments.check_references(request.attachments, conversation_id, user.user_id)
-    async with turns.listen(turn_id) as replies:
-        await turns.submit(
+    try:
+        return await turns.ask(
             text,
             conversation_id,
             user.user_id,
             turn_id,
+            settings.turn_timeout_s,
             attachments=request.attachments,
             request_ticket=request.request_ticket,
             authenticated=user.source == "token",
         )
-        try:
-            async with asyncio.timeout(settings.turn_timeout_s):
-                while True:
-                    reply = await replies.get()
-                    if reply.kind == "answer":
-                        return await turns.answer_of(reply)
-        except TimeoutError:
-            raise ApiError(
-                ErrorCode.TURN_TIMEOUT,
-                "The answer is taking longer than expected; fetch it later from "
-                f"/api/turns/{turn_id} with the same credentials.",
-                turn_id=turn_id,
-                conversation_id=conversation_id,
-            ) from None
+    except TimeoutError:
+        raise ApiError(
+            ErrorCode.TURN_TIMEOUT,
+            "The answer is taking longer than expected; fetch it later from "
+            f"/api/turns/{turn_id} with the same credentials.",
+            turn_id=turn_id,
+            conversation_id=conversation_id,
+        ) from None
 
 
 class _Connection:
