@@ -62,6 +62,13 @@ SHARED_ENV = {
     "GATEWAY_MAX_UPLOAD_BYTES": str(SHARED_MAX_UPLOAD_BYTES),
 }
 """The shared stack's settings beyond :data:`FAST_ENV`: the union of what its modules need."""
+SHARED_MCP_TOKEN = f"mcp-{uuid4().hex}{uuid4().hex}"
+"""The bearer token of the shared stack's one MCP client, an employee (tests/shared/conftest.py
+turns the channels on, pointed at a local Slack and Bot Framework)."""
+SHARED_SLACK_CHANNEL = "C0ITHELP"
+"""The Slack channel the shared stack's app is in."""
+SHARED_SLACK_USER = ("U0ALICE", "alice@northwind.example")
+"""A Slack user of the shared stack's workspace, and the e-mail her profile gives."""
 
 
 HELP_SITE = Path(__file__).parent.parent / "sites"

@@ -1,12 +1,11 @@
-"""Slack, Teams and MCP end to end: the whole stack as an operator starts it, with every channel on,
-a local Slack (tests/support/fake_slack.py) in place of slack.com and a local Bot Framework
-(tests/support/fake_teams.py) in place of Microsoft's."""
+"""Slack, Teams and MCP end to end on the shared stack, which has every channel on: a local Slack
+(tests/support/fake_slack.py) in place of slack.com and a local Bot Framework
+(tests/support/fake_teams.py) in place of Microsoft's, both started by tests/shared/conftest.py
+before the stack."""
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterator
 from typing import Any
 from uuid import uuid4
 
@@ -20,56 +19,24 @@ from mcp.client.streamable_http import streamable_http_client
 from deploy.runner import Stack
 from gateway.channels.slack import blocks
 from tests.support import wait_until_sync
-from tests.support.fake_slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, Posted, button
-from tests.support.fake_teams import APP_PASSWORD, FakeTeams, Sent, card_actions
-from tests.support.stack import log_records, running_stack
+from tests.support.fake_slack import FakeSlack, Posted, button
+from tests.support.fake_teams import FakeTeams, Sent, card_actions
+from tests.support.stack import (
+    SHARED_ADMIN_TOKEN,
+    SHARED_MCP_TOKEN,
+    SHARED_SLACK_CHANNEL,
+    SHARED_SLACK_USER,
+    log_records,
+)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
-ADMIN_TOKEN = f"admin-{uuid4().hex}"
-MCP_TOKEN = f"mcp-{uuid4().hex}{uuid4().hex}"
-CHANNEL = "C0ITHELP"
-ALICE, ALICE_EMAIL = "U0ALICE", "alice@northwind.example"
+CHANNEL = SHARED_SLACK_CHANNEL
+ALICE, ALICE_EMAIL = SHARED_SLACK_USER
+MCP_TOKEN = SHARED_MCP_TOKEN
 TICKET_KEY = re.compile(r"Ticket (?:<[^|>]+\|)?([A-Z]+-\d+)")
 """The ticket line of an answer (a link where the ticket has an http URL; the local store's
 ``deskpilot://`` ones are not linked)."""
-
-
-@pytest.fixture(scope="module")
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as fake:
-        fake.add_user(ALICE, ALICE_EMAIL, name="alice")
-        fake.add_channel(CHANNEL)
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def teams() -> Iterator[FakeTeams]:
-    with FakeTeams() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack, teams: FakeTeams
-) -> Iterator[Stack]:
-    env = {
-        "GATEWAY_MCP_ENABLED": "true",
-        "GATEWAY_MCP_CLIENTS": json.dumps({"itsm": {"token": MCP_TOKEN, "roles": ["employee"]}}),
-        "GATEWAY_TEAMS_APP_ID": teams.app_id,
-        "GATEWAY_TEAMS_APP_PASSWORD": APP_PASSWORD,
-        "GATEWAY_TEAMS_OPENID_URL": teams.openid_url,
-        "GATEWAY_TEAMS_TOKEN_URL": teams.token_url,
-        "GATEWAY_TEAMS_SERVICE_URL_PREFIXES": teams.service_url,
-        "DESKPILOT_ADMIN_TOKEN": ADMIN_TOKEN,
-        "GATEWAY_SLACK_SIGNING_SECRET": SIGNING_SECRET,
-        "GATEWAY_SLACK_BOT_TOKEN": BOT_TOKEN,
-        "GATEWAY_SLACK_API_URL": slack.api_url,
-        "GATEWAY_SLACK_RESPONSE_URL_PREFIX": slack.hooks_prefix,
-    }
-    with running_stack(tmp_path_factory.mktemp("channels"), extra_env=env) as running:
-        slack.gateway_url = teams.gateway_url = running.url
-        yield running
 
 
 def ask_in_thread(slack: FakeSlack, text: str, thread: str | None = None) -> str:
@@ -106,7 +73,7 @@ def ticket(stack: Stack, key: str) -> dict[str, Any]:
     def read() -> dict[str, Any] | None:
         response = httpx.get(
             f"{stack.url}/api/admin/tickets/{key}",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            headers={"Authorization": f"Bearer {SHARED_ADMIN_TOKEN}"},
             timeout=10,
         )
         return response.json() if response.status_code == 200 else None
