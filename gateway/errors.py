@@ -33,6 +33,7 @@ class ErrorCode(StrEnum):
     CORRUPT_FILE = "corrupt_file"
     UNKNOWN_TICKET = "unknown_ticket"
     VERSION_CONFLICT = "version_conflict"
+    UNKNOWN_SOURCE = "unknown_source"
 
 
 STATUS = {
@@ -58,6 +59,7 @@ STATUS = {
     ErrorCode.CORRUPT_FILE: 422,
     ErrorCode.UNKNOWN_TICKET: 404,
     ErrorCode.VERSION_CONFLICT: 409,
+    ErrorCode.UNKNOWN_SOURCE: 404,
 }
 
 
