@@ -9,6 +9,11 @@ one, then sets the hash field (one atomic HSET: the switch), and deletes the rep
 generation's chunks only after a grace period far longer than a search; it clears the field
 before deleting a document that is gone at the source.
 
+A reader that cannot read the published generations before its search (it does not know yet
+which documents it will find) reads :data:`EPOCH_KEY` before, and the generations of what it
+found with the epoch after (:class:`LiveReader`): an unchanged epoch means no switch happened
+meanwhile, as if it had read the generations first; otherwise it searches again.
+
 A reader reads the published generations first, then the chunks, and keeps a chunk when it has
 no generation (uploads, crawled pages, the demo articles) or when its generation is the one it
 read: the chunks of that generation are all written before it is published and still there for
@@ -23,6 +28,10 @@ from typing import Any
 
 LIVE_KEY = "deskpilot:sources:live"
 """Hash: doc id -> the generation readers see. Written by the indexer only."""
+EPOCH_KEY = "deskpilot:sources:live-epoch"
+"""A counter the indexer increments with every change of :data:`LIVE_KEY`, in the same
+transaction: a reader that reads it before its search and again with the generations knows
+whether a switch happened in between (then it searches again)."""
 
 
 def visible(
@@ -47,6 +56,29 @@ def versioned_doc_ids(metadatas: Sequence[Mapping[str, Any] | None]) -> list[str
         if meta and meta.get("generation"):
             seen.setdefault(str(meta.get("doc_id", "")), None)
     return list(seen)
+
+
+class LiveReader:
+    """The reader's side over a synchronous redis client (one round trip per call)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def epoch(self) -> int:
+        return int(self.client.get(EPOCH_KEY) or 0)
+
+    def read(self, doc_ids: Sequence[str]) -> tuple[int, dict[str, str | None]]:
+        """The epoch and the published generation of each of ``doc_ids``, read together."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.get(EPOCH_KEY)
+        if doc_ids:
+            pipe.hmget(LIVE_KEY, list(doc_ids))
+        results = pipe.execute()
+        values = results[1] if doc_ids else []
+        return int(results[0] or 0), {
+            doc_id: (value.decode() if isinstance(value, bytes) else value)
+            for doc_id, value in zip(doc_ids, values, strict=True)
+        }
 
 
 def read_live(client: Any, doc_ids: Sequence[str]) -> dict[str, str | None]:

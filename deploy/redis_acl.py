@@ -117,8 +117,12 @@ INSPECTS: dict[str, tuple[str, ...]] = {"gateway": ("*",)}
 """Services that read length and group lag of streams (``*``: every topic, its dead letters and
 the reply streams); the gateway's admin analytics."""
 
-READS: dict[str, tuple[str, ...]] = {"gateway": ("deskpilot:sources:*",)}
-"""Keys of another service a service reads (the admin API lists the indexer's sources)."""
+READS: dict[str, tuple[str, ...]] = {
+    "gateway": ("deskpilot:sources:*",),
+    "orchestrator": ("deskpilot:sources:*",),
+}
+"""Keys of another service a service reads: the admin API lists the indexer's sources, retrieval
+reads which generation of each synced document it may show (contracts.live)."""
 
 RANGE_READS: dict[str, frozenset[str]] = {"gateway": frozenset({Topic.AUDIT})}
 """Streams a service reads by range, outside a group (the admin API's audit view)."""

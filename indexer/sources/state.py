@@ -28,7 +28,7 @@ from typing import Any
 import redis
 
 from contracts.events import SyncSummary
-from contracts.live import LIVE_KEY
+from contracts.live import EPOCH_KEY, LIVE_KEY
 
 PREFIX = "deskpilot:indexer:source:"
 LOCK_TTL_MS = 120_000
@@ -161,7 +161,10 @@ class SyncState:
 
     def publish(self, doc_id: str, generation: str) -> None:
         """Switch readers to ``generation`` of ``doc_id`` (see :mod:`contracts.live`)."""
-        self.client.hset(LIVE_KEY, doc_id, generation)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(LIVE_KEY, doc_id, generation)
+        pipe.incr(EPOCH_KEY)
+        pipe.execute()
 
     def retire(self, chunk_ids: list[str]) -> None:
         """Chunks of a replaced generation, to delete once no reader can be using them."""
@@ -178,7 +181,10 @@ class SyncState:
 
     def hide(self, doc_id: str) -> None:
         """Hide every chunk of ``doc_id`` from readers, before they are deleted."""
-        self.client.hdel(LIVE_KEY, doc_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(LIVE_KEY, doc_id)
+        pipe.incr(EPOCH_KEY)
+        pipe.execute()
 
 
 def _text(value: Any) -> str:

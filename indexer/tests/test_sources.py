@@ -62,12 +62,8 @@ def confluence() -> Iterator[FakeConfluence]:
 
 
 @pytest.fixture
-def client(fresh_redis_url: str) -> Iterator[redis.Redis]:
-    connection = redis.Redis.from_url(fresh_redis_url)
-    try:
-        yield connection
-    finally:
-        connection.close()
+def client(fresh_redis: redis.Redis) -> redis.Redis:
+    return fresh_redis
 
 
 @pytest.fixture
