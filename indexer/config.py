@@ -136,7 +136,8 @@ class IndexerSettings(ServiceSettings):
     sources: list[SourceSettings] = Field(
         default_factory=list,
         description="Knowledge sources to sync, as a JSON list: each with a unique `name`, its "
-        "`kind` (`confluence`) and that kind's fields (docs/operators/sources.md). Empty: none.",
+        "`kind` (`confluence` or `sharepoint`) and that kind's fields "
+        "(docs/operators/sources.md). Empty: none.",
         examples=[
             '[{"name": "it-wiki", "kind": "confluence", "base_url": '
             '"https://example.atlassian.net/wiki", "spaces": ["IT"], "email": '

@@ -8,7 +8,8 @@ a log line, a repr or an error message.
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, SecretStr
 
@@ -50,8 +51,36 @@ class ConfluenceConfig(SourceConfig):
     page_size: int = Field(50, ge=1, le=250)
 
 
-SourceSettings = ConfluenceConfig
-"""Any source's settings (a union discriminated by ``kind`` once there are several kinds)."""
+class SharePointConfig(SourceConfig):
+    """A SharePoint Online site's document libraries, read through Microsoft Graph by an app
+    registration with the client-credentials flow (application permission ``Sites.Read.All``,
+    admin-consented)."""
+
+    kind: Literal["sharepoint"] = "sharepoint"
+    tenant_id: str = Field(pattern=r"^[A-Za-z0-9.-]{1,100}$", description="The Entra tenant.")
+    client_id: str = Field(min_length=1, description="The app registration's client id.")
+    client_secret: SecretStr = Field(description="A client secret of the app registration.")
+    site: str = Field(
+        pattern=r"^[A-Za-z0-9.-]+:/[^?#]*$",
+        description="The site as host name and path: contoso.sharepoint.com:/sites/it.",
+    )
+    libraries: tuple[str, ...] = Field(
+        (), description="Names of the document libraries to index; empty: every library."
+    )
+    graph_url: AnyHttpUrl = Field(
+        AnyHttpUrl("https://graph.microsoft.com/v1.0"), description="Microsoft Graph's root."
+    )
+    authority_host: AnyHttpUrl = Field(
+        AnyHttpUrl("https://login.microsoftonline.com"),
+        description="Where tokens come from (another cloud's login host, if not the global one).",
+    )
+    ca_bundle: Path | None = Field(
+        None, description="A CA bundle to verify Graph and the login host with (a proxy's)."
+    )
+
+
+SourceSettings = Annotated[ConfluenceConfig | SharePointConfig, Field(discriminator="kind")]
+"""Any source's settings, selected by ``kind``."""
 
 
 def unique_names(sources: list[SourceSettings]) -> list[SourceSettings]:

@@ -34,7 +34,7 @@ from bs4 import BeautifulSoup, Tag
 from indexer.extract import ExtractedDocument, extract_html
 from indexer.sources.base import Change, ChangePage, DocumentError, Readers, Source, SourceError
 from indexer.sources.config import ConfluenceConfig
-from indexer.sources.http import TooLarge, send
+from indexer.sources.http import TooLarge, json_object, send
 
 SYSTEM = "Confluence"
 PANELS = {"info": "Info", "note": "Note", "warning": "Warning", "tip": "Tip", "panel": ""}
@@ -120,7 +120,7 @@ class ConfluenceSource(Source):
             raise SourceError(f"a Confluence listing was too large: {exc}") from None
         if response.status_code != 200:
             raise SourceError(_status_message(response))
-        return _json(response, SourceError)
+        return json_object(response, SYSTEM, SourceError)
 
     # -- documents ---------------------------------------------------------------------------
 
@@ -156,7 +156,7 @@ class ConfluenceSource(Source):
             raise SourceError(_status_message(response))
         if response.status_code != 200:
             raise DocumentError(_status_message(response))
-        return _json(response, DocumentError)
+        return json_object(response, SYSTEM, DocumentError)
 
 
 def storage_to_document(storage: str, *, title: str, url: str) -> ExtractedDocument:
@@ -233,13 +233,3 @@ def _status_message(response: httpx.Response) -> str:
     if status == 404:
         return "Confluence has no such page or space (HTTP 404), or the account cannot see it"
     return f"Confluence answered HTTP {status}"
-
-
-def _json(response: httpx.Response, error: type[Exception]) -> dict[str, Any]:
-    try:
-        value = response.json()
-    except ValueError:
-        raise error("Confluence answered with something other than JSON") from None
-    if not isinstance(value, dict):
-        raise error("Confluence answered with an unexpected JSON shape")
-    return value

@@ -86,3 +86,14 @@ def _read_capped(response: httpx.Response, limit: int) -> None:
         if len(body) > limit:
             raise TooLarge(f"the response exceeds max_document_bytes ({limit})")
     response._content = bytes(body)
+
+
+def json_object(response: httpx.Response, system: str, error: type[Exception]) -> dict[str, Any]:
+    """The response's JSON object; ``error`` (naming ``system``) for anything else."""
+    try:
+        value = response.json()
+    except ValueError:
+        raise error(f"{system} answered with something other than JSON") from None
+    if not isinstance(value, dict):
+        raise error(f"{system} answered with an unexpected JSON shape")
+    return value

@@ -16,7 +16,7 @@ from contracts.events import SyncSummary
 from contracts.sources import CATALOGUE_KEY, SourceStatus
 from indexer.service import Ingestor
 from indexer.sources.base import Source
-from indexer.sources.config import SourceSettings
+from indexer.sources.config import SharePointConfig, SourceSettings
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.state import SyncState
 from indexer.sources.sync import SourceSync, SyncBusy, SyncResult
@@ -33,9 +33,11 @@ class UnknownSource(LookupError):
 
 def open_source(config: SourceSettings) -> Source:
     """The plugin for ``config``'s kind."""
-    if config.kind == "confluence":
-        return ConfluenceSource(config)
-    raise ValueError(f"no plugin for sources of kind {config.kind!r}")  # pragma: no cover
+    if isinstance(config, SharePointConfig):
+        from indexer.sources.sharepoint import SharePointSource
+
+        return SharePointSource(config)
+    return ConfluenceSource(config)
 
 
 class SourceRunner:

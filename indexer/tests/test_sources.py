@@ -107,11 +107,14 @@ def sync(
 
 
 def chunks_of(
-    collection: Collection, page_id: str, client: redis.Redis | None = None
+    collection: Collection,
+    page_id: str,
+    client: redis.Redis | None = None,
+    source: str = "wiki",
 ) -> dict[str, list[Any]]:
-    """The page's chunks a reader sees (the published generation only), or with ``client``
+    """The document's chunks a reader sees (the published generation only), or with ``client``
     None, every chunk stored."""
-    doc_id = source_doc_id("wiki", page_id)
+    doc_id = source_doc_id(source, page_id)
     live = read_live(client, [doc_id]) if client is not None else None
     stored = collection.get(where={"doc_id": doc_id}, include=["metadatas", "documents"])
     rows = zip(stored["ids"], stored["documents"] or [], stored["metadatas"] or [], strict=True)
