@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -449,3 +450,28 @@ def test_one_run_per_source_at_a_time(
         sync(confluence, ingestor, client)
     holder.release()
     assert sync(confluence, ingestor, client).error is None
+
+
+def test_reindex_leaves_synced_pages_to_their_sync(
+    confluence: FakeConfluence,
+    ingestor: Ingestor,
+    collection: Collection,
+    client: redis.Redis,
+    store: Any,
+    tmp_path: Path,
+) -> None:
+    from indexer.documents import ingest_and_record
+    from indexer.reindex import reindex
+
+    vpn, *_ = seed(confluence)
+    sync(confluence, ingestor, client)
+    article = tmp_path / "kb" / "badge.md"
+    article.parent.mkdir()
+    article.write_text("# Badge printer\n\nHold the reset key for ten seconds to clear a jam.\n")
+    ingest_and_record(ingestor, article.parent, store)
+    before = set(chunks_of(collection, vpn)["ids"])
+
+    report = reindex(ingestor, collection, store)
+
+    assert report.orphans_removed == 0
+    assert set(chunks_of(collection, vpn)["ids"]) == before
