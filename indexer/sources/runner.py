@@ -92,11 +92,15 @@ class SourceRunner:
         state = SyncState(self.client, name)
         status = self.status(name) or SourceStatus(name=name, kind=config.kind)
         source = open_source(config)
-        try:
+        sync = SourceSync(source, self.ingestor, state)
+
+        def started() -> None:
             status.state = "running"
             status.last_started_at = datetime.now(UTC)
             self._save(status)
-            result = SourceSync(source, self.ingestor, state).run()
+
+        try:
+            result = sync.run(on_start=started)
         except SyncBusy:
             raise
         except Exception as exc:

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -80,13 +81,16 @@ class SourceSync:
         self.state = state
         self._retried: set[str] = set()
 
-    def run(self) -> SyncResult:
+    def run(self, on_start: Callable[[], None] | None = None) -> SyncResult:
         """One run, from the stored cursor to the end of the listing (or the first error of the
-        source itself). Raises :class:`SyncBusy` when another run holds the source."""
+        source itself); ``on_start`` is called once the source is held. Raises
+        :class:`SyncBusy` when another run holds the source."""
         if not self.state.acquire():
             raise SyncBusy(f"source {self.source.name!r} is being synced by another replica")
         started = time.perf_counter()
         try:
+            if on_start is not None:
+                on_start()
             run_id, summary, resumed = self.state.begin()
             result = SyncResult(run_id, summary, resumed=resumed)
             try:
@@ -135,6 +139,7 @@ class SourceSync:
                 outcome = self._apply(change, result)
                 if outcome is not None:
                     counts[outcome] += 1
+                self.state.renew()  # a page of long documents must not outlast the lock
             listed = [c.key for c in page.changes if not c.deleted]
             last_of_complete_listing = page.last and self.source.lists_everything
             self.state.commit_page(

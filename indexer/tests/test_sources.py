@@ -475,3 +475,36 @@ def test_reindex_leaves_synced_pages_to_their_sync(
 
     assert report.orphans_removed == 0
     assert set(chunks_of(collection, vpn)["ids"]) == before
+
+
+def test_a_due_schedule_is_claimed_by_one_replica_per_interval(
+    confluence: FakeConfluence, ingestor: Ingestor, client: redis.Redis
+) -> None:
+    from indexer.sources.runner import SourceRunner
+
+    scheduled = config(confluence, interval_s=3600)
+    on_demand = config(confluence, name="manual")
+    replicas = [SourceRunner([scheduled, on_demand], ingestor, client) for _ in range(3)]
+    claims = [runner.due() for runner in replicas]
+    assert sorted(claims) == [[], [], ["wiki"]]
+    assert replicas[0].due() == []  # not again within the interval
+
+
+def test_a_busy_source_keeps_its_catalogue_entry(
+    confluence: FakeConfluence, ingestor: Ingestor, client: redis.Redis
+) -> None:
+    from indexer.sources.runner import SourceRunner, UnknownSource
+
+    runner = SourceRunner([config(confluence)], ingestor, client)
+    runner.announce()
+    holder = SyncState(client, "wiki")
+    assert holder.acquire()
+    with pytest.raises(SyncBusy):
+        runner.sync("wiki")
+    status = runner.status("wiki")
+    assert status is not None
+    assert status.state == "idle"
+    assert status.last_started_at is None
+    holder.release()
+    with pytest.raises(UnknownSource):
+        runner.sync("../wiki")
