@@ -4,16 +4,28 @@ requests stay on their stream, where the tests read them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from playwright.sync_api import expect
 from redis import Redis
 
 from contracts.events import SourceSyncRequested, SyncSummary
 from contracts.sources import CATALOGUE_KEY, SourceStatus
 from contracts.topics import Topic
-from gateway.tests.conftest import admin, bearer, stream_events, user_token
+from gateway.config import GatewaySettings
+from gateway.tests.conftest import (
+    admin,
+    admin_page,
+    bearer,
+    serve,
+    stream_events,
+    user_token,
+)
+from gateway.tests.test_proposals import INJECTION
 
 WIKI = SourceStatus(
     name="it-wiki",
@@ -94,3 +106,44 @@ def test_a_path_traversal_is_not_routed_to_a_sync(
     response = client.post(f"/api/admin/sources/{path}", headers=admin())
     assert response.status_code in (404, 405)
     assert not stream_events(raw, Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested)
+
+
+# -- the admin page's Sources tab, in the system Chromium --------------------------------------
+
+
+@pytest.fixture
+def served(settings: GatewaySettings) -> Iterator[str]:
+    with serve(settings) as url:
+        yield url
+
+
+def test_the_sources_tab_lists_sources_and_queues_a_sync(
+    served: str, catalogue: None, raw: Redis, chromium: Path, raw_injection: None
+) -> None:
+    errors: list[str] = []
+    with admin_page(served, chromium, errors, height=800) as page:
+        page.click("#tab-sources-button")
+        row = page.locator('tr[data-source="it-wiki"]')
+        row.wait_for()
+        expect(row.locator("td").nth(3)).to_have_text("11")
+        expect(row.locator(".source-result")).to_contain_text(
+            "3 new, 1 changed, 7 unchanged, 1 deleted, 0 failed"
+        )
+        broken = page.locator('tr[data-source="broken"] .source-error')
+        expect(broken).to_have_text(f"Stopped: {INJECTION}")
+        row.locator("button.source-sync").click()
+        expect(page.locator("#tab-sources .status")).to_have_text(
+            "Sync of it-wiki queued; Refresh shows it when it ends."
+        )
+        assert page.evaluate("window.__pwned") is None
+    assert errors == []
+    [request] = stream_events(raw, Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested)
+    assert request.source == "it-wiki"
+
+
+@pytest.fixture
+def raw_injection(raw: Redis) -> None:
+    """A second source whose last error carries markup (an error message is the source
+    system's text): the page must show it as text."""
+    broken = SourceStatus(name="broken", kind="sharepoint", state="failed", last_error=INJECTION)
+    raw.hset(CATALOGUE_KEY, broken.name, broken.model_dump_json())
