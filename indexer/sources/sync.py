@@ -156,6 +156,8 @@ class SourceSync:
     def _sweep(self, result: SyncResult) -> None:
         """After a complete listing: documents indexed but not listed are gone at the source."""
         seen = self.state.seen()
+        for key in sorted(set(self.state.failed()) - seen):
+            self.state.forget(key)  # failed earlier, gone now: nothing to retry
         for key in sorted(self.state.keys() - seen):
             known = self.state.known(key)
             if known is not None:
@@ -167,7 +169,9 @@ class SourceSync:
         known = self.state.known(change.key)
         if change.deleted:
             if known is None:
-                return None  # never indexed (a folder, a page outside the configured spaces)
+                # Never indexed (a folder, a file of another type), or failed: not retried now.
+                self.state.forget(change.key)
+                return None
             self._remove(change.key, known)
             return "deleted"
         if known is not None and known.version == change.version:

@@ -508,3 +508,16 @@ def test_a_busy_source_keeps_its_catalogue_entry(
     holder.release()
     with pytest.raises(UnknownSource):
         runner.sync("../wiki")
+
+
+def test_a_failed_page_deleted_at_the_source_is_not_retried_for_ever(
+    confluence: FakeConfluence, ingestor: Ingestor, client: redis.Redis
+) -> None:
+    _, printer, *_ = seed(confluence)
+    confluence.fail_page(printer)
+    assert sync(confluence, ingestor, client).summary.failed == 1
+    confluence.delete_page(printer)
+    again = sync(confluence, ingestor, client)  # its retry fails (404), then it is dropped
+    assert again.summary.failed == 0
+    assert SyncState(client, "wiki").failed() == {}
+    assert sync(confluence, ingestor, client).failures == []

@@ -230,3 +230,18 @@ def test_a_corrupt_docx_and_a_huge_file_fail_alone(
     assert "not a readable .docx" in reasons
     assert "max_document_bytes" in reasons
     assert chunks(collection, client, good)["ids"]
+
+
+def test_a_failed_file_deleted_at_the_source_is_not_retried_for_ever(
+    graph: FakeGraph, ingestor: Ingestor, client: redis.Redis
+) -> None:
+    broken = graph.add_file("broken.docx", b"not a zip").id
+    syncer = Syncer(graph, ingestor, client)
+    try:
+        assert syncer.run().summary.failed == 1
+        graph.delete_file(broken)
+        again = syncer.run()
+        assert (again.summary.failed, again.summary.deleted) == (0, 0)
+        assert SyncState(client, "intranet").failed() == {}
+    finally:
+        syncer.close()
