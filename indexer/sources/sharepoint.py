@@ -56,8 +56,6 @@ class SharePointSource(Source):
 
     def __init__(self, config: SharePointConfig, app: Any = None) -> None:
         super().__init__(config.name)
-        import msal
-
         self.config = config
         self.graph = str(config.graph_url).rstrip("/")
         verify: ssl.SSLContext | bool = (
@@ -69,13 +67,7 @@ class SharePointSource(Source):
         # msal gets its own httpx client: with its default requests session, a
         # REQUESTS_CA_BUNDLE in the environment would override `ca_bundle`.
         self._login = httpx.Client(timeout=config.timeout_s, verify=verify)
-        self.app = app or msal.ConfidentialClientApplication(
-            config.client_id,
-            client_credential=config.client_secret.get_secret_value(),
-            authority=f"{str(config.authority_host).rstrip('/')}/{config.tenant_id}",
-            instance_discovery=False,  # no call to the global discovery endpoint
-            http_client=self._login,
-        )
+        self._app: Any = app  # made at the first token: msal reads the tenant's metadata then
         self._token: str | None = None
 
     def close(self) -> None:
@@ -84,10 +76,36 @@ class SharePointSource(Source):
 
     # -- auth and requests -------------------------------------------------------------------
 
+    @property
+    def app(self) -> Any:
+        """The msal client; making it reads the tenant's OpenID metadata from the login host,
+        so a host that cannot be reached stops the run with a :class:`SourceError`."""
+        if self._app is None:
+            import msal
+
+            config = self.config
+            try:
+                self._app = msal.ConfidentialClientApplication(
+                    config.client_id,
+                    client_credential=config.client_secret.get_secret_value(),
+                    authority=f"{str(config.authority_host).rstrip('/')}/{config.tenant_id}",
+                    instance_discovery=False,  # no call to the global discovery endpoint
+                    http_client=self._login,
+                )
+            except (httpx.HTTPError, ValueError) as exc:
+                raise SourceError(
+                    f"cannot read the tenant's metadata from {config.authority_host} "
+                    f"({type(exc).__name__}): check tenant_id and authority_host"
+                ) from None
+        return self._app
+
     def _access_token(self, *, fresh: bool = False) -> str:
         if fresh:
             self.app.remove_tokens_for_client()
-        result = self.app.acquire_token_for_client(scopes=SCOPES)
+        try:
+            result = self.app.acquire_token_for_client(scopes=SCOPES)
+        except httpx.HTTPError as exc:
+            raise SourceError(f"cannot reach the login host ({type(exc).__name__})") from None
         token = result.get("access_token") if isinstance(result, dict) else None
         if not token:
             code = result.get("error", "no token") if isinstance(result, dict) else "no token"

@@ -245,3 +245,16 @@ def test_a_failed_file_deleted_at_the_source_is_not_retried_for_ever(
         assert SyncState(client, "intranet").failed() == {}
     finally:
         syncer.close()
+
+
+def test_an_unknown_tenant_stops_the_run_with_a_clear_error(
+    graph: FakeGraph, ingestor: Ingestor, client: redis.Redis
+) -> None:
+    syncer = Syncer(graph, ingestor, client, tenant_id="no-such-tenant")
+    try:
+        result = syncer.run()
+    finally:
+        syncer.close()
+    assert result.error is not None
+    assert "tenant" in result.error
+    assert graph.token_requests == 0
