@@ -5,6 +5,7 @@
   Tests share database 0 and keep to names of their own (``tests.support.unique_name``).
 * ``fresh_redis_url``: a database no other test has used, for code under test whose keys have
   fixed names (a ledger, a document store): empty without flushing anything another test holds.
+* ``fresh_redis``: a synchronous client of such a database, closed at teardown.
 * ``round_trips``: counts the commands and pipelines this test process writes to Redis (round
   trips), for tests that a piece of work costs as many as it should.
 * ``chromium``: the system Chromium's path; skips without one, fails with ``CI=true``
@@ -128,6 +129,18 @@ def fresh_redis_url(valkey_server: ValkeyServer) -> str:
     if database is None:
         pytest.fail(f"all {DATABASES - 1} spare databases are used: raise DATABASES in conftest.py")
     return f"{valkey_server.connection_url}/{database}"
+
+
+@pytest.fixture
+def fresh_redis(fresh_redis_url: str) -> Iterator[Any]:
+    """A synchronous ``redis.Redis`` on :func:`fresh_redis_url`'s database."""
+    import redis
+
+    client = redis.Redis.from_url(fresh_redis_url)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 _SUBSCRIBERS_OWN = (b"XREADGROUP", b"XAUTOCLAIM", b"XACK")

@@ -694,6 +694,7 @@ class AuditRecorded(Event):
         "purge",
         "proposal",
         "tool_call",
+        "source_sync",
     ]
     reason: str
     trace_id: str | None = None
@@ -741,3 +742,50 @@ class ProposalDrafted(Event):
         None, description="The existing article closest to the gap, when one is close enough."
     )
     affected_article_title: str | None = None
+
+
+class SourceSyncRequested(Event):
+    """Sync one configured knowledge source now (an admin, the command line or the schedule)."""
+
+    source: str = Field(
+        description="The source's configured name (``INDEXER_SOURCES``).",
+        examples=["it-wiki"],
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$",
+    )
+    requested_by: str = Field(examples=["admin", "cli", "schedule"])
+
+
+class SyncSummary(BaseModel):
+    """What one sync run did, document by document."""
+
+    total: int = Field(
+        0,
+        ge=0,
+        description="Documents the source listed as new, changed, "
+        "unchanged or deleted in this run.",
+    )
+    new: int = Field(0, ge=0)
+    changed: int = Field(0, ge=0, description="Re-indexed: version or content hash changed.")
+    unchanged: int = Field(0, ge=0, description="Nothing embedded or written.")
+    deleted: int = Field(0, ge=0, description="Removed from the index (gone at the source).")
+    failed: int = Field(0, ge=0, description="Not indexed this run; retried by the next one.")
+    duration_s: float = Field(0.0, ge=0)
+
+
+class SourceSyncCompleted(Event):
+    """A source sync ended (also when it stopped on an error: ``error`` says why)."""
+
+    source: str = Field(examples=["it-wiki"])
+    run_id: str = Field(description="One per run; a resumed run keeps its id.")
+    summary: SyncSummary
+    error: str | None = Field(
+        None,
+        description="Why the run stopped before the end (its cursor stays at the last "
+        "committed page, so the next run resumes there); never quotes a secret.",
+        examples=["HTTP 403 from Microsoft Graph: the app lacks Sites.Read.All"],
+    )
+    failures: list[str] = Field(
+        default_factory=list,
+        description="The first failing documents, as `key: reason`.",
+        max_length=20,
+    )

@@ -37,6 +37,8 @@ PAYLOADS: dict[Topic, type[Event]] = {
     Topic.DOCUMENT_SUBMITTED: events.DocumentSubmitted,
     Topic.DOCUMENT_DELETED: events.DocumentDeleted,
     Topic.DOCUMENT_STATUS: events.DocumentStatus,
+    Topic.SOURCE_SYNC_REQUESTED: events.SourceSyncRequested,
+    Topic.SOURCE_SYNC_COMPLETED: events.SourceSyncCompleted,
 }
 """The model each topic's entries hold (sealed on a raw topic, :data:`contracts.topics.RAW_TOPICS`,
 and opened again on delivery). A new topic needs its model here: a test refuses a topic without."""

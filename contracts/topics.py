@@ -60,6 +60,11 @@ class Topic(StrEnum):
     """An admin deleted a document; the indexer removes its chunks."""
     DOCUMENT_STATUS = "document.status"
     """The indexer's outcome for a submitted or deleted document (indexed, failed, deleted)."""
+    SOURCE_SYNC_REQUESTED = "source.sync.requested"
+    """Sync one configured knowledge source (SharePoint, Confluence) now; any indexer replica
+    runs it, from the source's last committed cursor."""
+    SOURCE_SYNC_COMPLETED = "source.sync.completed"
+    """A source sync ended, with its summary (new, changed, unchanged, deleted, failed)."""
     PROPOSALS = "proposal.drafted"
     """A knowledge-base update proposal the indexer drafted from a recurring gap; the gateway's
     review queue keeps it."""
@@ -170,6 +175,7 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.FEEDBACK_RECORDED: (Group.ORCHESTRATOR, Group.INDEXER, Group.GATEWAY),
     Topic.AUDIT: (Group.GATEWAY, Group.INDEXER),
     Topic.PROPOSALS: (Group.GATEWAY,),
+    Topic.SOURCE_SYNC_REQUESTED: (Group.INDEXER,),
 }
 """Which groups read which topic. Every service creates all of these groups at start-up, so a
 group exists before the first event for it is published, whichever service starts first."""

@@ -62,7 +62,8 @@ OWN_KEYS: dict[str, tuple[str, ...]] = {
     # With CRAWLER_NAMESPACE set, the crawler's keys and streams carry that prefix: render the
     # rules for it with --crawler-namespace.
     "crawler": ("crawler:*",),
-    "indexer": ("deskpilot:indexer:*",),
+    # The sources' catalogue (contracts.sources), which the gateway reads (READS below).
+    "indexer": ("deskpilot:indexer:*", "deskpilot:sources:*"),
     "ticketing": ("deskpilot:ticketing:*",),
 }
 """Key patterns each service keeps its own state under (read and write)."""
@@ -78,6 +79,7 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.DOCUMENT_DELETED,
             Topic.FEEDBACK_RECEIVED,
             Topic.INCIDENT_REPORTED,
+            Topic.SOURCE_SYNC_REQUESTED,
         }
     ),
     "redactor": frozenset(
@@ -95,7 +97,14 @@ PUBLISHES: dict[str, frozenset[str]] = {
     ),
     "crawler": frozenset({Topic.PAGES_CRAWLED, Topic.CRAWL_FINISHED, Topic.CRAWL_TASKS}),
     "indexer": frozenset(
-        {Topic.AUDIT, Topic.CHUNKS_INDEXED, Topic.DOCUMENT_STATUS, Topic.PROPOSALS}
+        {
+            Topic.AUDIT,
+            Topic.CHUNKS_INDEXED,
+            Topic.DOCUMENT_STATUS,
+            Topic.PROPOSALS,
+            Topic.SOURCE_SYNC_REQUESTED,
+            Topic.SOURCE_SYNC_COMPLETED,
+        }
     ),
     "ticketing": frozenset({Topic.AUDIT, Topic.INCIDENT_REPORTED, Topic.TICKET_EVENTS}),
 }
@@ -107,6 +116,13 @@ REPLIES: frozenset[str] = frozenset({"redactor", "ocr", "orchestrator", "crawler
 INSPECTS: dict[str, tuple[str, ...]] = {"gateway": ("*",)}
 """Services that read length and group lag of streams (``*``: every topic, its dead letters and
 the reply streams); the gateway's admin analytics."""
+
+READS: dict[str, tuple[str, ...]] = {
+    "gateway": ("deskpilot:sources:*",),
+    "orchestrator": ("deskpilot:sources:*",),
+}
+"""Keys of another service a service reads: the admin API lists the indexer's sources, retrieval
+reads which generation of each synced document it may show (contracts.live)."""
 
 RANGE_READS: dict[str, frozenset[str]] = {"gateway": frozenset({Topic.AUDIT})}
 """Streams a service reads by range, outside a group (the admin API's audit view)."""
@@ -215,7 +231,7 @@ def service_rules(service: str, crawler_namespace: str = "") -> str:
         CONNECTION,
         DATA,
         _keys(keys),
-        _keys(["deskpilot:heartbeat:*", "deskpilot:config:*"], "%R~"),
+        _keys(["deskpilot:heartbeat:*", "deskpilot:config:*", *READS.get(service, ())], "%R~"),
     ]
     if a.consumes:
         parts.append(_selector(a.consumes, CONSUME))

@@ -41,6 +41,7 @@ from gateway.incidents import IncidentService
 from gateway.origins import OriginPolicy
 from gateway.proposals import ProposalService, ProposalStore
 from gateway.ratelimit import ClientAddress, RateLimiter
+from gateway.sources import SourceService
 from gateway.tickets import TicketReadModel
 from gateway.turns import TurnService, TurnStore
 from gateway.uploads import UploadGate
@@ -131,6 +132,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.documents = documents
     app.state.attachments = attachments
     app.state.purge = purge
+    app.state.sources = SourceService(bus, bus.redis)
     app.state.tickets = tickets
     app.state.proposals = ProposalService(bus, proposal_store, documents)
     app.state.incidents = IncidentService(bus)

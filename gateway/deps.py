@@ -34,6 +34,7 @@ from gateway.identity import (
 from gateway.incidents import IncidentService
 from gateway.origins import OriginPolicy
 from gateway.ratelimit import ClientAddress, RateLimiter, kind_of
+from gateway.sources import SourceService
 from gateway.tickets import TicketReadModel
 from gateway.turns import TurnService
 from gateway.uploads import UploadGate
@@ -71,6 +72,11 @@ def get_attachments_ws(websocket: WebSocket) -> AttachmentService:
 
 def get_purge(request: Request) -> PurgeService:
     service: PurgeService = request.app.state.purge
+    return service
+
+
+def get_sources(request: Request) -> SourceService:
+    service: SourceService = request.app.state.sources
     return service
 
 
@@ -131,6 +137,7 @@ DocumentsDep = Annotated[DocumentService, Depends(get_documents)]
 AttachmentsDep = Annotated[AttachmentService, Depends(get_attachments)]
 AttachmentsWsDep = Annotated[AttachmentService, Depends(get_attachments_ws)]
 PurgeDep = Annotated[PurgeService, Depends(get_purge)]
+SourcesDep = Annotated[SourceService, Depends(get_sources)]
 TicketsDep = Annotated[TicketReadModel, Depends(get_tickets)]
 IncidentsDep = Annotated[IncidentService, Depends(get_incidents)]
 AuditDep = Annotated[AuditReader, Depends(get_audit)]

@@ -34,6 +34,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_TICKET = "unknown_ticket"
     VERSION_CONFLICT = "version_conflict"
     REQUEST_TOO_LARGE = "request_too_large"
+    UNKNOWN_SOURCE = "unknown_source"
 
 
 STATUS = {
@@ -60,6 +61,7 @@ STATUS = {
     ErrorCode.UNKNOWN_TICKET: 404,
     ErrorCode.VERSION_CONFLICT: 409,
     ErrorCode.REQUEST_TOO_LARGE: 413,
+    ErrorCode.UNKNOWN_SOURCE: 404,
 }
 
 

@@ -146,6 +146,15 @@ class AttachmentRead(AttachmentSummary):
     )
 
 
+class SyncAccepted(BaseModel):
+    """A source sync was queued; one indexer replica runs it."""
+
+    request_id: str = Field(
+        description="Correlation id of the request: its `source.sync.completed` event and audit "
+        "record carry it."
+    )
+
+
 class PurgeAccepted(BaseModel):
     """A purge was queued; every service deletes what it keeps of the conversation.
 

@@ -1,5 +1,6 @@
 """Wires the indexer: loads the embedding model and Chroma once, seeds the demo knowledge base,
-subscribes to uploaded and deleted documents and to crawled pages, and keeps gap questions
+subscribes to uploaded and deleted documents, to crawled pages and to source sync requests
+(syncing configured sources on request and on their schedule), and keeps gap questions
 (audit decisions, low ratings) from which it drafts knowledge-base update proposals every
 ``INDEXER_GAPS_INTERVAL_S``.
 
@@ -17,9 +18,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from contracts.bus import Bus
+from contracts.events import SourceSyncRequested, new_id
 from contracts.heartbeat import Probe
 from contracts.periodic import every
 from contracts.runtime import Worker
+from contracts.sources import SOURCES_CONVERSATION
+from contracts.topics import Topic
 from indexer import handlers
 from indexer.cases import open_cases_collection
 from indexer.config import IndexerSettings
@@ -29,10 +33,13 @@ from indexer.embedding import Embedder, seed_embedder
 from indexer.gaps import GapWindow
 from indexer.proposals import Drafter, GapDetector
 from indexer.service import Ingestor, demo_kb_path
+from indexer.sources.runner import SourceRunner
 from indexer.store import open_collection
 from indexer.uploads import UploadService
 
 SERVICE = "indexer"
+SCHEDULE_TICK_S = 30.0
+"""How often each replica checks whether a source's scheduled sync is due."""
 log = logging.getLogger("deskpilot.indexer")
 
 
@@ -49,6 +56,22 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
         handlers.register(
             bus, UploadService(ingestor, collection, store), CrawledPages(ingestor, store)
         )
+        runner = SourceRunner(settings.sources, ingestor, store.client)
+        await asyncio.to_thread(runner.announce)
+        handlers.register_sources(bus, runner)
+
+        async def schedule() -> None:
+            for name in await asyncio.to_thread(runner.due):
+                await bus.publish(
+                    Topic.SOURCE_SYNC_REQUESTED,
+                    SourceSyncRequested(
+                        correlation_id=new_id(),
+                        conversation_id=SOURCES_CONVERSATION,
+                        source=name,
+                        requested_by="schedule",
+                    ),
+                )
+
         window = GapWindow(bus.redis, settings.gaps_window_days)
         handlers.register_gaps(bus, window)
         cases = await asyncio.to_thread(open_cases_collection, settings)
@@ -69,7 +92,10 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
             return seeding is None or (seeding.done() and seeding.result())
 
         try:
-            async with every(settings.gaps_interval_s, gaps.run, name="knowledge-gaps"):
+            async with (
+                every(settings.gaps_interval_s, gaps.run, name="knowledge-gaps"),
+                every(SCHEDULE_TICK_S, schedule, name="source-schedule"),
+            ):
                 yield {"chroma": chroma, "demo_kb": demo_kb}
         finally:
             if seeding is not None and not seeding.done():

@@ -11,6 +11,7 @@ from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from contracts.settings import ServiceSettings
+from indexer.sources.config import SourceSettings, unique_names
 
 
 class IndexerSettings(ServiceSettings):
@@ -131,6 +132,27 @@ class IndexerSettings(ServiceSettings):
         description="Most recent gap questions clustered per round (older ones in the window "
         "are left out of that round).",
     )
+
+    sources: list[SourceSettings] = Field(
+        default_factory=list,
+        description="Knowledge sources to sync, as a JSON list: each with a unique `name`, its "
+        "`kind` (`confluence` or `sharepoint`) and that kind's fields "
+        "(docs/operators/sources.md). Empty: none.",
+        examples=[
+            '[{"name": "it-wiki", "kind": "confluence", "base_url": '
+            '"https://example.atlassian.net/wiki", "spaces": ["IT"], "email": '
+            '"bot@example.com", "api_token": "...", "interval_s": 3600}]'
+        ],
+    )
+
+    @model_validator(mode="after")
+    def _unique_sources(self) -> IndexerSettings:
+        unique_names(self.sources)
+        return self
+
+    def source(self, name: str) -> SourceSettings | None:
+        """The configured source called ``name``, if any."""
+        return next((source for source in self.sources if source.name == name), None)
 
     @model_validator(mode="after")
     def _chunk_bounds(self) -> IndexerSettings:

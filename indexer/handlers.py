@@ -21,10 +21,15 @@ from contracts.events import (
     Event,
     FeedbackRecorded,
     PagesCrawled,
+    SourceSyncCompleted,
+    SourceSyncRequested,
+    SyncSummary,
 )
 from contracts.topics import Group, Topic
 from indexer.crawled import CrawledPages
 from indexer.gaps import GapWindow
+from indexer.sources.runner import SourceRunner, UnknownSource
+from indexer.sources.sync import SyncBusy, SyncResult
 from indexer.uploads import UploadResult, UploadService
 
 
@@ -106,6 +111,50 @@ def register_gaps(bus: Bus, window: GapWindow) -> None:
     bus.subscribe(Topic.AUDIT, AuditRecorded, on_audit, group=Group.INDEXER)
     bus.subscribe(Topic.FEEDBACK_RECORDED, FeedbackRecorded, on_feedback, group=Group.INDEXER)
     bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.INDEXER)
+
+
+def register_sources(bus: Bus, runner: SourceRunner) -> None:
+    """Source syncs: whichever replica takes the request runs it, and reports the summary on
+    ``source.sync.completed`` and the audit stream (the catalogue has it for the admin API)."""
+
+    async def on_sync(event: SourceSyncRequested, _: Delivery) -> None:
+        try:
+            result = await asyncio.to_thread(runner.sync, event.source)
+        except SyncBusy:
+            # A run of this source is under way on some replica: it covers this request.
+            return
+        except UnknownSource as exc:
+            result = SyncResult(run_id="", summary=SyncSummary(), error=str(exc))
+        completed = SourceSyncCompleted(
+            correlation_id=event.correlation_id,
+            conversation_id=event.conversation_id,
+            source=event.source,
+            run_id=result.run_id,
+            summary=result.summary,
+            error=result.error,
+            failures=result.failures[:20],
+        )
+        await bus.publish(Topic.SOURCE_SYNC_COMPLETED, completed)
+        summary = result.summary
+        await bus.publish(
+            Topic.AUDIT,
+            AuditRecorded(
+                correlation_id=event.correlation_id,
+                conversation_id=event.conversation_id,
+                service="indexer",
+                action="source_sync",
+                reason="stopped early" if result.error else "completed",
+                details={
+                    "source": event.source,
+                    "requested_by": event.requested_by,
+                    "run_id": result.run_id,
+                    **summary.model_dump(),
+                    "error": result.error,
+                },
+            ),
+        )
+
+    bus.subscribe(Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested, on_sync, group=Group.INDEXER)
 
 
 async def _report(bus: Bus, cause: Event, document_id: str, result: UploadResult) -> None:

@@ -10,6 +10,9 @@ Without ``force``, a document whose chunks come out exactly as stored (same ids,
 hash) is not embedded again: the same text and model give the same vectors. With ``force`` each
 document's chunks are deleted and written again, so it is briefly missing from answers.
 
+Documents synced from knowledge sources (Confluence, SharePoint) are not in the store and are
+left alone: their source's sync writes and removes them.
+
 Writes go to the live collection, one document at a time, so a running stack keeps answering
 meanwhile; nothing is swapped, because the orchestrator holds the collection by id.
 """
@@ -69,13 +72,18 @@ class EmptyStore(RuntimeError):
 
 
 def indexed_doc_ids(collection: Collection) -> set[str]:
-    """Every ``doc_id`` that has chunks in ``collection``."""
+    """Every ``doc_id`` that has chunks in ``collection``, but synced source documents': those
+    are not in the document store, their source's sync keeps them (``indexer.sources``)."""
     found: set[str] = set()
     offset = 0
     while True:
         page = collection.get(include=["metadatas"], limit=_PAGE, offset=offset)
         metadatas = page["metadatas"] or []
-        found.update(str(meta["doc_id"]) for meta in metadatas if meta and meta.get("doc_id"))
+        found.update(
+            str(meta["doc_id"])
+            for meta in metadatas
+            if meta and meta.get("doc_id") and not meta.get("source")
+        )
         if len(page["ids"]) < _PAGE:
             return found
         offset += _PAGE

@@ -45,11 +45,14 @@ def demo_kb_path() -> Path:
     return Path(__file__).resolve().parent / "demo_kb"
 
 
-def chunk_id(doc_id: str, chunk: Chunk) -> str:
+def chunk_id(doc_id: str, chunk: Chunk, generation: str = "") -> str:
     """A chunk's Chroma id: the same document, position and text always give the same id, so a
     redelivered message overwrites instead of duplicating. Starts with the document id's prefix
-    so ids of one document sort together when an operator looks at the store."""
-    digest = hashlib.sha256(f"{doc_id}\n{chunk.ordinal}\n{chunk.text}".encode()).hexdigest()
+    so ids of one document sort together when an operator looks at the store. A versioned
+    document's ``generation`` is part of the id, so a new generation never overwrites a chunk of
+    the published one in place."""
+    salted = f"{doc_id}\n{generation}" if generation else doc_id
+    digest = hashlib.sha256(f"{salted}\n{chunk.ordinal}\n{chunk.text}".encode()).hexdigest()
     return f"{doc_id[:16]}-{chunk.ordinal:04d}-{digest[:24]}"
 
 
@@ -106,6 +109,25 @@ class IngestReport:
         self.chunks_deleted += other.chunks_deleted
         self.documents.extend(other.documents)
         self.skipped.extend(other.skipped)
+
+
+ChunkMetadata = Mapping[str, str | int | float | bool]
+"""Extra metadata a caller files a document's chunks under (a source document's readers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned:
+    """A document whose versions readers must never see mixed (a synced source document).
+
+    Its chunks carry ``generation`` (and ``metadata`` besides the usual fields), and their ids
+    include it, so a new generation is written beside the published one and never overwrites
+    or deletes it: the caller publishes the generation once it is written, and deletes the other
+    generations' chunks (:meth:`Ingestor.other_generations`, :meth:`Ingestor.delete_chunks`) when
+    no reader can still be using them (see :mod:`contracts.live`).
+    """
+
+    generation: str
+    metadata: ChunkMetadata = field(default_factory=dict)
 
 
 class Ingestor:
@@ -173,7 +195,11 @@ class Ingestor:
         :meth:`ingest_documents`."""
         return self.ingest_documents([doc])
 
-    def ingest_documents(self, docs: Sequence[ExtractedDocument]) -> IngestReport:
+    def ingest_documents(
+        self,
+        docs: Sequence[ExtractedDocument],
+        versioned: Mapping[str, Versioned] | None = None,
+    ) -> IngestReport:
         """Store each document's chunks unless the stored version is identical.
 
         A document is unchanged when its stored chunks are complete (``chunk_count`` of them,
@@ -187,12 +213,16 @@ class Ingestor:
         query never sees the document missing, and a crash in between leaves the complete new
         version plus stale chunks that the redelivered message removes; the end state is the
         same as delete-then-upsert, without the gap.
+
+        ``versioned`` (by doc id) marks source documents: their new chunks are written beside
+        the old ones, which are left for the caller to retire (see :class:`Versioned`).
         """
         started = time.perf_counter()
         report = IngestReport()
         pending: list[ExtractedDocument] = []
+        versioned = versioned or {}
         for doc in docs:
-            if self._is_current(doc):
+            if self._is_current(doc, versioned.get(doc.doc_id)):
                 unchanged = IngestReport(files_seen=1, files_unchanged=1)
                 unchanged.documents.append(self._outcome(doc, "unchanged", 0, 0))
                 report.add(unchanged)
@@ -202,18 +232,29 @@ class Ingestor:
         vectors = iter(self._embedder.encode([c.text for chunks in chunked for c in chunks]))
         for doc, chunks in zip(pending, chunked, strict=True):
             embeddings: list[PyEmbedding] = [next(vectors) for _ in chunks]
-            ids = [chunk_id(doc.doc_id, chunk) for chunk in chunks]
+            generation = versioned[doc.doc_id].generation if doc.doc_id in versioned else ""
+            ids = [chunk_id(doc.doc_id, chunk, generation) for chunk in chunks]
             with self._store_lock:
-                report.add(self._store(doc, chunks, ids, embeddings))
+                report.add(self._store(doc, chunks, ids, embeddings, versioned.get(doc.doc_id)))
         report.seconds = time.perf_counter() - started
         return report
+
+    def other_generations(self, doc_id: str, generation: str) -> list[str]:
+        """Ids of ``doc_id``'s chunks that are not of ``generation``."""
+        ids, metadatas = self._stored(doc_id)
+        return [i for i, m in zip(ids, metadatas, strict=True) if m.get("generation") != generation]
+
+    def delete_chunks(self, ids: Sequence[str]) -> int:
+        """Remove the chunks ``ids`` (those that still exist); returns how many were asked."""
+        with self._store_lock:
+            return self._delete(set(ids))
 
     def delete_document(self, doc_id: str) -> int:
         """Remove every chunk of ``doc_id``; returns how many there were (0 when none: deleting
         is idempotent, so a redelivered deletion is harmless)."""
         with self._store_lock:
             stored_ids, _ = self._stored(doc_id)
-            return self._delete(stored_ids)
+            return self._delete(set(stored_ids))
 
     def _store(
         self,
@@ -221,8 +262,21 @@ class Ingestor:
         chunks: list[Chunk],
         ids: list[str],
         embeddings: list[PyEmbedding],
+        versioned: Versioned | None = None,
     ) -> IngestReport:
-        stored_ids, metadatas = self._stored(doc.doc_id)
+        all_ids, metadatas = self._stored(doc.doc_id)
+        stored_ids = set(all_ids)
+        if versioned is not None and not chunks:
+            # Nothing to index any more: write nothing, so the caller publishes an empty
+            # generation and retires the published one like any other.
+            report = IngestReport(files_seen=1, files_skipped=1)
+            report.skipped.append(SkippedFile(doc.source_path, "no text to index"))
+            return report
+        if versioned is not None:
+            # Chunks of other generations (the published one, retired ones) are not this
+            # version's: compare with this generation's only.
+            stored_ids = {i for i, m in zip(all_ids, metadatas, strict=True) if _gen(m, versioned)}
+            metadatas = [m for m in metadatas if _gen(m, versioned)]
         stored_versions = {
             (str(meta.get("content_hash")), str(meta.get("chunking"))) for meta in metadatas
         }
@@ -237,30 +291,34 @@ class Ingestor:
             report.files_unchanged = 1
             report.documents.append(self._outcome(doc, "unchanged", 0, 0))
         else:
-            self._write(doc, chunks, ids, embeddings)
+            self._write(doc, chunks, ids, embeddings, versioned)
             report.files_indexed = 1
             report.chunks_written = len(ids)
-            report.chunks_deleted = self._delete(stored_ids - set(ids))
+            if versioned is None:
+                report.chunks_deleted = self._delete(stored_ids - set(ids))
             report.documents.append(
                 self._outcome(doc, "indexed", report.chunks_written, report.chunks_deleted)
             )
         return report
 
-    def _stored(self, doc_id: str) -> tuple[set[str], list[Mapping[str, object]]]:
-        """Ids and metadata of what the collection holds for ``doc_id``."""
+    def _stored(self, doc_id: str) -> tuple[list[str], list[Mapping[str, object]]]:
+        """Ids and metadata (in the same order) of what the collection holds for ``doc_id``."""
         result = self._collection.get(where={"doc_id": doc_id}, include=["metadatas"])
-        return set(result["ids"]), list(result["metadatas"] or [])
+        return list(result["ids"]), list(result["metadatas"] or [])
 
-    def _is_current(self, doc: ExtractedDocument) -> bool:
-        """Whether the stored chunks of ``doc`` are complete and from this text and chunker."""
-        stored_ids, metadatas = self._stored(doc.doc_id)
-        if not stored_ids:
+    def _is_current(self, doc: ExtractedDocument, versioned: Versioned | None = None) -> bool:
+        """Whether the stored chunks of ``doc`` are complete and from this text and chunker (and
+        of this generation, for a versioned document)."""
+        _, metadatas = self._stored(doc.doc_id)
+        if versioned is not None:
+            metadatas = [meta for meta in metadatas if _gen(meta, versioned)]
+        if not metadatas:
             return False
         indices = sorted(int(str(meta.get("chunk_index", -1))) for meta in metadatas)
-        return indices == list(range(len(stored_ids))) and all(
+        return indices == list(range(len(metadatas))) and all(
             meta.get("content_hash") == doc.content_hash
             and meta.get("chunking") == self._chunker.fingerprint
-            and meta.get("chunk_count") == len(stored_ids)
+            and meta.get("chunk_count") == len(metadatas)
             for meta in metadatas
         )
 
@@ -270,9 +328,10 @@ class Ingestor:
         chunks: list[Chunk],
         ids: list[str],
         embeddings: list[PyEmbedding],
+        versioned: Versioned | None = None,
     ) -> None:
         indexed_at = datetime.now(UTC).isoformat(timespec="seconds")
-        base: dict[str, str | int] = {
+        base: dict[str, str | int | float | bool] = {
             "doc_id": doc.doc_id,
             "url": doc.url,
             "title": doc.title,
@@ -283,6 +342,9 @@ class Ingestor:
             "chunk_count": len(chunks),
             "indexed_at": indexed_at,
         }
+        if versioned is not None:
+            base.update(versioned.metadata)
+            base["generation"] = versioned.generation
         metadatas: list[Metadata] = [
             {**base, "section": chunk.section, "chunk_index": chunk.ordinal} for chunk in chunks
         ]
@@ -317,6 +379,11 @@ class Ingestor:
             chunks_deleted=deleted,
             path=doc.source_path,
         )
+
+
+def _gen(meta: Mapping[str, object], versioned: Versioned) -> bool:
+    """Whether a stored chunk belongs to ``versioned``'s generation."""
+    return meta.get("generation") == versioned.generation
 
 
 def _visible_files(folder: Path) -> Iterator[Path]:

@@ -6,8 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import redis
+
 from contracts.bus import Bus
 from contracts.heartbeat import Probe
+from contracts.live import LiveReader
 from contracts.periodic import every
 from contracts.runtime import Worker
 from contracts.runtime_config import RuntimeConfigReader, defaults_of, publish_defaults
@@ -35,11 +38,13 @@ def build_retriever(
     settings: OrchestratorSettings,
     encoder: QueryEncoder | None = None,
     feedback: FeedbackBoosts | None = None,
+    live: LiveReader | None = None,
 ) -> Retriever:
     return Retriever(
         encoder or QueryEncoder(settings.torch_threads),
         open_collection(settings),
         feedback=feedback,
+        live=live,
     )
 
 
@@ -51,7 +56,12 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
     async def resources(bus: Bus) -> AsyncIterator[dict[str, Probe]]:
         encoder = await asyncio.to_thread(QueryEncoder, settings.torch_threads)
         boosts = FeedbackBoosts(FeedbackLedger(bus.redis, settings.feedback_turn_ttl_s), settings)
-        retriever = await asyncio.to_thread(build_retriever, settings, encoder, boosts)
+        # Retrieval runs in worker threads: a synchronous client reads the published
+        # generations of synced documents (contracts.live).
+        live_client = redis.Redis.from_url(settings.redis_url, health_check_interval=10)
+        retriever = await asyncio.to_thread(
+            build_retriever, settings, encoder, boosts, LiveReader(live_client)
+        )
         await boosts.refresh()
         intents = await asyncio.to_thread(
             IntentClassifier.from_settings,
@@ -118,5 +128,6 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         finally:
             await llm.aclose()
             await automations.aclose()
+            live_client.close()
 
     return Worker(bus, resources)

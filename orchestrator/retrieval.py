@@ -49,6 +49,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from contracts.live import LiveReader
 from contracts.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
@@ -271,6 +272,36 @@ class _Record:
     section: str
     chunk_index: int
     os: frozenset[str]
+    doc_id: str = ""
+    generation: str = ""
+    """Set on chunks of synced source documents (``contracts.live``); "" on all others."""
+
+
+class _Gate:
+    """Which chunks of synced documents one retrieval may show: those of the published
+    generation (``contracts.live``), read once per document; ``stable`` turns False when a
+    generation was switched during the retrieval (its epoch moved), and the retrieval is done
+    again, so it never shows a document's two versions, nor none while it is being replaced."""
+
+    def __init__(self, live: LiveReader | None) -> None:
+        self.live = live
+        self.start = live.epoch() if live is not None else 0
+        self.stable = True
+        self._published: dict[str, str | None] = {}
+
+    def keep(self, records: list[_Record]) -> list[bool]:
+        if self.live is None:
+            return [True] * len(records)
+        needed = list(
+            dict.fromkeys(
+                r.doc_id for r in records if r.generation and r.doc_id not in self._published
+            )
+        )
+        if needed:
+            epoch, published = self.live.read(needed)
+            self._published.update(published)
+            self.stable = self.stable and epoch == self.start
+        return [not r.generation or self._published.get(r.doc_id) == r.generation for r in records]
 
 
 class _Snapshot:
@@ -345,6 +376,10 @@ def _top(scores: Any, limit: int, *, positive: bool = False) -> list[tuple[int, 
     return [(i, float(scores[i])) for i in ranked if not positive or scores[i] > 0]
 
 
+_STABLE_ATTEMPTS = 3
+"""Retrievals tried while a synced document's generation switches under them; the last one is
+kept whatever happens (three switches within three retrievals' time, a sync of many pages)."""
+
 _PAGE = 2000  # rows per collection.get, well under Chroma's per-call limits
 
 
@@ -400,6 +435,8 @@ def _record(chunk_id: str, text: str | None, meta: Mapping[str, Any] | None) -> 
         section=section,
         chunk_index=int(meta.get("chunk_index", 0) or 0),
         os=frozenset(chunk_os(section, str(meta.get("os", "") or ""))),
+        doc_id=str(meta.get("doc_id", "") or ""),
+        generation=str(meta.get("generation", "") or ""),
     )
 
 
@@ -437,11 +474,13 @@ class Retriever:
         collection: Any,
         config: HybridConfig | None = None,
         feedback: FeedbackSource | None = None,
+        live: LiveReader | None = None,
     ) -> None:
         self.encoder = encoder
         self.collection = collection
         self.config = config or HybridConfig()
         self.feedback = feedback
+        self.live = live
         self._index: _Snapshot | None = None
         self._checked_at = -math.inf
         self._built_at = -math.inf
@@ -467,13 +506,18 @@ class Retriever:
         import numpy as np
 
         vector = np.asarray(self.encoder.encode([question])[0], dtype=np.float32)
-        snapshot = self._snapshot()
-        hits = self._hybrid(question, vector, k, normalise_os(os), snapshot)
-        if not hits:
-            return Retrieval([], [])
-        if snapshot is not None:
-            snapshot = self._index or snapshot  # rebuilt by ``_hybrid`` when it was stale
-        return Retrieval(hits, self._document(vector, hits[0], document_chunks, snapshot))
+        for attempt in range(1, _STABLE_ATTEMPTS + 1):
+            gate = _Gate(self.live)
+            snapshot = self._snapshot()
+            hits = self._hybrid(question, vector, k, normalise_os(os), snapshot, gate)
+            document: list[Hit] = []
+            if hits:
+                if snapshot is not None:
+                    snapshot = self._index or snapshot  # rebuilt by ``_hybrid`` when stale
+                document = self._document(vector, hits[0], document_chunks, snapshot, gate)
+            if gate.stable or attempt == _STABLE_ATTEMPTS:
+                break
+        return Retrieval(hits, document) if hits else Retrieval([], [])
 
     def search(self, question: str, k: int, *, os: str | None = None) -> list[Hit]:
         """The ``k`` best chunks for ``question``, best first."""
@@ -517,7 +561,13 @@ class Retriever:
     # ----------------------------------------------------------------------------------------
 
     def _hybrid(
-        self, question: str, vector: Any, k: int, os: str | None, snapshot: _Snapshot | None
+        self,
+        question: str,
+        vector: Any,
+        k: int,
+        os: str | None,
+        snapshot: _Snapshot | None,
+        gate: _Gate | None = None,
     ) -> list[Hit]:
         config = self.config
         dense_weight = config.dense_weight if config.mode != "keyword" else 0.0
@@ -547,6 +597,12 @@ class Retriever:
                 record = snapshot.records[position]
                 document_rank.setdefault(record.url, len(document_rank) + 1)
                 candidates.setdefault(record.chunk_id, _Candidate(record, cosine=cosine))
+        shown = (gate or _Gate(None)).keep([c.record for c in candidates.values()])
+        candidates = {
+            chunk_id: candidate
+            for (chunk_id, candidate), keep in zip(candidates.items(), shown, strict=True)
+            if keep
+        }
         self._fill_cosines(vector, candidates, snapshot)
 
         for candidate in candidates.values():
@@ -570,20 +626,30 @@ class Retriever:
         return [self._hit(candidate) for candidate in ranked[:k]]
 
     def _document(
-        self, vector: Any, best: Hit, limit: int, snapshot: _Snapshot | None
+        self,
+        vector: Any,
+        best: Hit,
+        limit: int,
+        snapshot: _Snapshot | None,
+        gate: _Gate | None = None,
     ) -> list[Hit]:
         """The chunks of ``best``'s document closest to ``vector``: from the snapshot when it
         holds ``best`` itself (so it holds that version of the document), else from Chroma."""
         if limit <= 0:
             return []
+        candidates: list[_Candidate] | None = None
         if snapshot is not None and best.chunk_id in snapshot.position:
-            rows = snapshot.document(vector, best.url, limit)
+            # Twice the limit: a replaced generation's chunks may still be there, unshown.
+            rows = snapshot.document(vector, best.url, 2 * limit)
             if rows is not None:
-                return [
-                    self._hit(_Candidate(snapshot.records[position], cosine=cosine))
+                candidates = [
+                    _Candidate(snapshot.records[position], cosine=cosine)
                     for position, cosine in rows
                 ]
-        return [self._hit(c) for c in self._dense(vector, limit, where={"url": best.url})]
+        if candidates is None:
+            candidates = self._dense(vector, 2 * limit, where={"url": best.url})
+        shown = (gate or _Gate(None)).keep([candidate.record for candidate in candidates])
+        return [self._hit(c) for c, keep in zip(candidates, shown, strict=True) if keep][:limit]
 
     def _rebuilt(self, stale: _Snapshot) -> _Snapshot:
         """A snapshot that holds what was written since ``stale`` was built, unless one was

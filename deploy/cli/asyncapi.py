@@ -134,6 +134,18 @@ _TOPIC_DOCS = (
         "An admin deleted an uploaded document; the indexer removes every chunk of it.",
     ),
     TopicDoc(Topic.DOCUMENT_STATUS, (Group.INDEXER,)),
+    TopicDoc(
+        Topic.SOURCE_SYNC_REQUESTED,
+        (Group.GATEWAY, Group.INDEXER, CLI),
+        "Published by the admin API (`POST /api/admin/sources/{name}/sync`), by `deskpilot "
+        "sources sync` (`cli`) and by the indexer's schedule; one indexer replica runs the sync.",
+    ),
+    TopicDoc(
+        Topic.SOURCE_SYNC_COMPLETED,
+        (Group.INDEXER,),
+        "One per run, with its summary; read by range (`deskpilot sources sync` waits for it). "
+        "The admin API reads the same summary from the sources' catalogue.",
+    ),
 )
 TOPICS: dict[Topic, TopicDoc] = {doc.topic: doc for doc in _TOPIC_DOCS}
 """Each topic's producers (and its payload model, from contracts). A topic missing here fails the

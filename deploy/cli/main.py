@@ -25,6 +25,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
         purge,
         redact,
         reindex,
+        sources,
         teams,
         tickets,
     )
@@ -51,6 +52,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["tickets"] = tickets.run_tickets
     crawl.add_parser(commands)
     runners["crawl"] = crawl.run_crawl
+    sources.add_parser(commands)
+    runners["sources"] = sources.run_sources
 
     ask.add_parser(commands)
     runners["ask"] = ask.run_ask

@@ -15,6 +15,7 @@ from gateway.api import (
     identity,
     incidents,
     proposals,
+    sources,
     tickets,
     turns,
 )
@@ -30,6 +31,7 @@ api_router.include_router(documents.router)
 # A token that does not verify is refused on attachments as on chat messages.
 api_router.include_router(attachments.router, dependencies=[Depends(current_owner)])
 api_router.include_router(admin.router)
+api_router.include_router(sources.router)
 api_router.include_router(tickets.router)
 api_router.include_router(audit.router)
 api_router.include_router(analytics.router)

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 from uuid import uuid4
 
@@ -121,6 +122,30 @@ def serve(settings: GatewaySettings) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic"]
+
+
+@contextmanager
+def admin_page(
+    url: str, chromium: Path, errors: list[str], width: int = 1100, height: int = 900
+) -> Iterator[Any]:
+    """The admin page of the gateway at ``url`` in the system Chromium, signed in with the admin
+    token; the page's script errors are appended to ``errors``."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{url}/admin")
+            page.fill("#admin-token", ADMIN_TOKEN)
+            page.click("#signin button[type=submit]")
+            yield page
+        finally:
+            browser.close()
 
 
 # -- Redis ---------------------------------------------------------------------------------------

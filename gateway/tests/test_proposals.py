@@ -15,7 +15,7 @@ import httpx
 import pytest
 import redis
 from fastapi.testclient import TestClient
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from contracts.events import (
     AuditRecorded,
@@ -28,9 +28,9 @@ from contracts.events import (
 from contracts.topics import Topic
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import (
-    ADMIN_TOKEN,
     JWT_SECRET,
     admin,
+    admin_page,
     publish,
     serve,
     stream_events,
@@ -206,7 +206,6 @@ def test_unknown_proposals_and_callers_without_the_admin_role(client: TestClient
 
 # -- the admin page's Proposals tab, in the system Chromium ------------------------------------
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic"]
 INJECTION = '<img src=x onerror="window.__pwned=1">'
 
 
@@ -227,35 +226,26 @@ def test_the_proposals_tab_lists_opens_rejects_and_shows_text_inert(
         draft(proposal_id, title=f"Printer jams {INJECTION}", article_markdown=article),
     )
     errors: list[str] = []
-    with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 900})
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{served}/admin")
-            page.fill("#admin-token", ADMIN_TOKEN)
-            page.click("#signin button[type=submit]")
-            page.click("#tab-proposals-button")
-            row = page.locator(f'tr[data-proposal-id="{proposal_id}"]')
-            row.wait_for()
-            assert row.locator("td").nth(2).inner_text() == "3"
-            row.locator("button.proposal-open").click()
-            expect(page.locator("#proposal-title")).to_have_text(f"Printer jams {INJECTION}")
-            expect(page.locator(".proposal-article")).to_have_text(article.rstrip("\n"))
-            expect(page.locator(".proposal-questions li")).to_have_count(3)
-            page.screenshot(path=str(tmp_path / "admin-proposal.png"), full_page=True)
-            page.click("#proposal-reject button[type=submit]")  # no reason: the form refuses
-            assert page.locator("#proposal-reason").evaluate("e => e.validity.valueMissing")
-            expect(page.locator(".proposal-reason")).to_have_count(0)
-            page.fill("#proposal-reason", "Covered by the printer article")
-            page.click("#proposal-reject button[type=submit]")
-            expect(page.locator(".proposal-reason")).to_have_text(
-                "Rejected: Covered by the printer article"
-            )
-            assert page.evaluate("window.__pwned") is None
-            assert page.locator("#tab-proposals img").count() == 0
-        finally:
-            browser.close()
+    with admin_page(served, chromium, errors) as page:
+        page.click("#tab-proposals-button")
+        row = page.locator(f'tr[data-proposal-id="{proposal_id}"]')
+        row.wait_for()
+        assert row.locator("td").nth(2).inner_text() == "3"
+        row.locator("button.proposal-open").click()
+        expect(page.locator("#proposal-title")).to_have_text(f"Printer jams {INJECTION}")
+        expect(page.locator(".proposal-article")).to_have_text(article.rstrip("\n"))
+        expect(page.locator(".proposal-questions li")).to_have_count(3)
+        page.screenshot(path=str(tmp_path / "admin-proposal.png"), full_page=True)
+        page.click("#proposal-reject button[type=submit]")  # no reason: the form refuses
+        assert page.locator("#proposal-reason").evaluate("e => e.validity.valueMissing")
+        expect(page.locator(".proposal-reason")).to_have_count(0)
+        page.fill("#proposal-reason", "Covered by the printer article")
+        page.click("#proposal-reject button[type=submit]")
+        expect(page.locator(".proposal-reason")).to_have_text(
+            "Rejected: Covered by the printer article"
+        )
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator("#tab-proposals img").count() == 0
     assert errors == []
     body = httpx.get(f"{served}/api/admin/proposals/{proposal_id}", headers=admin()).json()
     assert (body["status"], body["reason"]) == ("rejected", "Covered by the printer article")

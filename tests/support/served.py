@@ -17,10 +17,13 @@ slash) and at the end stops the server and waits for its thread.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Self
 
 import uvicorn
@@ -51,11 +54,14 @@ def served(
     port: int = 0,
     ready_timeout_s: float = 10.0,
     stop_timeout_s: float = 10.0,
+    tls: tuple[Path, Path] | None = None,
 ) -> Iterator[str]:
     """Serve ``app`` on ``host`` at a free port (or ``port``, such as another loopback
     address's) while the block runs; yields its base URL.
 
-    Raises :class:`RuntimeError` when the server does not start within ``ready_timeout_s``.
+    With ``tls`` (a certificate and its key, :func:`self_signed`), it serves HTTPS and the URL
+    says so. Raises :class:`RuntimeError` when the server does not start within
+    ``ready_timeout_s``.
     Requests still running at the end get one second to finish before they are cancelled."""
     # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY only on sockets that say they are
     # TCP, and without it every answer sent in two writes waits for a delayed ACK (~40 ms).
@@ -71,6 +77,8 @@ def served(
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=1,
+        ssl_certfile=str(tls[0]) if tls else None,
+        ssl_keyfile=str(tls[1]) if tls else None,
     )
     server = _Server(config)
 
@@ -86,7 +94,7 @@ def served(
     try:
         if not server.ready.wait(ready_timeout_s) or not server.started:
             raise RuntimeError(f"the test server on {host}:{port} did not start")
-        yield f"http://{host}:{port}"
+        yield f"{'https' if tls else 'http'}://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(stop_timeout_s)
@@ -95,9 +103,49 @@ def served(
             thread.join(stop_timeout_s)
 
 
+def self_signed(folder: Path, host: str = HOST) -> tuple[Path, Path]:
+    """A certificate for ``host`` (an IP address) signed by its own key, valid for a day, written
+    to ``folder`` as ``cert.pem`` and ``key.pem``; the certificate is its own CA bundle."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
 class ServedFake:
     """Base of a fake served over real HTTP while it is in use (``with`` or start/stop)."""
 
+    tls: tuple[Path, Path] | None = None
+    """A certificate and key to serve HTTPS with (clients that refuse plain HTTP, as msal)."""
     origin: str = ""
     """``http://127.0.0.1:PORT`` once served (kept after :meth:`stop`); empty before."""
     _serving: ExitStack | None = None
@@ -116,7 +164,7 @@ class ServedFake:
             raise RuntimeError(f"{type(self).__name__} is already being served")
         with ExitStack() as stack:
             self.origin = stack.enter_context(
-                served(self.build_app(), ready_timeout_s=ready_timeout_s)
+                served(self.build_app(), ready_timeout_s=ready_timeout_s, tls=self.tls)
             )
             self._serving = stack.pop_all()
         return self

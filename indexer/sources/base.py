@@ -1,0 +1,103 @@
+"""What a source plugin implements: list changes since a cursor, fetch a document, read who may
+read it.
+
+A plugin knows its system's API and nothing of Chroma, Redis or the bus; :mod:`indexer.sources.sync`
+turns what it reports into indexed chunks. Its methods are synchronous (the sync runs in a worker
+thread, like all ingestion) and raise :class:`SourceError` with a message an operator can act on
+("the app lacks Sites.Read.All"), never one that quotes a secret.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+
+from indexer.extract import ExtractedDocument
+
+
+class SourceError(RuntimeError):
+    """The source cannot be read (credentials, permissions, the service is down): the run stops
+    at its last committed cursor, and the next run resumes there."""
+
+
+class DocumentError(RuntimeError):
+    """One document cannot be read or extracted; the run counts it failed and goes on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Readers:
+    """Who may read a document, as the source reports it (user and group ids of that system)."""
+
+    public: bool
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+    def metadata(self) -> dict[str, str | bool]:
+        """The form filed on chunks: Chroma metadata holds scalars, so the ids are joined with
+        ``|`` (and framed by it, so ``|alice|`` never matches ``malice``)."""
+        return {
+            "readers_public": self.public,
+            "readers_users": "|" + "|".join(sorted(self.users)) + "|" if self.users else "",
+            "readers_groups": "|" + "|".join(sorted(self.groups)) + "|" if self.groups else "",
+        }
+
+    def fingerprint(self) -> str:
+        return f"{int(self.public)};{','.join(sorted(self.users))};{','.join(sorted(self.groups))}"
+
+
+PUBLIC = Readers(public=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One document the source listed: its key (stable within the source), its version as the
+    source numbers it (a page version, an eTag), and whether it is gone."""
+
+    key: str
+    version: str
+    deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChangePage:
+    """A page of changes and the cursor that resumes the listing after it.
+
+    ``cursor`` is stored only once every change of the page is committed. ``last`` marks the end
+    of the listing; a source that lists everything every run (:attr:`Source.lists_everything`)
+    then learns which known documents it did not list: those are deleted.
+    """
+
+    changes: tuple[Change, ...]
+    cursor: str | None
+    last: bool = False
+
+
+class Source(abc.ABC):
+    """One configured source (a Confluence site's spaces, a SharePoint site's libraries)."""
+
+    kind: ClassVar[str]
+    lists_everything: ClassVar[bool] = False
+    """True when a run lists every document (no deletions reported): a document not listed by a
+    complete run is deleted. False for delta sources, which report deletions themselves."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @abc.abstractmethod
+    def changes(self, cursor: str | None) -> Iterator[ChangePage]:
+        """Changes since ``cursor`` (None: from the beginning), page by page, in order."""
+
+    @abc.abstractmethod
+    def fetch(self, change: Change) -> ExtractedDocument:
+        """The document as it is now; raises :class:`DocumentError` when this one document
+        cannot be had or read, :class:`SourceError` when nothing can."""
+
+    @abc.abstractmethod
+    def permissions(self, change: Change) -> Readers:
+        """Who may read the document (after :meth:`fetch` of the same change); raises like
+        :meth:`fetch`."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook: most plugins hold a client to close
+        """Release connections (default: nothing to release)."""

@@ -1,0 +1,122 @@
+"""Runs a configured source's sync on request and keeps the sources' catalogue for the admin API.
+
+The catalogue (:data:`contracts.sources.CATALOGUE_KEY`) holds one :class:`SourceStatus` per
+configured source: announced when the indexer starts (sources no longer configured are removed),
+marked running while a sync runs, and given the run's summary or error when it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import redis
+
+from contracts.events import SyncSummary
+from contracts.sources import CATALOGUE_KEY, SourceStatus
+from indexer.service import Ingestor
+from indexer.sources.base import Source
+from indexer.sources.config import SharePointConfig, SourceSettings
+from indexer.sources.confluence import ConfluenceSource
+from indexer.sources.state import SyncState
+from indexer.sources.sync import SourceSync, SyncBusy, SyncResult
+
+logger = logging.getLogger(__name__)
+
+
+SCHEDULE_PREFIX = "deskpilot:indexer:source-schedule:"
+
+
+class UnknownSource(LookupError):
+    """No source of that name is configured."""
+
+
+def open_source(config: SourceSettings) -> Source:
+    """The plugin for ``config``'s kind."""
+    if isinstance(config, SharePointConfig):
+        from indexer.sources.sharepoint import SharePointSource
+
+        return SharePointSource(config)
+    return ConfluenceSource(config)
+
+
+class SourceRunner:
+    """Syncs configured sources by name (synchronous: call it from a worker thread)."""
+
+    def __init__(
+        self, sources: list[SourceSettings], ingestor: Ingestor, client: redis.Redis
+    ) -> None:
+        self.sources = {source.name: source for source in sources}
+        self.ingestor = ingestor
+        self.client = client
+
+    def announce(self) -> None:
+        """Put every configured source in the catalogue (keeping its last run) and remove the
+        ones no longer configured."""
+        known = {
+            (name.decode() if isinstance(name, bytes) else str(name))
+            for name in self.client.hkeys(CATALOGUE_KEY)
+        }
+        for name in known - set(self.sources):
+            self.client.hdel(CATALOGUE_KEY, name)
+        for config in self.sources.values():
+            status = self.status(config.name) or SourceStatus(name=config.name, kind=config.kind)
+            status.kind, status.interval_s = config.kind, config.interval_s
+            status.documents = SyncState(self.client, config.name).document_count()
+            self._save(status)
+
+    def due(self) -> list[str]:
+        """Sources whose scheduled sync is due, each claimed for its interval: of all replicas
+        asking, one gets each due source per interval."""
+        names = []
+        for config in self.sources.values():
+            if config.interval_s is None:
+                continue
+            claimed = self.client.set(
+                f"{SCHEDULE_PREFIX}{config.name}", "1", nx=True, px=int(config.interval_s * 1000)
+            )
+            if claimed:
+                names.append(config.name)
+        return names
+
+    def status(self, name: str) -> SourceStatus | None:
+        raw = self.client.hget(CATALOGUE_KEY, name)
+        return SourceStatus.model_validate_json(raw) if raw else None
+
+    def sync(self, name: str) -> SyncResult:
+        """One run of source ``name``; raises :class:`UnknownSource` and
+        :class:`~indexer.sources.sync.SyncBusy`."""
+        config = self.sources.get(name)
+        if config is None:
+            raise UnknownSource(f"no source named {name!r} is configured")
+        state = SyncState(self.client, name)
+        status = self.status(name) or SourceStatus(name=name, kind=config.kind)
+        source = open_source(config)
+        sync = SourceSync(source, self.ingestor, state)
+
+        def started() -> None:
+            status.state = "running"
+            status.last_started_at = datetime.now(UTC)
+            self._save(status)
+
+        try:
+            result = sync.run(on_start=started)
+        except SyncBusy:
+            raise
+        except Exception as exc:
+            # Chroma or Redis failed under the run: its cursor stays where it was committed.
+            result = SyncResult(run_id="", summary=SyncSummary(), error=type(exc).__name__)
+            logger.exception("sync of %s failed", name)
+        finally:
+            source.close()
+        status.state = "failed" if result.error else "idle"
+        status.last_run_id = result.run_id or status.last_run_id
+        status.last_finished_at = datetime.now(UTC)
+        status.last_summary = result.summary
+        status.last_error = result.error
+        status.documents = state.document_count()
+        self._save(status)
+        return result
+
+    def _save(self, status: SourceStatus) -> None:
+        self.client.hset(CATALOGUE_KEY, status.name, status.model_dump_json())

@@ -1,0 +1,191 @@
+"""A source's sync state in Redis, so any indexer replica can run or resume its sync.
+
+Under ``deskpilot:indexer:source:<name>:``:
+
+* ``cursor``: where the listing resumes (a next link, a delta link); written only after every
+  change listed before it is committed;
+* ``docs``: hash, document key -> ``{"v": version, "h": content hash, "g": generation, "d": doc
+  id}`` of what is indexed;
+* ``seen``: set of keys a complete listing in progress has listed (sources that list everything
+  each run: what is not seen by the end is deleted);
+* ``failed``: hash, key -> version of documents that failed; the next run retries them first;
+* ``retired``: sorted set, chunk id -> when its generation was replaced; deleted after a grace
+  period, so a reader that read the previous generation just before the switch still finds it;
+* ``run``: hash, the run in progress (its id and counts so far), so a resumed run keeps both;
+* ``lock``: held by the replica running the sync, with a expiry it renews page by page, so a
+  replica that died frees the source within :data:`LOCK_TTL_MS`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from contracts.events import SyncSummary
+from contracts.live import EPOCH_KEY, LIVE_KEY
+
+PREFIX = "deskpilot:indexer:source:"
+LOCK_TTL_MS = 120_000
+COUNTS = ("new", "changed", "unchanged", "deleted", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class KnownDocument:
+    """What the index holds of one source document."""
+
+    version: str
+    content_hash: str
+    generation: str
+    doc_id: str
+
+
+class SyncState:
+    """One source's cursor, documents, run and lock (``client``: a synchronous redis client)."""
+
+    def __init__(self, client: redis.Redis, source: str) -> None:
+        self.client = client
+        self.source = source
+        self._prefix = f"{PREFIX}{source}:"
+        self._token = uuid.uuid4().hex
+
+    def _key(self, part: str) -> str:
+        return self._prefix + part
+
+    # -- the lock ---------------------------------------------------------------------------
+
+    def acquire(self) -> bool:
+        return bool(self.client.set(self._key("lock"), self._token, nx=True, px=LOCK_TTL_MS))
+
+    def renew(self) -> None:
+        self.client.set(self._key("lock"), self._token, xx=True, px=LOCK_TTL_MS)
+
+    def release(self) -> None:
+        # Only our own lock: compare and delete in one step.
+        self.client.eval(
+            "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+            "end return 0",
+            1,
+            self._key("lock"),
+            self._token,
+        )
+
+    # -- cursor and run ---------------------------------------------------------------------
+
+    def cursor(self) -> str | None:
+        raw = self.client.get(self._key("cursor"))
+        return _text(raw) if raw is not None else None
+
+    def begin(self) -> tuple[str, SyncSummary, bool]:
+        """The run to continue (its id and counts so far, and True) or a new one (False)."""
+        raw: dict[Any, Any] = self.client.hgetall(self._key("run"))
+        if raw:
+            fields = {_text(k): _text(v) for k, v in raw.items()}
+            counts = {name: int(fields.get(name, 0)) for name in COUNTS}
+            summary = SyncSummary(total=sum(counts.values()), **counts)
+            return fields["run_id"], summary, True
+        run_id = uuid.uuid4().hex
+        pipe = self.client.pipeline()
+        pipe.hset(self._key("run"), mapping={"run_id": run_id, **dict.fromkeys(COUNTS, 0)})
+        pipe.delete(self._key("seen"))
+        pipe.execute()
+        return run_id, SyncSummary(), False
+
+    def commit_page(self, cursor: str | None, counts: dict[str, int], seen: Iterable[str]) -> None:
+        """Move the cursor past a page whose changes are all committed, with the page's counts
+        and listed keys, in one transaction."""
+        pipe = self.client.pipeline(transaction=True)
+        if cursor is None:
+            pipe.delete(self._key("cursor"))
+        else:
+            pipe.set(self._key("cursor"), cursor)
+        for name, value in counts.items():
+            if value:
+                pipe.hincrby(self._key("run"), name, value)
+        keys = list(seen)
+        if keys:
+            pipe.sadd(self._key("seen"), *keys)
+        pipe.execute()
+
+    def count(self, name: str, value: int = 1) -> None:
+        self.client.hincrby(self._key("run"), name, value)
+
+    def finish(self) -> None:
+        """The run is over: the next one starts a new run (from the cursor kept)."""
+        self.client.delete(self._key("run"), self._key("seen"))
+
+    def seen(self) -> set[str]:
+        return {_text(key) for key in self.client.smembers(self._key("seen"))}
+
+    # -- documents --------------------------------------------------------------------------
+
+    def known(self, key: str) -> KnownDocument | None:
+        raw = self.client.hget(self._key("docs"), key)
+        if raw is None:
+            return None
+        value = json.loads(raw)
+        return KnownDocument(value["v"], value["h"], value["g"], value["d"])
+
+    def keys(self) -> set[str]:
+        return {_text(key) for key in self.client.hkeys(self._key("docs"))}
+
+    def document_count(self) -> int:
+        return int(self.client.hlen(self._key("docs")))
+
+    def remember(self, key: str, known: KnownDocument) -> None:
+        value = {"v": known.version, "h": known.content_hash, "g": known.generation}
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(self._key("docs"), key, json.dumps({**value, "d": known.doc_id}))
+        pipe.hdel(self._key("failed"), key)
+        pipe.execute()
+
+    def forget(self, key: str) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(self._key("docs"), key)
+        pipe.hdel(self._key("failed"), key)
+        pipe.execute()
+
+    def fail(self, key: str, version: str) -> None:
+        self.client.hset(self._key("failed"), key, version)
+
+    def failed(self) -> dict[str, str]:
+        raw: dict[Any, Any] = self.client.hgetall(self._key("failed"))
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    # -- what readers see -------------------------------------------------------------------
+
+    def publish(self, doc_id: str, generation: str) -> None:
+        """Switch readers to ``generation`` of ``doc_id`` (see :mod:`contracts.live`)."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(LIVE_KEY, doc_id, generation)
+        pipe.incr(EPOCH_KEY)
+        pipe.execute()
+
+    def retire(self, chunk_ids: list[str]) -> None:
+        """Chunks of a replaced generation, to delete once no reader can be using them."""
+        if chunk_ids:
+            now = time.time()
+            self.client.zadd(self._key("retired"), dict.fromkeys(chunk_ids, now), nx=True)
+
+    def retired(self, older_than_s: float) -> list[str]:
+        cutoff = time.time() - older_than_s
+        return [_text(i) for i in self.client.zrangebyscore(self._key("retired"), "-inf", cutoff)]
+
+    def forget_retired(self, chunk_ids: list[str]) -> None:
+        self.client.zrem(self._key("retired"), *chunk_ids)
+
+    def hide(self, doc_id: str) -> None:
+        """Hide every chunk of ``doc_id`` from readers, before they are deleted."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(LIVE_KEY, doc_id)
+        pipe.incr(EPOCH_KEY)
+        pipe.execute()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,347 @@
+"""A local Microsoft Graph (SharePoint document libraries) and Entra token endpoint, over HTTPS
+(msal accepts only https authorities), for testing the SharePoint source.
+
+Entra, with the shapes Microsoft documents for the client-credentials flow:
+
+* ``GET /{tenant}/v2.0/.well-known/openid-configuration``: ``token_endpoint`` and friends
+* ``POST /{tenant}/oauth2/v2.0/token`` (form ``grant_type=client_credentials``, ``client_id``,
+  ``client_secret``, ``scope``): ``{"token_type": "Bearer", "expires_in", "access_token"}``, or
+  401 ``{"error": "invalid_client", "error_description": "AADSTS7000215: ..."}``
+
+Graph v1.0 (under ``/v1.0``):
+
+* ``GET /sites/{host}:/{path}``: the site (``id`` is ``host,site-guid,web-guid``)
+* ``GET /sites/{id}/drives``: ``{"value": [{"id", "name", "driveType": "documentLibrary"}]}``
+* ``GET /drives/{id}/root/delta[?token=...]``: pages of driveItems (``@odata.nextLink`` to the
+  next page, ``@odata.deltaLink`` after the last); with the token of a delta link, only the items
+  changed or deleted since (deleted ones with the ``deleted`` facet, ``{"state": "deleted"}``)
+* ``GET /drives/{d}/items/{i}``, ``/content`` (302 to a pre-authenticated download URL, served
+  without a token), ``/permissions`` (``roles``, ``grantedToV2`` with ``user``/``group``/
+  ``siteGroup``, ``link.scope``)
+
+Errors as Graph answers them: ``{"error": {"code", "message"}}`` with 401
+``InvalidAuthenticationToken`` (no, unknown or expired token), 403 ``accessDenied``, 404
+``itemNotFound``, 429 ``TooManyRequests`` with ``Retry-After``.
+
+Knobs: :meth:`FakeGraph.expire_tokens` (every token issued so far is expired),
+:meth:`FakeGraph.deny` (403 on paths containing a string), :meth:`FakeGraph.throttle_next`,
+:meth:`FakeGraph.fail_deltas_after` (delta pages after the N-th answer 503: a run stopped
+midway), and the logs :attr:`FakeGraph.token_requests` and :attr:`FakeGraph.downloads`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from tests.support.served import ServedFake, self_signed
+
+TENANT = "contoso-tenant"
+CLIENT_ID = "11111111-2222-3333-4444-555555555555"
+CLIENT_SECRET = "graph-test-secret-value"
+HOST = "contoso.sharepoint.com"
+SITE_PATH = "/sites/it"
+SITE_ID = f"{HOST},6d3b4c1e-0000-4000-8000-000000000001,6d3b4c1e-0000-4000-8000-000000000002"
+
+
+@dataclass
+class FakeItem:
+    id: str
+    drive: str
+    name: str
+    content: bytes
+    version: int
+    changed_at: int
+    deleted: bool = False
+    users: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    organization_link: bool = True
+
+
+class FakeGraph(ServedFake):
+    def __init__(self, tls_folder: Path, libraries: tuple[str, ...] = ("Documents",)) -> None:
+        self.tls = self_signed(tls_folder)
+        self.drives = {f"b!drive{i}": name for i, name in enumerate(libraries)}
+        self.items: dict[str, FakeItem] = {}
+        self.token_requests = 0
+        self.downloads: list[str] = []
+        self.page_size = 2
+        self._clock = itertools.count(1)
+        self._ids = itertools.count(1)
+        self._tokens: dict[str, bool] = {}  # token -> valid
+        self._lock = threading.Lock()
+        self._denied: set[str] = set()
+        self._throttle = 0
+        self._delta_pages = 0
+        self._fail_after: int | None = None
+
+    @property
+    def ca_bundle(self) -> Path:
+        assert self.tls is not None
+        return self.tls[0]
+
+    @property
+    def graph_url(self) -> str:
+        return self.origin + "/v1.0"
+
+    # -- content ------------------------------------------------------------------------------
+
+    def add_file(self, name: str, content: bytes, drive: str | None = None, **kw: Any) -> FakeItem:
+        with self._lock:
+            item = FakeItem(
+                id=f"01ITEM{next(self._ids):04d}",
+                drive=drive or next(iter(self.drives)),
+                name=name,
+                content=content,
+                version=1,
+                changed_at=next(self._clock),
+                **kw,
+            )
+            self.items[item.id] = item
+            return item
+
+    def edit_file(self, item_id: str, content: bytes) -> None:
+        with self._lock:
+            item = self.items[item_id]
+            item.content, item.version = content, item.version + 1
+            item.changed_at = next(self._clock)
+
+    def delete_file(self, item_id: str) -> None:
+        with self._lock:
+            item = self.items[item_id]
+            item.deleted, item.changed_at = True, next(self._clock)
+
+    # -- knobs --------------------------------------------------------------------------------
+
+    def expire_tokens(self) -> None:
+        with self._lock:
+            self._tokens = dict.fromkeys(self._tokens, False)
+
+    def deny(self, fragment: str) -> None:
+        self._denied.add(fragment)
+
+    def throttle_next(self, count: int) -> None:
+        self._throttle = count
+
+    def fail_deltas_after(self, pages: int | None) -> None:
+        self._fail_after, self._delta_pages = pages, 0
+
+    # -- the app ------------------------------------------------------------------------------
+
+    def build_app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route(f"/{TENANT}/v2.0/.well-known/openid-configuration", self._openid),
+                Route(f"/{TENANT}/oauth2/v2.0/token", self._token, methods=["POST"]),
+                Route("/v1.0/sites/{site:path}", self._sites),
+                Route("/v1.0/drives/{drive}/root/delta", self._delta),
+                Route("/v1.0/drives/{drive}/items/{item}", self._item),
+                Route("/v1.0/drives/{drive}/items/{item}/content", self._content),
+                Route("/v1.0/drives/{drive}/items/{item}/permissions", self._permissions),
+                Route("/download/{item}", self._download),
+            ]
+        )
+
+    async def _openid(self, request: Request) -> Response:
+        base = f"{self.origin}/{TENANT}"
+        return JSONResponse(
+            {
+                "token_endpoint": f"{base}/oauth2/v2.0/token",
+                "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+                "issuer": f"{base}/v2.0",
+                "token_endpoint_auth_methods_supported": ["client_secret_post"],
+            }
+        )
+
+    async def _token(self, request: Request) -> Response:
+        form = await request.form()
+        with self._lock:
+            self.token_requests += 1
+        if form.get("client_id") != CLIENT_ID or form.get("client_secret") != CLIENT_SECRET:
+            return JSONResponse(
+                {
+                    "error": "invalid_client",
+                    "error_description": "AADSTS7000215: Invalid client secret provided.",
+                    "error_codes": [7000215],
+                },
+                status_code=401,
+            )
+        token = "eyJ0eXAi." + secrets.token_urlsafe(24)
+        with self._lock:
+            self._tokens[token] = True
+        return JSONResponse(
+            {
+                "token_type": "Bearer",
+                "expires_in": 3599,
+                "ext_expires_in": 3599,
+                "access_token": token,
+            }
+        )
+
+    def _gate(self, request: Request) -> Response | None:
+        auth = request.headers.get("authorization", "")
+        token = auth.removeprefix("Bearer ")
+        with self._lock:
+            valid = self._tokens.get(token)
+            if self._throttle > 0:
+                self._throttle -= 1
+                return _error(
+                    429, "TooManyRequests", "Please retry again later.", {"Retry-After": "1"}
+                )
+        if not valid:
+            message = (
+                "Lifetime validation failed, the token is expired."
+                if valid is False
+                else ("Access token is empty.")
+            )
+            return _error(401, "InvalidAuthenticationToken", message)
+        if any(fragment in request.url.path for fragment in self._denied):
+            return _error(
+                403, "accessDenied", "Either scp or roles claim need to be present in the token."
+            )
+        return None
+
+    async def _sites(self, request: Request) -> Response:
+        if (refused := self._gate(request)) is not None:
+            return refused
+        site = request.path_params["site"]
+        if site == f"{HOST}:{SITE_PATH}":
+            return JSONResponse(
+                {"id": SITE_ID, "name": "it", "webUrl": f"https://{HOST}{SITE_PATH}"}
+            )
+        if site == f"{SITE_ID}/drives":
+            return JSONResponse(
+                {
+                    "value": [
+                        {"id": d, "name": n, "driveType": "documentLibrary"}
+                        for d, n in self.drives.items()
+                    ]
+                }
+            )
+        return _error(404, "itemNotFound", "Requested site could not be found")
+
+    async def _delta(self, request: Request) -> Response:
+        if (refused := self._gate(request)) is not None:
+            return refused
+        drive = request.path_params["drive"]
+        if drive not in self.drives:
+            return _error(404, "itemNotFound", "The resource could not be found.")
+        with self._lock:
+            self._delta_pages += 1
+            if self._fail_after is not None and self._delta_pages > self._fail_after:
+                return _error(503, "serviceNotAvailable", "Service unavailable")
+            token = request.query_params.get("token", "")
+            since, _, page = token.partition(".")
+            since_at = int(since or 0)
+            start = int(page or 0)
+            changed = sorted(
+                (i for i in self.items.values() if i.drive == drive and i.changed_at > since_at),
+                key=lambda i: i.changed_at,
+            )
+            now = max((i.changed_at for i in self.items.values()), default=0)
+            if token and not page:
+                start = 0
+            batch = changed[start : start + self.page_size]
+            values: list[dict[str, Any]] = []
+            if not token and start == 0:
+                values.append({"id": "01ROOT", "name": "root", "root": {}, "folder": {}})
+            values += [self._item_json(i) for i in batch]
+        base = f"{self.graph_url}/drives/{drive}/root/delta"
+        body: dict[str, Any] = {"value": values}
+        if start + self.page_size < len(changed):
+            body["@odata.nextLink"] = (
+                f"{base}?{urlencode({'token': f'{since_at}.{start + self.page_size}'})}"
+            )
+        else:
+            body["@odata.deltaLink"] = f"{base}?{urlencode({'token': str(now)})}"
+        return JSONResponse(body)
+
+    def _item_json(self, item: FakeItem) -> dict[str, Any]:
+        if item.deleted:
+            return {
+                "id": item.id,
+                "deleted": {"state": "deleted"},
+                "parentReference": {"driveId": item.drive},
+            }
+        return {
+            "id": item.id,
+            "name": item.name,
+            "eTag": f'"{{{item.id}}},{item.version}"',
+            "cTag": f'"c:{{{item.id}}},{item.version}"',
+            "size": len(item.content),
+            "webUrl": f"https://{HOST}{SITE_PATH}/Shared%20Documents/{item.name}",
+            "file": {"mimeType": "application/octet-stream"},
+            "parentReference": {"driveId": item.drive},
+        }
+
+    def _find(self, request: Request) -> FakeItem | None:
+        item = self.items.get(request.path_params["item"])
+        if item is None or item.deleted or item.drive != request.path_params["drive"]:
+            return None
+        return item
+
+    async def _item(self, request: Request) -> Response:
+        if (refused := self._gate(request)) is not None:
+            return refused
+        item = self._find(request)
+        if item is None:
+            return _error(404, "itemNotFound", "The resource could not be found.")
+        return JSONResponse(self._item_json(item))
+
+    async def _content(self, request: Request) -> Response:
+        if (refused := self._gate(request)) is not None:
+            return refused
+        item = self._find(request)
+        if item is None:
+            return _error(404, "itemNotFound", "The resource could not be found.")
+        return RedirectResponse(f"{self.origin}/download/{item.id}?tempauth=x", status_code=302)
+
+    async def _download(self, request: Request) -> Response:
+        if request.headers.get("authorization"):
+            return Response("a pre-authenticated URL takes no token", status_code=401)
+        item = self.items.get(request.path_params["item"])
+        if item is None:
+            return Response(status_code=404)
+        self.downloads.append(item.id)
+        return Response(item.content, media_type="application/octet-stream")
+
+    async def _permissions(self, request: Request) -> Response:
+        if (refused := self._gate(request)) is not None:
+            return refused
+        item = self._find(request)
+        if item is None:
+            return _error(404, "itemNotFound", "The resource could not be found.")
+        values: list[dict[str, Any]] = []
+        if item.organization_link:
+            values.append(
+                {
+                    "id": "link1",
+                    "roles": ["read"],
+                    "link": {"scope": "organization", "type": "view"},
+                }
+            )
+        values += [
+            {"id": f"u-{u}", "roles": ["read"], "grantedToV2": {"user": {"id": u}}}
+            for u in item.users
+        ]
+        values += [
+            {"id": f"g-{g}", "roles": ["read"], "grantedToV2": {"group": {"id": g}}}
+            for g in item.groups
+        ]
+        return JSONResponse({"value": values})
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )

@@ -1,0 +1,101 @@
+"""A Confluence space synced into the whole stack as an operator runs it: the indexer announces
+the configured source, an admin syncs it over the API, the assistant answers from its pages, and
+an edited page is answered in its new version only.
+
+Confluence is the emulator (tests/support/fake_confluence.py) on loopback; everything else is
+the real stack (``deploy.runner.Stack``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from deploy.runner import Stack
+from tests.support import wait_until_sync
+from tests.support.fake_confluence import EMAIL, TOKEN, FakeConfluence
+from tests.support.stack import ask, running_stack
+
+pytestmark = [pytest.mark.slow]
+
+ADMIN = "test-admin-token-for-sources-0123456789"
+BADGES = (
+    "<h1>Visitor badges</h1><p>Visitor badges are printed at the Zephyr kiosk in the lobby. "
+    "Scan the visitor's invitation code at the Zephyr kiosk and hand over the badge.</p>"
+)
+
+
+@pytest.fixture(scope="module")
+def confluence() -> Iterator[FakeConfluence]:
+    with FakeConfluence({"FAC": "Facilities"}) as fake:
+        fake.add_page("FAC", "Visitor badges", BADGES)
+        fake.add_page("FAC", "Parking", "<h1>Parking</h1><p>Level -2 is for visitors.</p>")
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def stack(confluence: FakeConfluence, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    source = {
+        "name": "facilities",
+        "kind": "confluence",
+        "base_url": confluence.base_url,
+        "spaces": ["FAC"],
+        "email": EMAIL,
+        "api_token": TOKEN,
+    }
+    env = {"DESKPILOT_ADMIN_TOKEN": ADMIN, "INDEXER_SOURCES": json.dumps([source])}
+    with running_stack(tmp_path_factory.mktemp("sources-stack"), env) as running:
+        yield running
+
+
+def admin(stack: Stack, method: str, path: str) -> httpx.Response:
+    return httpx.request(
+        method, f"{stack.url}{path}", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
+    )
+
+
+def synced(stack: Stack, after: str | None) -> dict[str, Any]:
+    """Request a sync and wait for a run that ended after ``after``; its status."""
+    assert admin(stack, "POST", "/api/admin/sources/facilities/sync").status_code == 202
+
+    def done() -> dict[str, Any] | None:
+        status: dict[str, Any] = admin(stack, "GET", "/api/admin/sources/facilities").json()
+        finished = status.get("last_finished_at")
+        return status if finished and finished != after else None
+
+    result = wait_until_sync(done, 300)
+    assert result is not None
+    return result
+
+
+def test_a_synced_space_is_answered_from_and_an_edit_replaces_it(
+    stack: Stack, confluence: FakeConfluence
+) -> None:
+    [listed] = admin(stack, "GET", "/api/admin/sources").json()
+    assert (listed["name"], listed["kind"], listed["last_summary"]) == (
+        "facilities",
+        "confluence",
+        None,
+    )
+    assert admin(stack, "POST", "/api/admin/sources/nope/sync").status_code == 404
+
+    first = synced(stack, None)
+    assert first["last_summary"]["new"] == 2
+    assert first["documents"] == 2
+
+    answer = ask(stack, "Where are visitor badges printed?").json()
+    assert "Zephyr kiosk" in answer["answer"]
+    assert any("/spaces/FAC/pages/" in c["url"] for c in answer["citations"])
+
+    page = next(iter(confluence.pages))
+    confluence.edit_page(page, body=BADGES.replace("Zephyr", "Orion"))
+    second = synced(stack, first["last_finished_at"])
+    assert (second["last_summary"]["changed"], second["last_summary"]["unchanged"]) == (1, 1)
+
+    again = ask(stack, "Where are visitor badges printed?").json()
+    assert "Orion kiosk" in again["answer"]
+    assert "Zephyr" not in again["answer"]
