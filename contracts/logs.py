@@ -6,8 +6,10 @@ variables, and the formatter reads the active OpenTelemetry span, so handlers ju
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
+import signal
 import sys
 import traceback
 from contextvars import ContextVar
@@ -77,6 +79,16 @@ def configure_logging(service: str, node: str, level: str = "INFO") -> None:
     # user's raw message). They stay quiet at any LOG_LEVEL.
     for quoting in PAYLOAD_LOGGERS:
         logging.getLogger(quoting).setLevel(max(logging.INFO, root.level))
+
+
+def enable_stack_dumps() -> None:
+    """Let a crashed or stuck process show where it was, in its log (stderr).
+
+    A fatal signal (SIGSEGV, SIGBUS, SIGABRT, ...) writes every thread's Python stack before the
+    process dies, and ``kill -USR1 <pid>`` writes them and lets it run on. Frames only (file,
+    line, function), never a value, so no user text reaches the log this way."""
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
 
 
 PAYLOAD_LOGGERS = ("presidio-analyzer", "presidio-anonymizer", "websockets", "uvicorn.error")

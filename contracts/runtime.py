@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from contracts.bus import Bus
 from contracts.heartbeat import Heartbeat, Probe
-from contracts.logs import configure_logging
+from contracts.logs import configure_logging, enable_stack_dumps
 from contracts.metrics import serve_metrics
 from contracts.tracing import shutdown_tracing
 
@@ -82,6 +82,7 @@ class Worker:
 
 def run(worker_factory: Callable[[], Worker]) -> int:
     """Build the worker, run it until SIGTERM/SIGINT, return the process exit code."""
+    enable_stack_dumps()
     worker = worker_factory()
     settings = worker.bus.settings
     configure_logging(worker.service, settings.node_name, settings.log_level)

@@ -389,12 +389,42 @@ class Stack:
         os.replace(partial, path)
 
     def wait_ready(self) -> bool:
-        """True once the gateway reports every dependency and service healthy."""
-        return wait_for(
-            lambda: httpx.get(f"{self.url}/health", timeout=3).status_code == 200,
-            self.settings.ready_timeout_s,
-            interval=0.5,
+        """True once the gateway reports every dependency and service healthy.
+
+        A child that exits meanwhile is restarted with back-off, as :meth:`run_forever` does
+        once the stack is up: a service that crashes while starting costs a restart, not the
+        whole wait (it was left dead, and the stack unhealthy until the deadline)."""
+
+        def ready() -> bool:
+            self.supervise_once()
+            health = self.health()
+            return health is not None and health.get("status") == "ok"
+
+        return wait_for(ready, self.settings.ready_timeout_s, interval=0.5)
+
+    def health(self) -> dict[str, Any] | None:
+        """The gateway's ``/health`` answer (its ``problems`` say what is missing), or None
+        while the gateway does not answer."""
+        try:
+            body = httpx.get(f"{self.url}/health", timeout=3).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        return body if isinstance(body, dict) else None
+
+    def not_ready(self) -> str:
+        """Why the stack is not ready, in a line: the gateway's problems and the children that
+        are not running."""
+        health = self.health()
+        reasons = (
+            ["the gateway does not answer"]
+            if health is None
+            else [str(problem) for problem in health.get("problems", [])]
         )
+        for child in self.children:
+            if not child.running():
+                code = child.process.returncode if child.process else None
+                reasons.append(f"{child.name} exited ({code}; {child.restarts} restarts)")
+        return "; ".join(reasons) or "ready"
 
     # -- supervise ---------------------------------------------------------------------------
 
@@ -502,7 +532,8 @@ def up(data_dir: Path | None, port: int, host: str, verbose: bool) -> int:
         print("Starting services (loading models takes a little while)…", flush=True)
         if not stack.wait_ready():
             print(
-                f"Deskpilot did not become healthy in time; logs are in {stack.data_dir / 'logs'}",
+                f"Deskpilot did not become healthy in time ({stack.not_ready()}); "
+                f"logs are in {stack.data_dir / 'logs'}",
                 file=sys.stderr,
             )
             return 1

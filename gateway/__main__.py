@@ -5,7 +5,7 @@ Exits non-zero if the server stops on its own, so a supervisor restarts it.
 
 import sys
 
-from contracts.logs import configure_logging
+from contracts.logs import configure_logging, enable_stack_dumps
 
 
 def main() -> int:
@@ -16,6 +16,7 @@ def main() -> int:
 
     settings = GatewaySettings()
     configure_logging("gateway", settings.node_name, settings.log_level)
+    enable_stack_dumps()
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(settings),

@@ -62,7 +62,9 @@ def measure_start(preload: bool, vector_cache: Path) -> dict[str, Any]:
     try:
         stack.start()
         if not stack.wait_ready():
-            raise RuntimeError(f"the stack was not ready; logs in {data_dir / 'logs'}")
+            raise RuntimeError(
+                f"the stack was not ready ({stack.not_ready()}); logs in {data_dir / 'logs'}"
+            )
         ready_s = time.monotonic() - started
         processes = {child.name: child.process.pid for child in stack.children if child.process}
         if stack.fork_server is not None:

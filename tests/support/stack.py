@@ -25,9 +25,12 @@ process instead of once a stack (12 CPU-seconds each, before any service could s
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
+import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -128,7 +131,7 @@ def running_stack(
     try:
         stack.start()
         if not stack.wait_ready():
-            raise AssertionError(f"stack not healthy; logs:\n{logs(stack)}")
+            raise AssertionError(not_ready_report(stack))
         yield stack
     finally:
         stack.stop()
@@ -150,13 +153,32 @@ def restart_child(stack: Stack, name: str, env: dict[str, str] | None = None) ->
     return old
 
 
-def logs(stack: Stack, names: tuple[str, ...] = ("gateway", "redactor", "orchestrator")) -> str:
+def logs(
+    stack: Stack,
+    names: tuple[str, ...] = ("gateway", "redactor", "orchestrator"),
+    tail: int = 3000,
+) -> str:
+    """The last ``tail`` characters of each named service's log."""
     out = []
     for name in names:
         path = stack.data_dir / "logs" / f"{name}.log"
         if path.exists():
-            out.append(f"--- {name}\n{path.read_text(errors='replace')[-3000:]}")
+            out.append(f"--- {name}\n{path.read_text(errors='replace')[-tail:]}")
     return "\n".join(out)
+
+
+def not_ready_report(stack: Stack) -> str:
+    """Why a stack did not become ready: the gateway's problems, the children that exited, and
+    the end of every log after each running service was asked for its threads' stacks
+    (SIGUSR1, :func:`contracts.logs.enable_stack_dumps`), which shows where a stuck one waits."""
+    reason = stack.not_ready()
+    for running in stack.children:
+        if running.running() and running.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(running.process.pid, signal.SIGUSR1)
+    time.sleep(1.0)
+    names = tuple(c.name for c in stack.children) + (("chroma",) if stack.chroma else ())
+    return f"stack not healthy: {reason}; logs:\n{logs(stack, names, 6000)}"
 
 
 def log_records(stack: Stack, name: str) -> list[dict[str, Any]]:
