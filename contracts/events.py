@@ -16,6 +16,7 @@ from uuid import uuid4
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.ids import derived_event_id
+from contracts.readers import MAX_GROUPS
 
 
 def new_id() -> str:
@@ -165,6 +166,13 @@ class MessageReceived(Event):
     """A user's message as typed: raw, un-redacted. Only the redactor may read it."""
 
     user_id: str = Field(description="Employee id or an anonymous per-browser id.")
+    groups: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_GROUPS,
+        description="The verified user's groups (ids from the token's groups claim): what, with "
+        "`user_id`, decides which documents they may read. Empty for anonymous users.",
+        examples=[["6b2f1c9e-1d2a-4c1e-9f3b-2a7d5e8c0b14", "hr-team"]],
+    )
     text: str = Field(description="Raw user text; deleted from the stream once redacted.")
     reply_to: str = Field(description="The reply stream of the gateway instance holding the user.")
     attachments: list[str] = Field(default_factory=list, description="Attachment ids.")
@@ -182,6 +190,12 @@ class QueryReceived(Event):
     """A user's message after redaction: the only form of user text other services see."""
 
     user_id: str
+    groups: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_GROUPS,
+        description="The user's groups, passed on unchanged from `message.received` (group ids "
+        "are not personal text).",
+    )
     text: str = Field(description="Redacted text with placeholders such as <EMAIL_ADDRESS_1>.")
     redactions: list[RedactionCount] = Field(default_factory=list)
     reply_to: str
@@ -508,6 +522,18 @@ class DocumentSubmitted(Event):
     content_type: str
     content_b64: str = Field(description="The file's bytes, base64-encoded.")
     uploaded_by: str
+    read_users: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_GROUPS,
+        description="User ids that may read the document; with `read_groups` both empty, "
+        "everyone may.",
+    )
+    read_groups: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_GROUPS,
+        description="Group ids (as the tokens' groups claim lists them) that may read it.",
+        examples=[["hr-team"]],
+    )
 
 
 class DocumentDeleted(Event):

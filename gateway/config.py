@@ -177,6 +177,14 @@ class GatewaySettings(ServiceSettings):
         description="The claim holding the user's roles (a list or a space-separated string); "
         "a dotted path such as `realm_access.roles` reaches into nested claims.",
     )
+    jwt_groups_claim: str = Field(
+        "groups",
+        min_length=1,
+        description="The claim holding the user's groups, a list of group ids (Entra ID: the "
+        "group object ids, with `groupMembershipClaims` set on the app registration); a dotted "
+        "path reaches into nested claims. The groups decide which synced documents the user "
+        "may read; a missing claim is no groups (public documents only).",
+    )
     jwt_role_map: dict[str, UserRole] = Field(
         default_factory=_default_role_map,
         description="JSON object from the identity provider's role names to Deskpilot's "

@@ -43,6 +43,7 @@ from typing import Any, Literal, Protocol, get_args
 import jwt
 from redis.asyncio import Redis
 
+from contracts.readers import MAX_GROUPS, valid_principal
 from gateway.config import ASYMMETRIC_ALGORITHMS, GatewaySettings, secret_value
 from gateway.errors import ApiError, ErrorCode
 
@@ -90,6 +91,8 @@ class Identity:
     authenticated: bool = True
     roles: frozenset[Role] = EMPLOYEE
     source: Literal["token", "admin_token", "anonymous"] = "token"
+    groups: tuple[str, ...] = ()
+    """The groups the token lists (see :class:`GroupReader`); never any for anonymous users."""
 
 
 ADMIN_TOKEN_IDENTITY = Identity(
@@ -139,11 +142,7 @@ class RoleMapper:
         self.mapping = dict(DEFAULT_ROLE_MAP if mapping is None else mapping)
 
     def roles(self, claims: Mapping[str, Any]) -> frozenset[Role]:
-        value: Any = claims.get(self.claim)
-        if value is None and "." in self.claim:
-            value = claims
-            for part in self.claim.split("."):
-                value = value.get(part) if isinstance(value, Mapping) else None
+        value = _claim(claims, self.claim)
         if isinstance(value, str):
             names: Iterable[Any] = value.split()
         elif isinstance(value, list):
@@ -155,13 +154,65 @@ class RoleMapper:
         return EMPLOYEE | mapped
 
 
-def _identity_of(claims: Mapping[str, Any], roles: RoleMapper) -> Identity:
+def _claim(claims: Mapping[str, Any], name: str) -> Any:
+    """A claim by its exact name or, when no claim has that name, by a dotted path."""
+    value: Any = claims.get(name)
+    if value is None and "." in name:
+        value = claims
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+class GroupReader:
+    """Reads the reader's groups from the token (``groups`` by default, where Entra ID puts the
+    user's group object ids when the app registration asks for them).
+
+    The groups decide which documents a user may read, so only what is surely a group id is
+    kept: a claim that is not a list gives no groups (also a missing claim, and Entra's
+    "overage" form for users in more than 200 groups, which names a Graph query instead of the
+    groups); entries that are not strings, empty, longer than
+    :data:`contracts.readers.MAX_PRINCIPAL_LENGTH`, not printable or containing ``|`` are dropped;
+    beyond :data:`contracts.readers.MAX_GROUPS` entries the rest are dropped. Dropping a group
+    only ever hides documents, never shows more, so a malformed claim cannot widen access; the
+    token itself stays valid (its signature was checked), and the drop is logged without the
+    values."""
+
+    def __init__(self, claim: str = "groups") -> None:
+        self.claim = claim
+
+    def groups(self, claims: Mapping[str, Any]) -> tuple[str, ...]:
+        value = _claim(claims, self.claim)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            log.warning("groups claim is not a list; the user gets no groups")
+            return ()
+        kept = list(dict.fromkeys(item for item in value if valid_principal(item)))
+        dropped = len(value) - len(kept)
+        if len(kept) > MAX_GROUPS:
+            dropped += len(kept) - MAX_GROUPS
+            kept = kept[:MAX_GROUPS]
+        if dropped:
+            log.warning(
+                "groups claim: %d entries dropped (invalid, repeated or over the cap)", dropped
+            )
+        return tuple(kept)
+
+
+def _identity_of(
+    claims: Mapping[str, Any], roles: RoleMapper, groups: GroupReader | None = None
+) -> Identity:
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject.strip():
         raise InvalidToken("claims")
     if len(subject) > MAX_SUBJECT_LENGTH or not subject.isprintable():
         raise InvalidToken("claims")
-    return Identity(user_id=subject, roles=roles.roles(claims))
+    return Identity(
+        user_id=subject,
+        roles=roles.roles(claims),
+        groups=(groups or GroupReader()).groups(claims),
+    )
 
 
 def _decode(
@@ -235,6 +286,7 @@ class HS256Verifier:
         issuer: str | None = None,
         leeway_s: float = 0.0,
         roles: RoleMapper | None = None,
+        groups: GroupReader | None = None,
     ) -> None:
         if not secret:
             raise ValueError("an HS256 verifier needs a secret")
@@ -243,6 +295,7 @@ class HS256Verifier:
         self.issuer = issuer
         self.leeway_s = leeway_s
         self.roles = roles or RoleMapper()
+        self.groups = groups or GroupReader()
 
     def verify(self, token: str) -> Identity:
         claims = _decode(
@@ -253,7 +306,7 @@ class HS256Verifier:
             issuer=self.issuer,
             leeway_s=self.leeway_s,
         )
-        return _identity_of(claims, self.roles)
+        return _identity_of(claims, self.roles, self.groups)
 
 
 # -- JWKS ----------------------------------------------------------------------------------------
@@ -426,6 +479,7 @@ class JwksVerifier:
         algorithms: Iterable[str] = ("RS256", "ES256"),
         leeway_s: float = 0.0,
         roles: RoleMapper | None = None,
+        groups: GroupReader | None = None,
     ) -> None:
         self.keys = keys
         self.audience = audience
@@ -436,6 +490,7 @@ class JwksVerifier:
             raise ValueError(f"a JWKS verifier takes asymmetric algorithms only, not {unsafe}")
         self.leeway_s = leeway_s
         self.roles = roles or RoleMapper()
+        self.groups = groups or GroupReader()
 
     def verify(self, token: str) -> Identity:
         try:
@@ -459,7 +514,7 @@ class JwksVerifier:
             issuer=self.issuer,
             leeway_s=self.leeway_s,
         )
-        return _identity_of(claims, self.roles)
+        return _identity_of(claims, self.roles, self.groups)
 
 
 def _fits(key: _Key, algorithm: str) -> bool:
@@ -507,6 +562,7 @@ class IdentityResolver:
     @classmethod
     def _from_settings(cls, settings: GatewaySettings) -> IdentityResolver:
         roles = RoleMapper(settings.jwt_roles_claim, settings.jwt_role_map)
+        groups = GroupReader(settings.jwt_groups_claim)
         admin_token = settings.admin_token.get_secret_value()
         if settings.jwt_jwks_url:
             # The settings insist on both with a JWKS URL.
@@ -525,6 +581,7 @@ class IdentityResolver:
                 algorithms=settings.jwt_algorithms,
                 leeway_s=settings.jwt_leeway_s,
                 roles=roles,
+                groups=groups,
             )
             return cls(verifier, admin_token)
         secret = secret_value(settings.jwt_secret)
@@ -537,6 +594,7 @@ class IdentityResolver:
                 issuer=settings.jwt_issuer,
                 leeway_s=settings.jwt_leeway_s,
                 roles=roles,
+                groups=groups,
             ),
             admin_token,
         )

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -223,11 +223,13 @@ class TurnService:
         attachments: list[str] | None = None,
         request_ticket: bool = False,
         authenticated: bool = False,
+        groups: Sequence[str] = (),
     ) -> Submitted:
         """Publish the message; once this returns the turn is durably accepted. The caller
         checked that ``user_id`` owns the conversation (:meth:`ConversationIndex.resolve`) and
         the attachment ids (:meth:`AttachmentService.check_references`). ``authenticated`` says
-        ``user_id`` is a verified token's subject, not an anonymous user."""
+        ``user_id`` is a verified token's subject, not an anonymous user; ``groups`` are that
+        token's groups (what, with the user id, decides which documents the answer may use)."""
         text = self.validate_text(text, attachments=bool(attachments) or request_ticket)
         user = user_id
         with tracer.start_as_current_span("chat.turn", attributes={"deskpilot.turn_id": turn_id}):
@@ -249,6 +251,7 @@ class TurnService:
                             attachments=attachments or [],
                             request_ticket=request_ticket,
                             authenticated=authenticated,
+                            groups=list(groups) if authenticated else [],
                         ),
                     )
             except (RedisError, OSError) as exc:
@@ -272,6 +275,7 @@ class TurnService:
         attachments: list[str] | None = None,
         request_ticket: bool = False,
         authenticated: bool = False,
+        groups: Sequence[str] = (),
     ) -> ChatRead:
         """:meth:`submit` and wait for the answer; raises ``TimeoutError`` after ``timeout_s``
         (the turn goes on: its answer is stored for ``GET /api/turns/{turn_id}``)."""
@@ -284,6 +288,7 @@ class TurnService:
                 attachments=attachments,
                 request_ticket=request_ticket,
                 authenticated=authenticated,
+                groups=groups,
             )
             async with asyncio.timeout(timeout_s):
                 while True:

@@ -35,6 +35,10 @@ What a caller can rely on:
   ``1 + adjustment`` of its document: documents users rated mostly well rank a little higher,
   mostly badly a little lower. ``Hit.score`` (the cosine) is never adjusted, and without ratings
   every adjustment is 0, so the ranking is exactly the unadjusted one.
+* Every path (dense, keyword, the document ranking, the best document's chunks) considers only
+  the chunks the reader (:class:`~contracts.readers.Principals`) may read, *before* ranking: a
+  chunk they may not read never takes a place in any top ``k``, so the readable ones rank
+  exactly as if it did not exist. The default reader is anonymous (public chunks only).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from contracts.live import LiveReader
+from contracts.readers import ANONYMOUS, PUBLIC, Principals, Readers
 from contracts.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
@@ -275,21 +280,33 @@ class _Record:
     doc_id: str = ""
     generation: str = ""
     """Set on chunks of synced source documents (``contracts.live``); "" on all others."""
+    readers: Readers = PUBLIC
+    """Who may read the chunk's document (``contracts.readers``); public when it says nothing."""
 
 
 class _Gate:
-    """Which chunks of synced documents one retrieval may show: those of the published
-    generation (``contracts.live``), read once per document; ``stable`` turns False when a
+    """Which chunks one retrieval may show: those its reader may read and, of synced documents,
+    those of the published generation (``contracts.live``), read once per document; ``stable``
+    turns False when a
     generation was switched during the retrieval (its epoch moved), and the retrieval is done
     again, so it never shows a document's two versions, nor none while it is being replaced."""
 
-    def __init__(self, live: LiveReader | None) -> None:
+    def __init__(self, live: LiveReader | None, principals: Principals = ANONYMOUS) -> None:
         self.live = live
+        self.principals = principals
         self.start = live.epoch() if live is not None else 0
         self.stable = True
         self._published: dict[str, str | None] = {}
 
     def keep(self, records: list[_Record]) -> list[bool]:
+        """Per record, whether it may be shown: readable by the reader (checked again here, the
+        last door, whatever path found it) and of its document's published generation."""
+        readable = [self.principals.may_read(r.readers) for r in records]
+        records = [r for r, ok in zip(records, readable, strict=True) if ok]
+        published = iter(self._published_generation(records))
+        return [ok and next(published) for ok in readable]
+
+    def _published_generation(self, records: list[_Record]) -> list[bool]:
         if self.live is None:
             return [True] * len(records)
         needed = list(
@@ -328,38 +345,85 @@ class _Snapshot:
         for i, record in enumerate(records):
             by_url.setdefault(record.url, []).append(i)
         self.by_url = {url: np.asarray(rows, dtype=np.int64) for url, rows in by_url.items()}
+        self.public = np.fromiter(
+            (r.readers.public for r in records), dtype=bool, count=len(records)
+        )
+        by_user: dict[str, list[int]] = {}
+        by_group: dict[str, list[int]] = {}
+        for i, record in enumerate(records):
+            if not record.readers.public:
+                for user in record.readers.users:
+                    by_user.setdefault(user, []).append(i)
+                for group in record.readers.groups:
+                    by_group.setdefault(group, []).append(i)
+        self.by_user = {user: np.asarray(rows, dtype=np.int64) for user, rows in by_user.items()}
+        self.by_group = {name: np.asarray(rows, dtype=np.int64) for name, rows in by_group.items()}
         self._bm25: Any = None
         corpus = [keyword_tokens(f"{record.section}\n{record.text}") or [""] for record in records]
         if records:
             self._bm25 = bm25s.BM25()
             self._bm25.index(corpus, show_progress=False)
 
-    def search(self, question: str, limit: int) -> list[tuple[int, float]]:
-        """Positions and BM25 scores of the best ``limit`` records with a positive score."""
+    def readable(self, principals: Principals) -> Any | None:
+        """Which records ``principals`` may read, as a boolean mask over the records; None when
+        they may read every one (the common case: nothing restricted, or an operator's tool),
+        so the unfiltered paths stay as fast as they were."""
+        import numpy as np
+
+        if principals.everything or bool(self.public.all()):
+            return None
+        mask = self.public.copy()
+        if (
+            principals.user_id is not None
+            and (rows := self.by_user.get(principals.user_id)) is not None
+        ):
+            mask[rows] = True
+        for group in principals.groups:
+            if (rows := self.by_group.get(group)) is not None:
+                mask[rows] = True
+        return None if bool(mask.all()) else np.asarray(mask)
+
+    def search(self, question: str, limit: int, mask: Any = None) -> list[tuple[int, float]]:
+        """Positions and BM25 scores of the best ``limit`` records with a positive score (of
+        those ``mask`` keeps, when given)."""
         if self._bm25 is None:
             return []
         tokens = [t for t in keyword_tokens(question) if t in self._bm25.vocab_dict]
         if not tokens:
             return []
         scores = self._bm25.get_scores(tokens)
+        if mask is not None:
+            scores = scores * mask  # unreadable records score 0, which ``positive`` drops
         return _top(scores, limit, positive=True)
 
     def cosines(self, vector: Any, rows: Any) -> Any:
         """Cosine similarity of the (unit-length) ``vector`` to the records at ``rows``."""
         return self.embeddings[rows] @ vector
 
-    def openings_ranked(self, vector: Any, limit: int) -> list[tuple[int, float]]:
-        """Positions and cosines of the ``limit`` document openings closest to ``vector``."""
-        if not len(self.openings):
-            return []
-        scores = self.cosines(vector, self.openings)
-        return [(int(self.openings[i]), score) for i, score in _top(scores, limit)]
+    def nearest(self, vector: Any, limit: int, mask: Any) -> list[tuple[int, float]]:
+        """Positions and cosines of the ``limit`` records ``mask`` keeps closest to ``vector``:
+        exact (a product with every kept embedding), for readers who may not read everything."""
+        import numpy as np
 
-    def document(self, vector: Any, url: str, limit: int) -> list[tuple[int, float]] | None:
+        return self._ranked(vector, np.flatnonzero(mask), limit)
+
+    def openings_ranked(self, vector: Any, limit: int, mask: Any = None) -> list[tuple[int, float]]:
+        """Positions and cosines of the ``limit`` document openings closest to ``vector``."""
+        openings = self.openings if mask is None else self.openings[mask[self.openings]]
+        return self._ranked(vector, openings, limit)
+
+    def document(
+        self, vector: Any, url: str, limit: int, mask: Any = None
+    ) -> list[tuple[int, float]] | None:
         """Positions and cosines of ``url``'s chunks closest to ``vector``; None if unknown."""
         rows = self.by_url.get(url)
         if rows is None:
             return None
+        return self._ranked(vector, rows if mask is None else rows[mask[rows]], limit)
+
+    def _ranked(self, vector: Any, rows: Any, limit: int) -> list[tuple[int, float]]:
+        if not len(rows):
+            return []
         scores = self.cosines(vector, rows)
         return [(int(rows[i]), score) for i, score in _top(scores, limit)]
 
@@ -437,6 +501,7 @@ def _record(chunk_id: str, text: str | None, meta: Mapping[str, Any] | None) -> 
         os=frozenset(chunk_os(section, str(meta.get("os", "") or ""))),
         doc_id=str(meta.get("doc_id", "") or ""),
         generation=str(meta.get("generation", "") or ""),
+        readers=Readers.of(meta),
     )
 
 
@@ -493,8 +558,10 @@ class Retriever:
         document_chunks: int = 12,
         *,
         os: str | None = None,
+        principals: Principals = ANONYMOUS,
     ) -> Retrieval:
-        """The ``k`` best chunks for ``question``, and the best document's own chunks.
+        """The ``k`` best chunks for ``question``, and the best document's own chunks, among
+        those ``principals`` may read (public ones only by default).
 
         ``os`` is the user's operating system ("windows", "macos", "linux"; aliases such as "mac"
         work); chunks for it are preferred. The best document's chunks (by cosine similarity,
@@ -507,8 +574,8 @@ class Retriever:
 
         vector = np.asarray(self.encoder.encode([question])[0], dtype=np.float32)
         for attempt in range(1, _STABLE_ATTEMPTS + 1):
-            gate = _Gate(self.live)
-            snapshot = self._snapshot()
+            gate = _Gate(self.live, principals)
+            snapshot = self._snapshot(principals)
             hits = self._hybrid(question, vector, k, normalise_os(os), snapshot, gate)
             document: list[Hit] = []
             if hits:
@@ -519,9 +586,18 @@ class Retriever:
                 break
         return Retrieval(hits, document) if hits else Retrieval([], [])
 
-    def search(self, question: str, k: int, *, os: str | None = None) -> list[Hit]:
-        """The ``k`` best chunks for ``question``, best first."""
-        return self.retrieve(question, k, document_chunks=0, os=os).hits if k else []
+    def search(
+        self,
+        question: str,
+        k: int,
+        *,
+        os: str | None = None,
+        principals: Principals = ANONYMOUS,
+    ) -> list[Hit]:
+        """The ``k`` best chunks for ``question`` that ``principals`` may read, best first."""
+        if not k:
+            return []
+        return self.retrieve(question, k, document_chunks=0, os=os, principals=principals).hits
 
     def ping(self) -> bool:
         self.collection.count()
@@ -574,7 +650,9 @@ class Retriever:
         keyword_weight = config.keyword_weight if config.mode != "dense" else 0.0
         document_weight = config.document_weight if config.mode == "hybrid" else 0.0
         depth = max(config.candidates, k)
+        gate = gate or _Gate(None)
         candidates: dict[str, _Candidate] = {}
+        mask = snapshot.readable(gate.principals) if snapshot is not None else None
         if dense_weight > 0 or keyword_weight == 0 or snapshot is None:
             nearest = self._dense(vector, depth, snapshot=snapshot)
             if snapshot is not None and any(
@@ -583,21 +661,24 @@ class Retriever:
                 # Chunks written since the snapshot: rebuild it now (at most once a second), so
                 # that they get their keyword and document ranks in this very answer.
                 snapshot = self._rebuilt(snapshot)
+                mask = snapshot.readable(gate.principals)
+            if mask is not None:
+                nearest = self._dense_readable(vector, depth, snapshot, mask, nearest, gate)
             for rank, candidate in enumerate(nearest, 1):
                 candidate.dense_rank = rank if dense_weight > 0 else None
                 candidates[candidate.record.chunk_id] = candidate
         if keyword_weight > 0 and snapshot is not None:
-            for rank, (position, score) in enumerate(snapshot.search(question, depth), 1):
+            for rank, (position, score) in enumerate(snapshot.search(question, depth, mask), 1):
                 record = snapshot.records[position]
                 candidate = candidates.setdefault(record.chunk_id, _Candidate(record))
                 candidate.keyword_rank, candidate.keyword_score = rank, score
         document_rank: dict[str, int] = {}
         if document_weight > 0 and snapshot is not None:
-            for position, cosine in snapshot.openings_ranked(vector, depth):
+            for position, cosine in snapshot.openings_ranked(vector, depth, mask):
                 record = snapshot.records[position]
                 document_rank.setdefault(record.url, len(document_rank) + 1)
                 candidates.setdefault(record.chunk_id, _Candidate(record, cosine=cosine))
-        shown = (gate or _Gate(None)).keep([c.record for c in candidates.values()])
+        shown = gate.keep([c.record for c in candidates.values()])
         candidates = {
             chunk_id: candidate
             for (chunk_id, candidate), keep in zip(candidates.items(), shown, strict=True)
@@ -637,10 +718,12 @@ class Retriever:
         holds ``best`` itself (so it holds that version of the document), else from Chroma."""
         if limit <= 0:
             return []
+        gate = gate or _Gate(None)
         candidates: list[_Candidate] | None = None
         if snapshot is not None and best.chunk_id in snapshot.position:
             # Twice the limit: a replaced generation's chunks may still be there, unshown.
-            rows = snapshot.document(vector, best.url, 2 * limit)
+            mask = snapshot.readable(gate.principals)
+            rows = snapshot.document(vector, best.url, 2 * limit, mask)
             if rows is not None:
                 candidates = [
                     _Candidate(snapshot.records[position], cosine=cosine)
@@ -648,7 +731,7 @@ class Retriever:
                 ]
         if candidates is None:
             candidates = self._dense(vector, 2 * limit, where={"url": best.url})
-        shown = (gate or _Gate(None)).keep([candidate.record for candidate in candidates])
+        shown = gate.keep([candidate.record for candidate in candidates])
         return [self._hit(c) for c, keep in zip(candidates, shown, strict=True) if keep][:limit]
 
     def _rebuilt(self, stale: _Snapshot) -> _Snapshot:
@@ -663,9 +746,9 @@ class Retriever:
             logger.exception("rebuilding the retrieval snapshot failed; using the previous one")
         return self._index or stale
 
-    def _snapshot(self) -> _Snapshot | None:
-        if self.config.mode == "dense":
-            return None  # nothing here needs it
+    def _snapshot(self, principals: Principals = ANONYMOUS) -> _Snapshot | None:
+        if self.config.mode == "dense" and principals.everything:
+            return None  # nothing here needs it (a reader who may not read everything does)
         try:
             self.refresh()
         except Exception:
@@ -718,6 +801,30 @@ class Retriever:
             for chunk_id, distance in zip(ids, distances, strict=True)
             if chunk_id in records  # deleted between the query and the fetch
         ]
+
+    def _dense_readable(
+        self,
+        vector: Any,
+        k: int,
+        snapshot: _Snapshot,
+        mask: Any,
+        nearest: list[_Candidate],
+        gate: _Gate,
+    ) -> list[_Candidate]:
+        """The ``k`` readable chunks closest to ``vector``, for a reader who may not read every
+        chunk: exact cosines over the snapshot's readable chunks (so no unreadable chunk takes
+        a place of the ``k``, as it would when Chroma's top ``k`` were filtered afterwards), and
+        the readable ones of ``nearest`` (Chroma's answer) that the snapshot does not hold yet."""
+        fresh = [c for c in nearest if c.record.chunk_id not in snapshot.position]
+        found = [
+            _Candidate(snapshot.records[position], cosine=cosine)
+            for position, cosine in snapshot.nearest(vector, k, mask)
+        ]
+        found += [
+            c for c, ok in zip(fresh, gate.keep([c.record for c in fresh]), strict=True) if ok
+        ]
+        found.sort(key=lambda c: -(c.cosine if c.cosine is not None else -1.0))
+        return found[:k]
 
     def _fill_cosines(
         self, vector: Any, candidates: dict[str, _Candidate], snapshot: _Snapshot | None

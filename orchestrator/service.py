@@ -177,6 +177,8 @@ class Orchestrator:
             correlation_id=query.correlation_id,
             conversation_id=query.conversation_id,
             user_id=query.user_id,
+            groups=query.groups,
+            authenticated=query.authenticated,
             reply_to=query.reply_to,
             question=query.text,
             redaction_notice=redaction_notice(query.redactions),

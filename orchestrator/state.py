@@ -33,6 +33,12 @@ class TurnState(BaseModel):
     correlation_id: str
     conversation_id: str
     user_id: str
+    groups: list[str] = Field(
+        default_factory=list, description="The user's groups, as `query.received` carried them."
+    )
+    authenticated: bool = Field(
+        False, description="The gateway verified the user: only then do user id and groups count."
+    )
     reply_to: str
     question: str = Field(description="The redacted question.")
     redaction_notice: str | None = Field(

@@ -101,6 +101,7 @@ def register(
             correlation_id=event.correlation_id,
             conversation_id=event.conversation_id,
             user_id=event.user_id,
+            groups=event.groups,  # ids, not personal text: passed on unredacted
             text=redaction.text,
             redactions=counts([redaction]),
             reply_to=event.reply_to,

@@ -97,6 +97,7 @@ async def chat(
             attachments=request.attachments,
             request_ticket=request.request_ticket,
             authenticated=user.source == "token",
+            groups=user.groups,
         )
     except TimeoutError:
         raise ApiError(
@@ -218,6 +219,7 @@ class _Connection:
                     attachments=attachments,
                     request_ticket=request_ticket,
                     authenticated=self.user.source == "token",
+                    groups=self.user.groups,
                 )
             except ApiError as exc:
                 await self.error(exc.code, exc.detail, client_id=client_id)

@@ -14,7 +14,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
+from contracts.readers import PUBLIC, Readers
 from indexer.extract import ExtractedDocument
+
+__all__ = [
+    "PUBLIC",
+    "Change",
+    "ChangePage",
+    "DocumentError",
+    "Readers",
+    "Source",
+    "SourceError",
+]
 
 
 class SourceError(RuntimeError):
@@ -24,30 +35,6 @@ class SourceError(RuntimeError):
 
 class DocumentError(RuntimeError):
     """One document cannot be read or extracted; the run counts it failed and goes on."""
-
-
-@dataclass(frozen=True, slots=True)
-class Readers:
-    """Who may read a document, as the source reports it (user and group ids of that system)."""
-
-    public: bool
-    users: tuple[str, ...] = ()
-    groups: tuple[str, ...] = ()
-
-    def metadata(self) -> dict[str, str | bool]:
-        """The form filed on chunks: Chroma metadata holds scalars, so the ids are joined with
-        ``|`` (and framed by it, so ``|alice|`` never matches ``malice``)."""
-        return {
-            "readers_public": self.public,
-            "readers_users": "|" + "|".join(sorted(self.users)) + "|" if self.users else "",
-            "readers_groups": "|" + "|".join(sorted(self.groups)) + "|" if self.groups else "",
-        }
-
-    def fingerprint(self) -> str:
-        return f"{int(self.public)};{','.join(sorted(self.users))};{','.join(sorted(self.groups))}"
-
-
-PUBLIC = Readers(public=True)
 
 
 @dataclass(frozen=True, slots=True)

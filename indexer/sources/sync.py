@@ -188,7 +188,10 @@ class SourceSync:
     def _index(self, change: Change, known: KnownDocument | None) -> Outcome:
         doc_id = source_doc_id(self.source.name, change.key)
         document = dataclasses.replace(self.source.fetch(change), explicit_id=doc_id)
-        readers = self.source.permissions(change)
+        try:
+            readers = self.source.permissions(change)
+        except ValueError as exc:  # an id that cannot be filed (see contracts.readers)
+            raise DocumentError(f"its readers: {exc}") from None
         generation = hashlib.sha256(
             f"{document.content_hash}\n{readers.fingerprint()}".encode()
         ).hexdigest()[:24]

@@ -20,6 +20,7 @@ from contracts.events import (
     QueryReceived,
     SimilarCase,
 )
+from contracts.readers import Principals
 from orchestrator.attachments import StoredAttachment
 from orchestrator.compose import compose_text
 from orchestrator.config import OrchestratorSettings
@@ -279,6 +280,12 @@ class Turn:
     def by(self) -> str:
         """The end of a decision's reason that says who read the intent."""
         return self.reader.value
+
+    @property
+    def principals(self) -> Principals:
+        """Who reads the answer: only what they may read is searched (:mod:`contracts.readers`)."""
+        state = self.state
+        return Principals.of(state.user_id, state.groups, authenticated=state.authenticated)
 
     @property
     def os(self) -> str | None:

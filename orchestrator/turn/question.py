@@ -147,7 +147,11 @@ class IntentStep(Step):
         if deps.llm.enabled:
             # The model's reading is the slow part: search meanwhile (most messages are searched).
             turn.early_search = turn.background.soon(
-                deps.retriever.retrieve, turn.search_text, settings.top_k, os=turn.os
+                deps.retriever.retrieve,
+                turn.search_text,
+                settings.top_k,
+                os=turn.os,
+                principals=turn.principals,
             )
             turn.read_intent, turn.reader = await read_intent(turn)
         else:
@@ -193,7 +197,11 @@ class RetrievalStep(Step):
     async def __call__(self, turn: Turn) -> Reply | None:
         deps, settings = turn.deps, turn.settings
         search = turn.early_search or turn.background.soon(
-            deps.retriever.retrieve, turn.search_text, settings.top_k, os=turn.os
+            deps.retriever.retrieve,
+            turn.search_text,
+            settings.top_k,
+            os=turn.os,
+            principals=turn.principals,
         )
         turn.similar_cases = similar_cases_early(turn)
         # The user hears of the search while it runs.

@@ -1,0 +1,229 @@
+"""Permission-aware retrieval on a real Chroma collection with the real query encoder: a reader
+only ever gets chunks they may read, on every path (dense, keyword, the document ranking, the
+best document's chunks), and the readable chunks rank as if the others did not exist."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+from contracts.readers import ANONYMOUS, EVERYONE, Principals, Readers
+from orchestrator.embedding import QueryEncoder
+from orchestrator.retrieval import HybridConfig, Retriever
+from orchestrator.tests.test_retrieval import ARTICLES, collection  # noqa: F401 - fixture
+
+SALARY_URL = "https://wiki.example/hr/salary-bands"
+SALARY = (
+    "Salary bands 2026",
+    "Salary bands 2026 > Engineering",
+    "Engineering salary bands: band E3 pays 71,000 to 84,000; the Orbis bonus is 9 percent. "
+    "Raise a band review with your HR partner.",
+)
+QUESTION = "What are the engineering salary bands and the Orbis bonus?"
+HR = Principals(user_id="u-hana", groups=frozenset({"hr-team"}))
+IT = Principals(user_id="u-ivan", groups=frozenset({"it-staff"}))
+
+
+def put(
+    chroma: Any,
+    encoder: QueryEncoder,
+    url: str,
+    title: str,
+    section: str,
+    body: str,
+    readers: Readers | None,
+    *,
+    index: int = 0,
+) -> str:
+    """One chunk as the indexer writes it, with its readers when it has any."""
+    chunk_id = hashlib.sha256(f"{url}\n{index}\n{body}".encode()).hexdigest()[:32]
+    metadata: dict[str, Any] = {
+        "doc_id": hashlib.sha256(url.encode()).hexdigest(),
+        "url": url,
+        "title": title,
+        "section": section,
+        "chunk_index": index,
+        "os": "",
+    }
+    if readers is not None:
+        metadata.update(readers.metadata())
+    chroma.upsert(
+        ids=[chunk_id],
+        embeddings=encoder.encode([f"{section}\n\n{body}"]),
+        documents=[body],
+        metadatas=[metadata],
+    )
+    return chunk_id
+
+
+@pytest.fixture
+def kb(collection: Any, encoder: QueryEncoder) -> Any:  # noqa: F811 - the fixture above
+    for url, title, section, body in ARTICLES:
+        put(collection, encoder, url, title, section, body, None)
+    hr_only = Readers(public=False, groups=("hr-team",))
+    title, section, body = SALARY
+    put(collection, encoder, SALARY_URL, title, section, body, hr_only)
+    put(
+        collection,
+        encoder,
+        SALARY_URL,
+        title,
+        f"{title} > Bonus",
+        "Orbis bonus: 9%.",
+        hr_only,
+        index=1,
+    )
+    # A public page on the same topic, which must rank where it would without the HR page.
+    put(
+        collection,
+        encoder,
+        "https://kb.example/pay-questions",
+        "Questions about pay",
+        "Questions about pay",
+        "Questions about salary bands or a bonus go to your HR partner through the HR portal.",
+        None,
+    )
+    return collection
+
+
+def urls(hits: Any) -> list[str]:
+    return [hit.url for hit in hits]
+
+
+def test_a_restricted_chunk_that_would_rank_first_is_invisible_to_others(
+    kb: Any, encoder: QueryEncoder
+) -> None:
+    retriever = Retriever(encoder, kb)
+    for_hr = retriever.retrieve(QUESTION, 5, principals=HR)
+    assert for_hr.hits[0].url == SALARY_URL  # it is the best match for whoever may read it
+    assert urls(for_hr.best_document) == [SALARY_URL, SALARY_URL]
+
+    for reader in (IT, ANONYMOUS, Principals(user_id="u-x", groups=frozenset({"hr-team-x"}))):
+        found = retriever.retrieve(QUESTION, 5, principals=reader)
+        assert SALARY_URL not in urls(found.hits) + urls(found.best_document)
+        assert not [hit for hit in found.hits if "Orbis" in hit.text or "Salary" in hit.title]
+        assert found.hits[0].url == "https://kb.example/pay-questions"
+
+
+def test_readers_rank_as_if_the_restricted_document_did_not_exist(
+    kb: Any, encoder: QueryEncoder, tmp_path: Any
+) -> None:
+    """The same question over the same public chunks, once with the HR page in the collection
+    (read by someone outside HR) and once without it: the same hits, in the same order, with
+    the same cosines. Dense search is exact in both, so only the filtering could differ."""
+    config = HybridConfig(candidates=3)  # fewer candidates than chunks: filtering must not
+    # let the HR chunks take places of the top 3
+    with_hr = Retriever(encoder, kb, config).retrieve(QUESTION, 3, principals=IT)
+    restricted = kb.get(where={"readers_public": False})["ids"]
+    assert len(restricted) == 2
+    kb.delete(ids=restricted)
+    without_hr = Retriever(encoder, kb, config).retrieve(QUESTION, 3, principals=EVERYONE)
+    assert [h.chunk_id for h in with_hr.hits] == [h.chunk_id for h in without_hr.hits]
+    assert [h.score for h in with_hr.hits] == pytest.approx(
+        [h.score for h in without_hr.hits], abs=1e-4
+    )
+    # The fusion sees no trace of the HR page either: no rank was taken by it on any path.
+    assert [h.fused_score for h in with_hr.hits] == pytest.approx(
+        [h.fused_score for h in without_hr.hits]
+    )
+
+
+def test_a_user_listed_by_id_reads_it_and_the_keyword_path_filters_too(
+    kb: Any, encoder: QueryEncoder
+) -> None:
+    put(
+        kb,
+        encoder,
+        "https://wiki.example/it/breakglass",
+        "Break-glass account",
+        "Break-glass account",
+        "The ZX-4411 break-glass account is kept in the vault; two admins open it together.",
+        Readers(public=False, users=("u-ivan",)),
+    )
+    keyword = Retriever(encoder, kb, HybridConfig(mode="keyword"))
+    assert urls(keyword.search("ZX-4411", 3, principals=IT))[:1] == [
+        "https://wiki.example/it/breakglass"
+    ]
+    assert "https://wiki.example/it/breakglass" not in urls(
+        keyword.search("ZX-4411", 3, principals=HR)
+    )
+    # A different user with the same id as a *group* name gets nothing: users and groups are
+    # separate name spaces.
+    lookalike = Principals(user_id="u-other", groups=frozenset({"u-ivan"}))
+    assert "https://wiki.example/it/breakglass" not in urls(
+        keyword.search("ZX-4411", 3, principals=lookalike)
+    )
+    dense = Retriever(encoder, kb, HybridConfig(mode="dense"))
+    assert "https://wiki.example/it/breakglass" not in urls(
+        dense.search("break-glass account vault", 10, principals=ANONYMOUS)
+    )
+    assert urls(dense.search("break-glass account vault", 1, principals=IT)) == [
+        "https://wiki.example/it/breakglass"
+    ]
+
+
+def test_an_anonymous_reader_sees_public_chunks_only_even_as_a_named_user(
+    kb: Any, encoder: QueryEncoder
+) -> None:
+    # An unauthenticated turn names a user id and groups: neither counts.
+    reader = Principals.of("u-hana", ["hr-team"], authenticated=False)
+    assert reader == ANONYMOUS
+    found = Retriever(encoder, kb).retrieve(QUESTION, 10, principals=reader)
+    assert SALARY_URL not in urls(found.hits)
+    # Groups that cannot be filed are dropped, never matched by a part.
+    odd = Principals.of("u-1", ["hr-team|it-staff", "", " hr-team", 7], authenticated=True)  # type: ignore[list-item]
+    assert odd.groups == frozenset()
+
+
+def test_a_chunk_written_since_the_snapshot_is_filtered_too(kb: Any, encoder: QueryEncoder) -> None:
+    config = HybridConfig(refresh_interval_s=3600, rebuild_min_interval_s=3600)
+    retriever = Retriever(encoder, kb, config)
+    retriever.search("printer", 1, principals=IT)  # the snapshot; no rebuild for an hour
+    secret = put(
+        kb,
+        encoder,
+        "https://wiki.example/hr/layoffs",
+        "Restructuring plan",
+        "Restructuring plan",
+        "The plotter room closes; plotter jobs move to the Kestrel print shop.",
+        Readers(public=False, groups=("executives",)),
+    )
+    question = "where do plotter jobs go now"
+    assert secret not in [h.chunk_id for h in retriever.search(question, 8, principals=IT)]
+    exec_reader = Principals(user_id="u-e", groups=frozenset({"executives"}))
+    assert secret in [h.chunk_id for h in retriever.search(question, 8, principals=exec_reader)]
+
+
+def test_a_permission_change_shows_at_the_next_snapshot(kb: Any, encoder: QueryEncoder) -> None:
+    retriever = Retriever(encoder, kb, HybridConfig(refresh_interval_s=0))
+    assert SALARY_URL not in urls(retriever.search(QUESTION, 5, principals=IT))
+    # A sync files new readers as a new generation: chunks with new ids (the generation is part
+    # of them), the old ones deleted (here at once; the sync waits out a grace period).
+    old = kb.get(where={"url": SALARY_URL}, include=["metadatas", "documents", "embeddings"])
+    readers = Readers(public=False, groups=("it-staff",)).metadata()
+    kb.add(
+        ids=[f"{chunk_id}-g2" for chunk_id in old["ids"]],
+        embeddings=old["embeddings"],
+        documents=old["documents"],
+        metadatas=[{**meta, **readers} for meta in old["metadatas"]],
+    )
+    kb.delete(ids=old["ids"])
+    assert SALARY_URL in urls(retriever.search(QUESTION, 5, principals=IT))
+    assert SALARY_URL not in urls(retriever.search(QUESTION, 5, principals=HR))
+
+
+def test_the_snapshot_mask_matches_the_rule(kb: Any, encoder: QueryEncoder) -> None:
+    retriever = Retriever(encoder, kb)
+    retriever.refresh(force=True)
+    snapshot = retriever._index
+    assert snapshot is not None
+    assert snapshot.readable(EVERYONE) is None
+    for reader in (HR, IT, ANONYMOUS):
+        mask = snapshot.readable(reader)
+        expected = np.asarray([reader.may_read(r.readers) for r in snapshot.records])
+        # None: every record readable (HR reads all of this collection), without a mask.
+        assert (expected if mask is None else mask == expected).all()
+        assert (mask is None) == bool(expected.all())
