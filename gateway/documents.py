@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from contracts.bus import Bus
 from contracts.events import DocumentDeleted, DocumentStatus, DocumentSubmitted, new_id, utcnow
+from contracts.readers import MAX_GROUPS, Readers
 from contracts.textfiles import NotText, decode_text
 from contracts.topics import Topic
 from gateway.config import GatewaySettings
@@ -102,6 +103,22 @@ def check_upload(filename: str, data: bytes, max_bytes: int) -> str:
     return content_type
 
 
+def check_readers(users: list[str], groups: list[str]) -> Readers | None:
+    """Who may read an upload, from the admin's lists: None (everyone) when both are empty;
+    422 for an id that could never match a reader (empty, too long, not printable, with ``|``),
+    before the file is read."""
+    if len(users) + len(groups) > MAX_GROUPS:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"At most {MAX_GROUPS} readers (users and groups) per document.",
+        )
+    try:
+        readers = Readers(public=False, users=tuple(users), groups=tuple(groups))
+    except ValueError as exc:
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"read_users / read_groups: {exc}.") from None
+    return readers if users or groups else None
+
+
 def valid_document_id(document_id: str) -> bool:
     return bool(_DOCUMENT_ID.match(document_id))
 
@@ -136,8 +153,11 @@ class DocumentService:
         self.records = records
         self.settings = settings
 
-    async def submit(self, filename: str, data: bytes) -> DocumentAccepted:
-        """Check the file and queue it for indexing; once this returns it is durably queued.
+    async def submit(
+        self, filename: str, data: bytes, readers: Readers | None = None
+    ) -> DocumentAccepted:
+        """Check the file and queue it for indexing, readable by ``readers`` (everyone when
+        None); once this returns it is durably queued.
 
         The record is written before the event is published: the indexer's status could
         otherwise arrive first and be overwritten by "queued".
@@ -166,6 +186,8 @@ class DocumentService:
                         content_type=content_type,
                         content_b64=base64.b64encode(data).decode("ascii"),
                         uploaded_by=_UPLOADER,
+                        read_users=list(readers.users) if readers else [],
+                        read_groups=list(readers.groups) if readers else [],
                     ),
                 )
             except (RedisError, OSError) as exc:
@@ -174,7 +196,12 @@ class DocumentService:
                 raise _bus_unavailable() from exc
         log.info(
             "document queued",
-            extra={"document_id": document_id, "content_type": content_type, "bytes": len(data)},
+            extra={
+                "document_id": document_id,
+                "content_type": content_type,
+                "bytes": len(data),
+                "restricted": readers is not None,
+            },
         )
         return DocumentAccepted(id=document_id)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import redis
 
+from contracts.readers import Readers
 from indexer.extract import Block, ExtractedDocument, Section, extract_document
 from indexer.service import Ingestor, IngestReport
 
@@ -45,6 +46,9 @@ def document_to_record(doc: ExtractedDocument) -> dict[str, Any]:
         "category": doc.category,
         "os": doc.os,
         "content_hash": doc.content_hash,
+        "readers": None
+        if doc.readers is None
+        else {"users": list(doc.readers.users), "groups": list(doc.readers.groups)},
         "sections": [
             {
                 "path": list(section.path),
@@ -70,6 +74,9 @@ def document_from_record(record: dict[str, Any]) -> ExtractedDocument:
             for section in record["sections"]
         ),
         explicit_id=record["doc_id"],
+        readers=None
+        if not (readers := record.get("readers"))
+        else Readers(public=False, users=tuple(readers["users"]), groups=tuple(readers["groups"])),
     )
 
 

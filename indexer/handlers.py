@@ -25,6 +25,7 @@ from contracts.events import (
     SourceSyncRequested,
     SyncSummary,
 )
+from contracts.readers import Readers
 from contracts.topics import Group, Topic
 from indexer.crawled import CrawledPages
 from indexer.gaps import GapWindow
@@ -33,11 +34,23 @@ from indexer.sources.sync import SyncBusy, SyncResult
 from indexer.uploads import UploadResult, UploadService
 
 
+def upload_readers(event: DocumentSubmitted) -> Readers | None:
+    """Who may read an upload: everyone unless the admin named users or groups."""
+    if not event.read_users and not event.read_groups:
+        return None
+    return Readers(public=False, users=tuple(event.read_users), groups=tuple(event.read_groups))
+
+
 def register(bus: Bus, uploads: UploadService, crawled: CrawledPages) -> None:
     async def on_submitted(event: DocumentSubmitted, delivery: Delivery) -> None:
         try:
+            readers = upload_readers(event)
+        except ValueError as exc:  # the gateway checks them: a producer of its own sent these
+            await _report(bus, event, event.document_id, UploadResult("failed", detail=str(exc)))
+            return
+        try:
             result = await asyncio.to_thread(
-                uploads.submit, event.document_id, event.filename, event.content_b64
+                uploads.submit, event.document_id, event.filename, event.content_b64, readers
             )
         except Exception as exc:
             # Chroma or Redis failed. The bus retries; on the last attempt the admin learns it

@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 
 from contracts.bus import Bus
 from contracts.events import ProposalDrafted, ProposalSource, ProposedQuestion, new_id
+from contracts.readers import public_only_where
 from contracts.topics import Topic
 from indexer.gaps import PREFIX, Cluster, GapQuestion, GapWindow, as_text, cluster
 
@@ -151,9 +152,13 @@ class Drafter:
     ) -> tuple[list[tuple[str, str, str, float]], tuple[str, str, float] | None]:
         if self.knowledge.count() == 0:
             return [], None
+        # Public chunks only: a proposal is read by reviewers and becomes an article for
+        # everyone, so a restricted page must leave no trace in it (not even as the closest
+        # article).
         result = self.knowledge.query(
             query_embeddings=[centroid],
             n_results=MAX_KB_RESULTS,
+            where=public_only_where(),
             include=["metadatas", "documents", "distances"],
         )
         pages: list[tuple[str, str, str, float]] = []

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from contracts.readers import PUBLIC, Readers
 from indexer.chunking import Chunk, ChunkingConfig, SemanticChunker
 from indexer.extract import ExtractedDocument, UnsupportedDocument, extract_document
 
@@ -280,14 +281,22 @@ class Ingestor:
         stored_versions = {
             (str(meta.get("content_hash")), str(meta.get("chunking"))) for meta in metadatas
         }
+        # Who may read it is part of the version too (a source document's readers are part of
+        # its generation instead).
+        wanted = (doc.readers or PUBLIC).fingerprint()
+        same_readers = versioned is not None or all(
+            Readers.of(meta).fingerprint() == wanted for meta in metadatas
+        )
         report = IngestReport(files_seen=1)
         if not chunks:
             report.chunks_deleted = self._delete(stored_ids)
             report.files_skipped = 1
             report.skipped.append(SkippedFile(doc.source_path, "no text to index"))
-        elif stored_ids == set(ids) and stored_versions == {
-            (doc.content_hash, self._chunker.fingerprint)
-        }:
+        elif (
+            same_readers
+            and stored_ids == set(ids)
+            and stored_versions == {(doc.content_hash, self._chunker.fingerprint)}
+        ):
             report.files_unchanged = 1
             report.documents.append(self._outcome(doc, "unchanged", 0, 0))
         else:
@@ -342,6 +351,8 @@ class Ingestor:
             "chunk_count": len(chunks),
             "indexed_at": indexed_at,
         }
+        if doc.readers is not None:
+            base.update(doc.readers.metadata())
         if versioned is not None:
             base.update(versioned.metadata)
             base["generation"] = versioned.generation

@@ -21,6 +21,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
+from contracts.readers import Readers
 from indexer.documents import DocumentStore
 from indexer.extract import (
     PDF_SUFFIXES,
@@ -64,9 +65,16 @@ class UploadService:
         self._collection = collection
         self._store = store
 
-    def submit(self, document_id: str, filename: str, content_b64: str) -> UploadResult:
-        """Extract, store and index an upload. Problems with the file itself give a ``failed``
-        result; problems with Chroma or Redis raise, so the message is retried."""
+    def submit(
+        self,
+        document_id: str,
+        filename: str,
+        content_b64: str,
+        readers: Readers | None = None,
+    ) -> UploadResult:
+        """Extract, store and index an upload, readable by ``readers`` (everyone when None).
+        Problems with the file itself give a ``failed`` result; problems with Chroma or Redis
+        raise, so the message is retried."""
         if self._store.is_deleted(document_id):
             return UploadResult("deleted", detail="deleted before it was indexed")
         try:
@@ -78,7 +86,7 @@ class UploadService:
             doc = extract_bytes(data, filename, url)
         except UnsupportedDocument as exc:
             return UploadResult("failed", detail=_extraction_problem(exc, filename), url=url)
-        doc = dataclasses.replace(doc, explicit_id=document_id)
+        doc = dataclasses.replace(doc, explicit_id=document_id, readers=readers)
         if not doc.sections:
             return UploadResult("failed", detail=_no_text(filename), url=url)
 

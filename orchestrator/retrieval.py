@@ -662,7 +662,7 @@ class Retriever:
                 # that they get their keyword and document ranks in this very answer.
                 snapshot = self._rebuilt(snapshot)
                 mask = snapshot.readable(gate.principals)
-            if mask is not None:
+            if mask is not None and snapshot is not None:
                 nearest = self._dense_readable(vector, depth, snapshot, mask, nearest, gate)
             for rank, candidate in enumerate(nearest, 1):
                 candidate.dense_rank = rank if dense_weight > 0 else None

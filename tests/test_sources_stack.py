@@ -18,7 +18,7 @@ import pytest
 from deploy.runner import Stack
 from tests.support import wait_until_sync
 from tests.support.fake_confluence import EMAIL, TOKEN, FakeConfluence
-from tests.support.stack import ask, running_stack
+from tests.support.stack import ask, running_stack, source_synced
 
 pytestmark = [pytest.mark.slow]
 
@@ -59,17 +59,8 @@ def admin(stack: Stack, method: str, path: str) -> httpx.Response:
 
 
 def synced(stack: Stack, after: str | None) -> dict[str, Any]:
-    """Request a sync and wait for a run that ended after ``after``; its status."""
-    assert admin(stack, "POST", "/api/admin/sources/facilities/sync").status_code == 202
-
-    def done() -> dict[str, Any] | None:
-        status: dict[str, Any] = admin(stack, "GET", "/api/admin/sources/facilities").json()
-        finished = status.get("last_finished_at")
-        return status if finished and finished != after else None
-
-    result = wait_until_sync(done, 300)
-    assert result is not None
-    return result
+    """Sync the space and wait for the run that ended after ``after``; its status."""
+    return source_synced(stack, ADMIN, "facilities", after)
 
 
 def test_a_synced_space_is_answered_from_and_an_edit_replaces_it(

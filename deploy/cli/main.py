@@ -15,6 +15,7 @@ Runner = Callable[[argparse.Namespace], int]
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     """The parser, and for each command path ("eval intents") the function that runs it."""
     from deploy.bench import crawl as bench_crawl
+    from deploy.bench import permissions as bench_permissions
     from deploy.bench import start as bench_start
     from deploy.cli import (
         ask,
@@ -72,6 +73,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["bench crawl"] = bench_crawl.run_crawl_bench
     bench_start.add_parser(bench_kinds)
     runners["bench start"] = bench_start.run_start_bench
+    bench_permissions.add_parser(bench_kinds)
+    runners["bench permissions"] = bench_permissions.run_permissions_bench
 
     evaluate = commands.add_parser("eval", help="quality evaluations")
     evaluations = evaluate.add_subparsers(dest="kind", required=True)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
+from contracts.readers import Readers
+
 BlockKind = Literal["paragraph", "step", "bullet", "code", "table"]
 
 HTML_SUFFIXES = frozenset({".html", ".htm"})
@@ -94,6 +96,9 @@ class ExtractedDocument:
     source_path: Path | None = field(default=None, compare=False)
     explicit_id: str | None = None
     """An id chosen elsewhere (an upload's document id), used instead of the URL's hash."""
+    readers: Readers | None = None
+    """Who may read it, when an admin restricted an upload; None is everyone. (Synced source
+    documents file their readers through :class:`indexer.service.Versioned` instead.)"""
 
     @property
     def doc_id(self) -> str:

@@ -8,21 +8,24 @@ read back from the stream.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 import redis.asyncio as aioredis
 from chromadb.api.models.Collection import Collection
 
 from contracts.bus import Bus, decode_entry
 from contracts.events import AuditRecorded, FeedbackRecorded, ProposalDrafted, new_id
+from contracts.readers import Readers
 from contracts.topics import Topic
 from indexer.cases import CaseStore, ResolvedCase, open_cases_collection
 from indexer.config import IndexerSettings
 from indexer.embedding import Embedder
 from indexer.extract import extract_markdown
-from indexer.gaps import GapWindow, cluster, tombstone
+from indexer.gaps import GapQuestion, GapWindow, cluster, tombstone
 from indexer.proposals import Drafter, GapDetector, is_crawled, title_of
 from indexer.service import Ingestor
 
@@ -228,3 +231,44 @@ async def test_a_round_drafts_one_proposal_per_recurring_gap_and_redrafts_when_i
     assert "switch the VPN protocol to TCP" in first.article_markdown
     assert first.article_markdown.startswith(f"# {first.title}\n")
     assert "vpn" in first.title.lower()
+
+
+def test_a_restricted_page_leaves_no_trace_in_a_draft(
+    embedder: Embedder, ingestor: Ingestor, collection: Collection
+) -> None:
+    """A proposal is read by reviewers and published for everyone: the closest article and the
+    pages it quotes are public ones, even when a restricted page is closer."""
+    restricted = extract_markdown(
+        "# VPN keeps disconnecting every few minutes\n\nVPN disconnects constantly when "
+        "working from home, the connection drops all the time: the executives' Falcon gateway "
+        "needs your hardware token.",
+        fallback_title="Executive VPN",
+        fallback_url="https://wiki.example/exec/vpn-drops",
+    )
+    public = extract_markdown(
+        "# VPN client settings\n\nThe VPN client's settings list the protocol and the server.",
+        fallback_title="VPN client settings",
+        fallback_url="https://it.example/kb/vpn",
+    )
+    ingestor.ingest_documents(
+        [replace(restricted, readers=Readers(public=False, groups=("executives",))), public]
+    )
+    vectors = np.asarray(embedder.encode(VPN))
+    centroid = vectors.mean(axis=0)
+    centroid /= np.linalg.norm(centroid)
+    questions = [GapQuestion(new_id(), text, "no_answer", datetime.now(UTC)) for text in VPN]
+    # The restricted page is the closest of all: it would be the affected article.
+    nearest = collection.query(query_embeddings=[centroid.tolist()], n_results=1)
+    assert nearest["metadatas"][0][0]["url"] == "https://wiki.example/exec/vpn-drops"
+
+    draft = Drafter(collection, None, 0.2).draft(questions, centroid.tolist(), "VPN drops")
+
+    # Without the filter the restricted page would be the closest article; now the public
+    # page is what the draft quotes (a page without category counts as crawled here).
+    assert draft.affected_url is None
+    assert [s.ref for s in draft.sources] == ["https://it.example/kb/vpn"]
+    everything = " ".join(
+        [draft.article_markdown, str(draft.affected_title), *(s.ref for s in draft.sources)]
+    )
+    assert "falcon" not in everything.lower()
+    assert "exec" not in everything.lower()

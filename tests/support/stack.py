@@ -42,7 +42,7 @@ import httpx
 
 from deploy.preload import ForkServer
 from deploy.runner import PROCESS_ENV, Child, RunnerSettings, Stack, free_port
-from tests.support import vector_cache_dir
+from tests.support import vector_cache_dir, wait_until_sync
 from tests.support.chromium import require_chromium
 
 FAST_ENV = {
@@ -226,3 +226,18 @@ def ask(stack: Stack, text: str, *, user: StackUser | None = None, **fields: Any
         headers=asker.headers,
         timeout=90,
     )
+
+
+def source_synced(stack: Stack, admin_token: str, source: str, after: str | None) -> dict[str, Any]:
+    """Request a sync of the knowledge source ``source`` as the admin and wait for a run that
+    ended after ``after`` (a ``last_finished_at``, None for the first); the source's status."""
+    headers = {"Authorization": f"Bearer {admin_token}"}
+    path = f"{stack.url}/api/admin/sources/{source}"
+    assert httpx.post(f"{path}/sync", headers=headers, timeout=30).status_code == 202
+
+    def done() -> dict[str, Any] | None:
+        status: dict[str, Any] = httpx.get(path, headers=headers, timeout=30).json()
+        finished = status.get("last_finished_at")
+        return status if finished and finished != after else None
+
+    return wait_until_sync(done, 300)

@@ -1,0 +1,229 @@
+"""``deskpilot bench permissions``: what permission filtering costs a retrieval.
+
+A synthetic corpus is written into a Chroma collection of its own (a temporary directory, the
+same creation arguments as the services'): ``--documents`` documents of ``--chunks-per-document``
+chunks each (10,000 chunks by default). Each document has a topic: a random unit vector in the
+embedding model's 384 dimensions; its chunks' embeddings are the topic plus Gaussian noise,
+normalised, and their texts are drawn from a Zipf-distributed vocabulary of made-up words, the
+topic's own words more often, so the keyword ranker has real work. ``--public`` of the
+documents are public; each other one is readable by one to three of ``--groups`` groups (and
+sometimes one user), drawn at random with a fixed seed.
+
+Each question is a topic's vector plus noise and five of its words. Every question is asked
+twice in a row, in alternating order, by the same :class:`~orchestrator.retrieval.Retriever`:
+once unfiltered (an operator's reader that reads everything: Chroma's approximate dense search,
+as before permissions existed) and once as a reader in ``--reader-groups`` groups (exact dense
+search over the readable chunks of the in-process snapshot, keyword and document ranking
+masked). Both time ``retrieve`` alone: the question's embedding is computed before (it costs the
+same either way). The snapshot is built before timing, and is not rechecked meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from typing import Any
+
+DIMENSIONS = 384
+
+
+def add_parser(bench_kinds: Any) -> argparse.ArgumentParser:
+    """Add ``permissions`` to ``deskpilot bench``'s kinds."""
+    parser: argparse.ArgumentParser = bench_kinds.add_parser(
+        "permissions",
+        help="retrieval p50 with and without permission filtering, on a synthetic corpus",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--documents", type=int, default=500)
+    parser.add_argument("--chunks-per-document", type=int, default=20)
+    parser.add_argument("--groups", type=int, default=50)
+    parser.add_argument("--public", type=float, default=0.3, help="share of public documents")
+    parser.add_argument("--reader-groups", type=int, default=3, help="the reader's groups")
+    parser.add_argument("--questions", type=int, default=300)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--json", action="store_true")
+    return parser
+
+
+class _Precomputed:
+    """The retriever's encoder: each question's vector was computed before the timing."""
+
+    def __init__(self) -> None:
+        self.vectors: dict[str, list[float]] = {}
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        return [self.vectors[text] for text in texts]
+
+
+def build_corpus(args: argparse.Namespace, collection: Any) -> tuple[list[Any], list[list[str]]]:
+    """Write the synthetic corpus; the topics' vectors and words, for the questions."""
+    import numpy as np
+
+    from contracts.readers import Readers
+
+    rng = np.random.default_rng(args.seed)
+    vocabulary = [f"w{i:05d}" for i in range(20_000)]
+    zipf = 1.0 / np.arange(1, len(vocabulary) + 1)
+    zipf /= zipf.sum()
+    topics, topic_words = [], []
+    ids: list[str] = []
+    embeddings: list[list[float]] = []
+    texts: list[str] = []
+    metadatas: list[dict[str, Any]] = []
+    groups = [f"group-{i:02d}" for i in range(args.groups)]
+    for doc in range(args.documents):
+        topic = rng.normal(size=DIMENSIONS)
+        topic /= np.linalg.norm(topic)
+        words = list(rng.choice(vocabulary, size=30, replace=False))
+        topics.append(topic)
+        topic_words.append(words)
+        if rng.random() < args.public:
+            readers = Readers()
+        else:
+            chosen = rng.choice(groups, size=int(rng.integers(1, 4)), replace=False)
+            users = (f"user-{int(rng.integers(0, 1000))}",) if rng.random() < 0.1 else ()
+            readers = Readers(public=False, users=users, groups=tuple(str(g) for g in chosen))
+        url = f"https://wiki.example/doc-{doc}"
+        for index in range(args.chunks_per_document):
+            vector = topic + rng.normal(scale=0.06, size=DIMENSIONS)
+            vector /= np.linalg.norm(vector)
+            body = " ".join([*rng.choice(words, size=12), *rng.choice(vocabulary, size=48, p=zipf)])
+            ids.append(f"{doc}-{index}")
+            embeddings.append(vector.astype(np.float32).tolist())
+            texts.append(body)
+            metadatas.append(
+                {
+                    "doc_id": f"doc-{doc}",
+                    "url": url,
+                    "title": f"Document {doc}",
+                    "section": f"Document {doc} > part {index}",
+                    "chunk_index": index,
+                    "os": "",
+                    **readers.metadata(),
+                }
+            )
+    for start in range(0, len(ids), 1000):
+        end = start + 1000
+        collection.add(
+            ids=ids[start:end],
+            embeddings=embeddings[start:end],
+            documents=texts[start:end],
+            metadatas=metadatas[start:end],
+        )
+    return topics, topic_words
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import chromadb
+    import numpy as np
+    from chromadb.config import Settings
+
+    from contracts.readers import EVERYONE, Principals
+    from orchestrator.retrieval import HybridConfig, Retriever
+
+    folder = tempfile.mkdtemp(prefix="deskpilot-bench-permissions-")
+    client = chromadb.PersistentClient(path=folder, settings=Settings(anonymized_telemetry=False))
+    collection = client.get_or_create_collection(
+        f"bench-{uuid.uuid4().hex[:12]}",
+        configuration={"hnsw": {"space": "cosine"}},
+        embedding_function=None,
+    )
+    started = time.perf_counter()
+    topics, topic_words = build_corpus(args, collection)
+    written_s = time.perf_counter() - started
+
+    rng = np.random.default_rng(args.seed + 1)
+    encoder = _Precomputed()
+    retriever = Retriever(encoder, collection, HybridConfig(refresh_interval_s=1e9))
+    started = time.perf_counter()
+    retriever.refresh(force=True)
+    snapshot_s = time.perf_counter() - started
+    reader = Principals(
+        user_id="user-1",
+        groups=frozenset(f"group-{i:02d}" for i in range(args.reader_groups)),
+    )
+    snapshot = retriever._index
+    assert snapshot is not None  # nosec B101 # the corpus was just written
+    readable = snapshot.readable(reader)
+    readable_share = 1.0 if readable is None else float(readable.mean())
+
+    questions = []
+    for i in range(args.questions):
+        topic = int(rng.integers(0, len(topics)))
+        vector = topics[topic] + rng.normal(scale=0.08, size=DIMENSIONS)
+        vector /= np.linalg.norm(vector)
+        text = f"q{i} " + " ".join(rng.choice(topic_words[topic], size=5))
+        encoder.vectors[text] = vector.astype(np.float32).tolist()
+        questions.append(text)
+    for text in questions[:10]:  # warm-up: both paths once
+        retriever.retrieve(text, args.k, principals=EVERYONE)
+        retriever.retrieve(text, args.k, principals=reader)
+
+    timings: dict[str, list[float]] = {"unfiltered": [], "filtered": []}
+    leaked = 0
+    for i, text in enumerate(questions):
+        order = [("unfiltered", EVERYONE), ("filtered", reader)]
+        for name, principals in order if i % 2 == 0 else order[::-1]:
+            started = time.perf_counter()
+            found = retriever.retrieve(text, args.k, principals=principals)
+            timings[name].append((time.perf_counter() - started) * 1000)
+            if name == "filtered":
+                leaked += sum(
+                    not reader.may_read(record.readers)
+                    for hit in [*found.hits, *found.best_document]
+                    for record in [snapshot.records[snapshot.position[hit.chunk_id]]]
+                )
+
+    def p(values: list[float], q: int) -> float:
+        return round(statistics.quantiles(values, n=100)[q - 1], 2)
+
+    result = {
+        "chunks": len(snapshot.records),
+        "documents": args.documents,
+        "groups": args.groups,
+        "public_share": args.public,
+        "reader_groups": args.reader_groups,
+        "readable_share": round(readable_share, 3),
+        "questions": args.questions,
+        "k": args.k,
+        "corpus_written_s": round(written_s, 1),
+        "snapshot_built_s": round(snapshot_s, 2),
+        "unfiltered_p50_ms": p(timings["unfiltered"], 50),
+        "filtered_p50_ms": p(timings["filtered"], 50),
+        "unfiltered_p95_ms": p(timings["unfiltered"], 95),
+        "filtered_p95_ms": p(timings["filtered"], 95),
+        "unreadable_hits": leaked,
+        "load_average": round(os.getloadavg()[0], 2),
+    }
+    result["ratio_p50"] = round(result["filtered_p50_ms"] / result["unfiltered_p50_ms"], 3)
+    return result
+
+
+def run_permissions_bench(args: argparse.Namespace) -> int:
+    result = run(args)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(
+            f"{result['chunks']} chunks, {result['documents']} documents, {result['groups']} "
+            f"groups ({result['public_share']:.0%} of documents public); the reader is in "
+            f"{result['reader_groups']} groups and may read {result['readable_share']:.1%} of "
+            f"the chunks; {result['questions']} questions, k={result['k']}"
+        )
+        print(
+            f"retrieve p50: unfiltered {result['unfiltered_p50_ms']} ms, filtered "
+            f"{result['filtered_p50_ms']} ms, ratio {result['ratio_p50']} (target <= 1.2); "
+            f"p95 {result['unfiltered_p95_ms']} / {result['filtered_p95_ms']} ms"
+        )
+        print(
+            f"unreadable chunks shown to the reader: {result['unreadable_hits']}; snapshot "
+            f"built in {result['snapshot_built_s']} s; load average {result['load_average']}"
+        )
+    return 0 if result["unreadable_hits"] == 0 else 1
