@@ -57,6 +57,26 @@ def chunk_id(doc_id: str, chunk: Chunk, generation: str = "") -> str:
     return f"{doc_id[:16]}-{chunk.ordinal:04d}-{digest[:24]}"
 
 
+def _readers_salt(doc: ExtractedDocument) -> str:
+    """Part of a restricted upload's chunk ids: other readers give other ids, so a change of who
+    may read it is a change of the collection's ids, which the orchestrator's snapshot notices
+    (it compares ids, not metadata). Public documents keep the ids they always had."""
+    if doc.readers is None:
+        return ""
+    return "readers:" + hashlib.sha256(doc.readers.fingerprint().encode()).hexdigest()[:16]
+
+
+def _same_readers(
+    doc: ExtractedDocument, metadatas: Sequence[Mapping[str, object]], versioned: object
+) -> bool:
+    """Whether the stored chunks were filed for the readers ``doc`` has now (a source
+    document's readers are part of its generation instead)."""
+    if versioned is not None:
+        return True
+    wanted = (doc.readers or PUBLIC).fingerprint()
+    return all(Readers.of(meta).fingerprint() == wanted for meta in metadatas)
+
+
 @dataclass(frozen=True, slots=True)
 class SkippedFile:
     """A file that was not indexed, and why (unsupported type, no text)."""
@@ -234,7 +254,8 @@ class Ingestor:
         for doc, chunks in zip(pending, chunked, strict=True):
             embeddings: list[PyEmbedding] = [next(vectors) for _ in chunks]
             generation = versioned[doc.doc_id].generation if doc.doc_id in versioned else ""
-            ids = [chunk_id(doc.doc_id, chunk, generation) for chunk in chunks]
+            salt = generation or _readers_salt(doc)
+            ids = [chunk_id(doc.doc_id, chunk, salt) for chunk in chunks]
             with self._store_lock:
                 report.add(self._store(doc, chunks, ids, embeddings, versioned.get(doc.doc_id)))
         report.seconds = time.perf_counter() - started
@@ -281,12 +302,7 @@ class Ingestor:
         stored_versions = {
             (str(meta.get("content_hash")), str(meta.get("chunking"))) for meta in metadatas
         }
-        # Who may read it is part of the version too (a source document's readers are part of
-        # its generation instead).
-        wanted = (doc.readers or PUBLIC).fingerprint()
-        same_readers = versioned is not None or all(
-            Readers.of(meta).fingerprint() == wanted for meta in metadatas
-        )
+        same_readers = _same_readers(doc, metadatas, versioned)
         report = IngestReport(files_seen=1)
         if not chunks:
             report.chunks_deleted = self._delete(stored_ids)
@@ -324,11 +340,15 @@ class Ingestor:
         if not metadatas:
             return False
         indices = sorted(int(str(meta.get("chunk_index", -1))) for meta in metadatas)
-        return indices == list(range(len(metadatas))) and all(
-            meta.get("content_hash") == doc.content_hash
-            and meta.get("chunking") == self._chunker.fingerprint
-            and meta.get("chunk_count") == len(metadatas)
-            for meta in metadatas
+        return (
+            indices == list(range(len(metadatas)))
+            and _same_readers(doc, metadatas, versioned)
+            and all(
+                meta.get("content_hash") == doc.content_hash
+                and meta.get("chunking") == self._chunker.fingerprint
+                and meta.get("chunk_count") == len(metadatas)
+                for meta in metadatas
+            )
         )
 
     def _write(

@@ -225,12 +225,14 @@ def test_a_restriction_changed_at_the_source_holds_after_the_next_sync(
     after = sync(stack, before["last_finished_at"])
     assert after["last_summary"]["changed"] == 1, after
 
+    # (Not "the Kestrel form": the redactor takes an unknown capitalised word for a name.)
+    question = "Does my HR partner in the HR portal confirm parental leave?"
     answers: list[str] = []
 
     def ivan_reads_it() -> bool:
-        answers.append(seen(rest(stack, IVAN, "What is the Kestrel form for leave?").json()))
+        answers.append(seen(rest(stack, IVAN, question).json()))
         return "kestrel form" in answers[-1]
 
-    wait_until_sync(ivan_reads_it, 60, interval_s=1.0, message=lambda: str(answers))
+    wait_until_sync(ivan_reads_it, 60, interval_s=2.0, message=lambda: str(answers[-3:]))
     # Still nobody else's.
-    assert "kestrel" not in seen(rest(stack, NOBODY, "What is the Kestrel form for leave?").json())
+    assert "kestrel" not in seen(rest(stack, NOBODY, question).json())

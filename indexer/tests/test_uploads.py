@@ -10,7 +10,10 @@ from uuid import uuid4
 import pytest
 from chromadb.api.models.Collection import Collection
 
+from contracts.events import DocumentSubmitted
+from contracts.readers import PUBLIC, Readers
 from indexer.documents import DocumentStore, ingest_and_record
+from indexer.handlers import upload_readers
 from indexer.service import Ingestor
 from indexer.uploads import UploadService, upload_url
 from tests.support.pdf import build_pdf
@@ -178,3 +181,41 @@ def test_folder_ingestion_records_what_it_indexed(
     assert raw is not None
     assert store.client.ttl(f"deskpilot:indexer:document:{report.documents[0].doc_id}") == -1
     assert json.loads(raw)["version"] == 1
+
+
+def test_a_restricted_upload_files_its_readers_and_keeps_them(
+    uploads: UploadService, collection: Collection, store: DocumentStore
+) -> None:
+    document_id = uuid4().hex
+    readers = Readers(public=False, users=("emp-1042",), groups=("hr-team", "it-staff"))
+    result = uploads.submit(document_id, "dock.md", b64(DOCK_MD), readers)
+    assert result.status == "indexed"
+    metadatas = collection.get(include=["metadatas"])["metadatas"] or []
+    assert {Readers.of(meta) for meta in metadatas} == {readers}
+    assert {meta["readers_groups"] for meta in metadatas} == {"|hr-team|it-staff|"}
+    # The stored form keeps them, so a re-index (from the store) files them again.
+    stored = store.get(document_id)
+    assert stored is not None
+    assert stored.readers == readers
+    # Redelivered: nothing written; the same file with other readers: rewritten with them.
+    assert uploads.submit(document_id, "dock.md", b64(DOCK_MD), readers).chunks_written == 0
+    assert uploads.submit(document_id, "dock.md", b64(DOCK_MD)).chunks_written == result.chunks
+    metadatas = collection.get(include=["metadatas"])["metadatas"] or []
+    assert {Readers.of(meta) for meta in metadatas} == {PUBLIC}
+    assert store.get(document_id).readers is None  # type: ignore[union-attr]
+
+
+def test_an_upload_event_with_unusable_readers_is_refused_not_widened() -> None:
+    event = DocumentSubmitted(
+        correlation_id="c",
+        conversation_id="d",
+        document_id="d",
+        filename="dock.md",
+        content_type="text/markdown",
+        content_b64=b64(DOCK_MD),
+        uploaded_by="admin",
+        read_groups=["hr-team|it-staff"],
+    )
+    with pytest.raises(ValueError, match="not usable"):
+        upload_readers(event)
+    assert upload_readers(event.model_copy(update={"read_groups": []})) is None
