@@ -26,7 +26,7 @@ from orchestrator.incidents import IncidentStore
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import build_provider
 from orchestrator.memory import ConversationStore
-from orchestrator.retrieval import Retriever, open_collection
+from orchestrator.retrieval import Retriever, open_collection, use_one_blas_thread
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnStore
 from orchestrator.turn import TurnDeps
@@ -40,6 +40,7 @@ def build_retriever(
     feedback: FeedbackBoosts | None = None,
     live: LiveReader | None = None,
 ) -> Retriever:
+    use_one_blas_thread()
     return Retriever(
         encoder or QueryEncoder(settings.torch_threads),
         open_collection(settings),

@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from chromadb.config import Settings
 
     from contracts.readers import EVERYONE, Principals
-    from orchestrator.retrieval import HybridConfig, Retriever
+    from orchestrator.retrieval import HybridConfig, Retriever, use_one_blas_thread
 
     folder = tempfile.mkdtemp(prefix="deskpilot-bench-permissions-")
     client = chromadb.PersistentClient(path=folder, settings=Settings(anonymized_telemetry=False))
@@ -139,6 +139,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     topics, topic_words = build_corpus(args, collection)
     written_s = time.perf_counter() - started
 
+    use_one_blas_thread()  # as the orchestrator does
     rng = np.random.default_rng(args.seed + 1)
     encoder = _Precomputed()
     retriever = Retriever(encoder, collection, HybridConfig(refresh_interval_s=1e9))

@@ -192,9 +192,25 @@ def test_a_chunk_written_since_the_snapshot_is_filtered_too(kb: Any, encoder: Qu
         Readers(public=False, groups=("executives",)),
     )
     question = "where do plotter jobs go now"
-    assert secret not in [h.chunk_id for h in retriever.search(question, 8, principals=IT)]
     exec_reader = Principals(user_id="u-e", groups=frozenset({"executives"}))
+    # Readers who may not read everything search the snapshot: the new chunk reaches them when
+    # it is rebuilt, which ``chunks.indexed`` forces at once.
+    assert secret not in [h.chunk_id for h in retriever.search(question, 8, principals=IT)]
+    retriever.refresh(force=True)
+    assert secret not in [h.chunk_id for h in retriever.search(question, 8, principals=IT)]
     assert secret in [h.chunk_id for h in retriever.search(question, 8, principals=exec_reader)]
+    # One who reads everything (an operator's tool) asks Chroma, which has it at once.
+    another = put(
+        kb,
+        encoder,
+        "https://wiki.example/hr/layoffs-2",
+        "Restructuring plan, part two",
+        "Restructuring plan, part two",
+        "Plotter jobs of the night shift go to the Kestrel print shop's night counter.",
+        Readers(public=False, groups=("executives",)),
+    )
+    assert another in [h.chunk_id for h in retriever.search(question, 20, principals=EVERYONE)]
+    assert another not in [h.chunk_id for h in retriever.search(question, 20, principals=IT)]
 
 
 def test_a_permission_change_shows_at_the_next_snapshot(kb: Any, encoder: QueryEncoder) -> None:
