@@ -566,6 +566,8 @@ class Retriever:
         self._checked_at = -math.inf
         self._built_at = -math.inf
         self._refresh_lock = threading.Lock()
+        self._epoch = 0
+        """The published generations' epoch (``contracts.live``) at the last check."""
 
     def retrieve(
         self,
@@ -592,6 +594,11 @@ class Retriever:
         for attempt in range(1, _STABLE_ATTEMPTS + 1):
             gate = _Gate(self.live, principals)
             snapshot = self._snapshot(principals)
+            if snapshot is not None and gate.start > self._epoch:
+                # A synced document's generation was switched since the snapshot was checked:
+                # its new chunks may be missing from it, and a reader searching the snapshot
+                # alone would see neither version. Rebuild (at most once a second).
+                snapshot = self._rebuilt(snapshot)
             hits = self._hybrid(question, vector, k, normalise_os(os), snapshot, gate)
             document: list[Hit] = []
             if hits:
@@ -630,6 +637,8 @@ class Retriever:
         with self._refresh_lock:
             if not force and time.monotonic() - self._checked_at < self.config.refresh_interval_s:
                 return  # another thread checked while this one waited
+            # Read first: the snapshot then holds every generation published by this epoch.
+            epoch = self.live.epoch() if self.live is not None else 0
             marker = _marker(_all_ids(self.collection))
             if self._index is None or self._index.marker != marker:
                 started = time.perf_counter()
@@ -649,6 +658,7 @@ class Retriever:
                     time.perf_counter() - started,
                 )
             self._checked_at = time.monotonic()
+            self._epoch = epoch
 
     # ----------------------------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import redis
 
+from contracts.live import EPOCH_KEY, LIVE_KEY, LiveReader
 from contracts.readers import ANONYMOUS, EVERYONE, Principals, Readers
 from orchestrator.embedding import QueryEncoder
 from orchestrator.retrieval import HybridConfig, Retriever
@@ -243,3 +245,51 @@ def test_the_snapshot_mask_matches_the_rule(kb: Any, encoder: QueryEncoder) -> N
         # None: every record readable (HR reads all of this collection), without a mask.
         assert (expected if mask is None else mask == expected).all()
         assert (mask is None) == bool(expected.all())
+
+
+def test_a_switched_generation_is_seen_whole_by_a_restricted_reader(
+    kb: Any, encoder: QueryEncoder, fresh_redis_url: str
+) -> None:
+    """A sync writes a page's new generation beside the old one, then publishes it: a reader
+    who searches the snapshot alone must not see neither version in between (the old one is
+    no longer published, the new one not yet in the snapshot)."""
+    client = redis.Redis.from_url(fresh_redis_url)
+    url, doc_id = "https://wiki.example/hr/onboarding", "source-onboarding"
+    hr_only = Readers(public=False, groups=("people-team",))
+    # Reads the onboarding page, not the salary bands: searches the snapshot alone.
+    reader = Principals(user_id="u-p", groups=frozenset({"people-team"}))
+
+    def write(generation: str, body: str) -> None:
+        kb.add(
+            ids=[f"{doc_id}-{generation}"],
+            embeddings=encoder.encode([f"Onboarding\n\n{body}"]),
+            documents=[body],
+            metadatas=[
+                {
+                    "doc_id": doc_id,
+                    "url": url,
+                    "title": "Onboarding",
+                    "section": "Onboarding",
+                    "chunk_index": 0,
+                    "generation": generation,
+                    **hr_only.metadata(),
+                }
+            ],
+        )
+        with client.pipeline(transaction=True) as pipe:
+            pipe.hset(LIVE_KEY, doc_id, generation)
+            pipe.incr(EPOCH_KEY)
+            pipe.execute()
+
+    write("g1", "New starters collect their laptop from the Heron desk on day one.")
+    config = HybridConfig(refresh_interval_s=3600, rebuild_min_interval_s=0)
+    retriever = Retriever(encoder, kb, config, live=LiveReader(client))
+    question = "where do new starters collect their laptop"
+    assert "Heron" in retriever.search(question, 1, principals=reader)[0].text
+
+    write("g2", "New starters collect their laptop from the Puffin desk on day one.")
+    found = retriever.search(question, 1, principals=reader)
+    assert found, "neither version shown"
+    assert "Puffin" in found[0].text
+    assert not [h for h in retriever.search(question, 10, principals=reader) if "Heron" in h.text]
+    client.close()
