@@ -15,6 +15,7 @@ import pytest
 from pydantic import SecretStr
 
 from contracts.events import Action, AnswerBody
+from contracts.readers import ANONYMOUS, Principals
 from orchestrator.config import OrchestratorSettings
 from orchestrator.intent import Intent, IntentClassifier
 from orchestrator.llm import LLMProvider, NoLLM, OpenAICompatible, OpenAICompatibleConfig
@@ -85,9 +86,13 @@ class StubRetriever:
         self.hits = hits
         self.searched = threading.Event()
         self.queries: list[str] = []
+        self.readers: list[Principals] = []
 
-    def retrieve(self, question: str, k: int, *, os: str | None = None) -> Retrieval:
+    def retrieve(
+        self, question: str, k: int, *, os: str | None = None, principals: Principals = ANONYMOUS
+    ) -> Retrieval:
         self.queries.append(question)
+        self.readers.append(principals)
         self.searched.set()
         return Retrieval(hits=self.hits[:k], best_document=self.hits[:1])
 
@@ -136,11 +141,15 @@ class Turn:
         )
         self.orchestrator = Orchestrator(deps, OrchestratorSettings(llm_stream_interval_s=0))
 
-    async def say(self, text: str) -> tuple[AnswerBody, str]:
+    async def say(
+        self, text: str, *, groups: list[str] | None = None, authenticated: bool = False
+    ) -> tuple[AnswerBody, str]:
         turn = TurnState(
             correlation_id="turn-1",
             conversation_id="conv-1",
             user_id="u-1",
+            groups=groups or [],
+            authenticated=authenticated,
             reply_to="replies.test",
             question=text,
         )
@@ -148,6 +157,16 @@ class Turn:
 
 
 WEATHER = "What's the weather like in Paris tomorrow?"
+
+
+async def test_the_search_is_for_the_turns_reader() -> None:
+    turn = Turn(NoLLM(), classified(), [MONITOR])
+    await turn.say("How do I request a second monitor?", groups=["hr-team"], authenticated=True)
+    await turn.say("How do I request a second monitor?", groups=["hr-team"], authenticated=False)
+    assert turn.retriever.readers == [
+        Principals(user_id="u-1", groups=frozenset({"hr-team"})),
+        ANONYMOUS,  # groups an unverified user claims count for nothing
+    ]
 
 
 async def test_without_a_model_the_classifier_decides() -> None:

@@ -24,6 +24,7 @@ from contracts.events import (
     QueryReceived,
     TurnReply,
 )
+from contracts.readers import ANONYMOUS, Principals
 from contracts.settings import ServiceSettings
 from orchestrator.attachments import ConversationKeys
 from orchestrator.config import OrchestratorSettings
@@ -104,10 +105,12 @@ class SlowRetriever(StubRetriever):
         super().__init__(hits)
         self.announced = announced
 
-    def retrieve(self, question: str, k: int, *, os: str | None = None) -> Retrieval:
+    def retrieve(
+        self, question: str, k: int, *, os: str | None = None, principals: Principals = ANONYMOUS
+    ) -> Retrieval:
         if not self.announced.wait(timeout=10):
             raise AssertionError("the search was not announced while it ran")
-        return super().retrieve(question, k, os=os)
+        return super().retrieve(question, k, os=os, principals=principals)
 
 
 class AnnouncingReplies(RecordingReplies):
