@@ -377,7 +377,7 @@ class _Snapshot:
         self._bm25: Any = None
         corpus = [keyword_tokens(f"{record.section}\n{record.text}") or [""] for record in records]
         if records:
-            self._bm25 = bm25s.BM25()
+            self._bm25 = bm25s.BM25(method="lucene")  # ``_masked`` rescales Lucene's IDF
             self._bm25.index(corpus, show_progress=False)
 
     def readable(self, principals: Principals) -> Any | None:
@@ -407,10 +407,33 @@ class _Snapshot:
         tokens = [t for t in keyword_tokens(question) if t in self._bm25.vocab_dict]
         if not tokens:
             return []
-        scores = self._bm25.get_scores(tokens)
-        if mask is not None:
-            scores = scores * mask  # unreadable records score 0, which ``positive`` drops
+        scores = self._bm25.get_scores(tokens) if mask is None else self._masked(tokens, mask)
         return _top(scores, limit, positive=True)
+
+    def _masked(self, tokens: list[str], mask: Any) -> Any:
+        """BM25 scores of the records ``mask`` keeps, 0 for the others, with each word's
+        inverse document frequency counted over the kept records only: a restricted chunk's
+        words then weigh nothing in a reader's ranking, as if it did not exist. (The lengths'
+        average stays the whole snapshot's.)
+
+        bm25s stores each word's per-record scores with its IDF multiplied in (Lucene's
+        variant, the default the snapshot uses); they are rescaled by the kept records' IDF.
+        """
+        import numpy as np
+
+        index = self._bm25.scores
+        data, indices, indptr = index["data"], index["indices"], index["indptr"]
+        total, kept = int(index["num_docs"]), int(mask.sum())
+        scores = np.zeros(total, dtype=np.float32)
+        for token in self._bm25.get_tokens_ids(tokens):
+            start, end = int(indptr[token]), int(indptr[token + 1])
+            rows = indices[start:end]
+            readable = mask[rows]
+            frequency = int(readable.sum())
+            if frequency:
+                scale = _lucene_idf(frequency, kept) / _lucene_idf(end - start, total)
+                scores[rows[readable]] += data[start:end][readable] * scale
+        return scores
 
     def cosines(self, vector: Any, rows: Any) -> Any:
         """Cosine similarity of the (unit-length) ``vector`` to the records at ``rows``."""
@@ -442,6 +465,11 @@ class _Snapshot:
             return []
         scores = self.cosines(vector, rows)
         return [(int(rows[i]), score) for i, score in _top(scores, limit)]
+
+
+def _lucene_idf(frequency: int, records: int) -> float:
+    """BM25's inverse document frequency as Lucene (and bm25s by default) computes it."""
+    return math.log(1 + (records - frequency + 0.5) / (frequency + 0.5))
 
 
 def _top(scores: Any, limit: int, *, positive: bool = False) -> list[tuple[int, float]]:

@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from contracts.live import EPOCH_KEY, LIVE_KEY, LiveReader
-from contracts.readers import ANONYMOUS, EVERYONE, Principals, Readers
+from contracts.readers import ANONYMOUS, EVERYONE, PUBLIC, Principals, Readers
 from orchestrator.embedding import QueryEncoder
-from orchestrator.retrieval import HybridConfig, Retriever
+from orchestrator.retrieval import HybridConfig, Retriever, _Record, _Snapshot, keyword_tokens
 from orchestrator.tests.test_retrieval import ARTICLES, collection  # noqa: F401 - fixture
 
 SALARY_URL = "https://wiki.example/hr/salary-bands"
@@ -293,3 +293,52 @@ def test_a_switched_generation_is_seen_whole_by_a_restricted_reader(
     assert "Puffin" in found[0].text
     assert not [h for h in retriever.search(question, 10, principals=reader) if "Heron" in h.text]
     client.close()
+
+
+def _snapshot(texts: list[tuple[str, Readers]]) -> _Snapshot:
+    records = [
+        _Record(
+            chunk_id=f"c{i}",
+            text=text,
+            url=f"https://kb.example/{i}",
+            title=f"Page {i}",
+            section=f"Page {i}",
+            chunk_index=0,
+            os=frozenset(),
+            readers=readers,
+        )
+        for i, (text, readers) in enumerate(texts)
+    ]
+    return _Snapshot(records, np.zeros((len(records), 4)), "marker")
+
+
+HIDDEN = Readers(public=False, groups=("executives",))
+
+
+def test_the_keyword_scores_of_a_reader_weigh_no_word_of_a_chunk_they_may_not_read() -> None:
+    """BM25 weighs a word by how rare it is: were it counted over every chunk, the restricted
+    chunks' words would shift a reader's ranking. Two collections alike but for the words of
+    their restricted chunks give a reader the very same keyword scores."""
+    public = [
+        ("The kiosk prints visitor badges in the lobby.", PUBLIC),
+        ("Visitor parking is on level two; the kiosk there sells tickets.", PUBLIC),
+        ("Badges for contractors come from facilities.", PUBLIC),
+    ]
+    with_kiosk = _snapshot(
+        [*public, *[("The kiosk plan for the merger, kiosk by kiosk.", HIDDEN)] * 3]
+    )
+    without = _snapshot(
+        [*public, *[("The vault plan for the merger, vault by vault.", HIDDEN)] * 3]
+    )
+    reader = Principals(user_id="u-1", groups=frozenset({"it-staff"}))
+    for question in ("visitor kiosk", "kiosk badges", "merger kiosk"):
+        found = [snap.search(question, 10, snap.readable(reader)) for snap in (with_kiosk, without)]
+        assert [p for p, _ in found[0]] == [p for p, _ in found[1]], question
+        assert [v for _, v in found[0]] == pytest.approx([v for _, v in found[1]]), question
+        assert all(position < len(public) for position, _ in found[0])
+    # Everything kept: exactly bm25s's own scores.
+    everyone = np.ones(len(with_kiosk.records), dtype=bool)
+    tokens = keyword_tokens("visitor kiosk merger")
+    assert with_kiosk._masked(tokens, everyone) == pytest.approx(
+        with_kiosk._bm25.get_scores(tokens), rel=1e-5
+    )
