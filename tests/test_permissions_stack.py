@@ -236,3 +236,52 @@ def test_a_restriction_changed_at_the_source_holds_after_the_next_sync(
     wait_until_sync(ivan_reads_it, 60, interval_s=2.0, message=lambda: str(answers[-3:]))
     # Still nobody else's.
     assert "kestrel" not in seen(rest(stack, NOBODY, question).json())
+
+
+BIKES = b"""# Bike storage
+
+Bikes are stored in the Wren cage behind building C. Ask reception for a bike storage badge;
+the Wren cage opens with it from 6 am to 10 pm.
+"""
+
+
+def test_an_upload_an_admin_restricts_is_answered_to_its_readers_only(stack: Stack) -> None:
+    def upload(params: dict[str, Any], token: str = ADMIN) -> httpx.Response:
+        return httpx.post(
+            f"{stack.url}/api/documents",
+            params=params,
+            files={"file": ("bikes.md", BIKES, "text/markdown")},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+
+    # Attacks and slips first: ids that could never match (or would match a part), a user
+    # token instead of the admin's.
+    for params in ({"read_groups": "hr-team|it-staff"}, {"read_users": ""}, {"read_groups": " x"}):
+        refused = upload(params)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error_code"] == "invalid_request"
+    assert upload({"read_groups": "hr-team"}, token=HANA).status_code in (401, 403)
+
+    accepted = upload({"read_groups": "it-staff"})
+    assert accepted.status_code == 202, accepted.text
+    document_id = accepted.json()["id"]
+
+    def indexed() -> bool:
+        status = admin(stack, "GET", f"/api/documents/{document_id}").json()
+        assert status["status"] != "failed", status
+        return status["status"] == "indexed"
+
+    wait_until_sync(indexed, 120, interval_s=0.5)
+    question = "Where are bikes stored and how do I get a bike storage badge?"
+
+    answers: list[str] = []
+
+    def ivan_reads_it() -> bool:
+        answers.append(seen(rest(stack, IVAN, question).json()))
+        return "wren cage" in answers[-1]
+
+    wait_until_sync(ivan_reads_it, 60, interval_s=2.0, message=lambda: str(answers[-3:]))
+    for token in (HANA, NOBODY):
+        assert "wren" not in seen(rest(stack, token, question).json())
+    assert "wren" not in seen(ask(stack, question).json())
