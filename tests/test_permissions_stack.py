@@ -127,6 +127,18 @@ def seen(answer: dict[str, Any]) -> str:
     return json.dumps(answer).lower()
 
 
+def comes_to_see(stack: Stack, token: str, question: str, words: str) -> None:
+    """Ask until the answer shows ``words``: what was just indexed reaches a reader who may not
+    read everything when the orchestrator's snapshot is next checked (within seconds)."""
+    answers: list[str] = []
+
+    def shown() -> bool:
+        answers.append(seen(rest(stack, token, question).json()))
+        return words in answers[-1]
+
+    wait_until_sync(shown, 60, interval_s=2.0, message=lambda: str(answers[-3:]))
+
+
 def only(answer: dict[str, Any], mine: str, theirs: str) -> None:
     shown = seen(answer)
     assert mine in shown, answer
@@ -227,13 +239,7 @@ def test_a_restriction_changed_at_the_source_holds_after_the_next_sync(
 
     # (Not "the Kestrel form": the redactor takes an unknown capitalised word for a name.)
     question = "Does my HR partner in the HR portal confirm parental leave?"
-    answers: list[str] = []
-
-    def ivan_reads_it() -> bool:
-        answers.append(seen(rest(stack, IVAN, question).json()))
-        return "kestrel form" in answers[-1]
-
-    wait_until_sync(ivan_reads_it, 60, interval_s=2.0, message=lambda: str(answers[-3:]))
+    comes_to_see(stack, IVAN, question, "kestrel form")
     # Still nobody else's.
     assert "kestrel" not in seen(rest(stack, NOBODY, question).json())
 
@@ -274,14 +280,7 @@ def test_an_upload_an_admin_restricts_is_answered_to_its_readers_only(stack: Sta
 
     wait_until_sync(indexed, 120, interval_s=0.5)
     question = "Where are bikes stored and how do I get a bike storage badge?"
-
-    answers: list[str] = []
-
-    def ivan_reads_it() -> bool:
-        answers.append(seen(rest(stack, IVAN, question).json()))
-        return "wren cage" in answers[-1]
-
-    wait_until_sync(ivan_reads_it, 60, interval_s=2.0, message=lambda: str(answers[-3:]))
+    comes_to_see(stack, IVAN, question, "wren cage")
     for token in (HANA, NOBODY):
         assert "wren" not in seen(rest(stack, token, question).json())
     assert "wren" not in seen(ask(stack, question).json())
