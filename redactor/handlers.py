@@ -108,9 +108,10 @@ def register(
             request_ticket=event.request_ticket,
             authenticated=event.authenticated,
         )
-        await bus.publish(Topic.QUERY_RECEIVED, query)
         # Raw text lives only until it is redacted.
-        await delivery.delete_entry()
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(Topic.QUERY_RECEIVED, query)
+            delivery.delete_with(batch)
         log.info(
             "redacted", extra={"redactions": redaction.summary(), "flagged": redaction.flagged}
         )
@@ -135,28 +136,29 @@ def register(
             "correlation_id": event.correlation_id,
             "conversation_id": event.conversation_id,
         }
-        await bus.publish(
-            Topic.ATTACHMENT_REDACTED,
-            AttachmentRedacted(
-                event_id=derived_event_id("attachment", event.event_id),
-                attachment=summary,
-                user_id=event.user_id,
-                text=text,
-                redactions=counts(redacted),
-                **envelope,
-            ),
-        )
-        # The orchestrator has it before the user can reference it in a message.
-        await bus.publish(
-            event.reply_to,
-            TurnReply(
-                event_id=derived_event_id("attachment-reply", event.event_id),
-                kind="attachment",
-                attachment=summary,
-                **envelope,
-            ),
-        )
-        await delivery.delete_entry()
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(
+                Topic.ATTACHMENT_REDACTED,
+                AttachmentRedacted(
+                    event_id=derived_event_id("attachment", event.event_id),
+                    attachment=summary,
+                    user_id=event.user_id,
+                    text=text,
+                    redactions=counts(redacted),
+                    **envelope,
+                ),
+            )
+            # The orchestrator has it before the user can reference it in a message.
+            await batch.publish(
+                event.reply_to,
+                TurnReply(
+                    event_id=derived_event_id("attachment-reply", event.event_id),
+                    kind="attachment",
+                    attachment=summary,
+                    **envelope,
+                ),
+            )
+            delivery.delete_with(batch)
         log.info(
             "attachment redacted",
             extra={
@@ -171,22 +173,23 @@ def register(
         if event.comment is not None and event.comment.strip():
             (redaction,) = await texts.redact(event.conversation_id, [event.comment])
             comment = redaction.text
-        await bus.publish(
-            Topic.FEEDBACK_RECORDED,
-            FeedbackRecorded(
-                event_id=derived_event_id("feedback", event.event_id),
-                correlation_id=event.correlation_id,
-                conversation_id=event.conversation_id,
-                # When the rating was given: the newer of two ratings of a turn wins everywhere.
-                occurred_at=event.occurred_at,
-                rating_id=event.event_id,
-                comment=comment,
-                **event.model_dump(
-                    include={"turn_id", "user_id", "score", "cited_urls", "action", "category"}
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(
+                Topic.FEEDBACK_RECORDED,
+                FeedbackRecorded(
+                    event_id=derived_event_id("feedback", event.event_id),
+                    correlation_id=event.correlation_id,
+                    conversation_id=event.conversation_id,
+                    # When the rating was given: the newer of two ratings of a turn wins everywhere.
+                    occurred_at=event.occurred_at,
+                    rating_id=event.event_id,
+                    comment=comment,
+                    **event.model_dump(
+                        include={"turn_id", "user_id", "score", "cited_urls", "action", "category"}
+                    ),
                 ),
-            ),
-        )
-        await delivery.delete_entry()
+            )
+            delivery.delete_with(batch)
         log.info("rating redacted", extra={"with_comment": comment is not None})
 
     async def on_purge(event: ConversationPurged, _: Delivery) -> None:
