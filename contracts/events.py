@@ -695,6 +695,7 @@ class AuditRecorded(Event):
         "proposal",
         "tool_call",
         "source_sync",
+        "notification",
     ]
     reason: str
     trace_id: str | None = None
