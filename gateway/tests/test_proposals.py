@@ -23,8 +23,11 @@ from contracts.events import (
     ProposalDrafted,
     ProposalSource,
     ProposedQuestion,
+    SourceDraftCompleted,
+    SourceDraftRequested,
     new_id,
 )
+from contracts.sources import CATALOGUE_KEY, SourceStatus
 from contracts.topics import Topic
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import (
@@ -249,3 +252,135 @@ def test_the_proposals_tab_lists_opens_rejects_and_shows_text_inert(
     assert errors == []
     body = httpx.get(f"{served}/api/admin/proposals/{proposal_id}", headers=admin()).json()
     assert (body["status"], body["reason"]) == ("rejected", "Covered by the printer article")
+
+
+def announce(raw: redis.Redis, name: str, kind: str = "confluence") -> None:
+    """A source in the catalogue, as the indexer announces the configured ones."""
+    raw.hset(CATALOGUE_KEY, name, SourceStatus(name=name, kind=kind).model_dump_json())  # type: ignore[arg-type]
+
+
+def outcome(request: SourceDraftRequested, **fields: Any) -> SourceDraftCompleted:
+    values: dict[str, Any] = {
+        "correlation_id": request.correlation_id,
+        "conversation_id": request.conversation_id,
+        "proposal_id": request.proposal_id,
+        "source": request.source,
+        "status": "created",
+        "url": "https://wiki.example/pages/resumedraft.action?draftId=5001",
+        "draft_id": "5001",
+    }
+    return SourceDraftCompleted.model_validate(values | fields)
+
+
+def draft_is(client: TestClient, proposal_id: str, status: str) -> Callable[[], Any]:
+    def check() -> Any:
+        body = client.get(f"/api/admin/proposals/{proposal_id}", headers=admin()).json()
+        return body["draft"] if body["draft"] and body["draft"]["status"] == status else None
+
+    return check
+
+
+def test_approve_with_a_target_asks_the_indexer_for_a_draft_and_keeps_its_link(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis
+) -> None:
+    announce(raw, "it-wiki")
+    proposal_id = new_id()
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(shown(client, proposal_id))
+    url = f"/api/admin/proposals/{proposal_id}"
+
+    # A target no indexer announced is refused before anything changes.
+    refused = client.post(f"{url}/approve", json={"target": "nope"}, headers=admin())
+    assert (refused.status_code, refused.json()["error_code"]) == (404, "unknown_source")
+    assert client.get(url, headers=admin()).json()["status"] == "pending"
+    assert (
+        client.post(f"{url}/approve", json={"target": "x" * 64}, headers=admin()).status_code == 422
+    )
+
+    approved = client.post(f"{url}/approve", json={"target": "it-wiki"}, headers=admin())
+    assert approved.status_code == 200, approved.text
+    body = approved.json()
+    assert body["status"] == "approved"
+    assert body["document_id"]  # the knowledge base gets it as before
+    assert (body["draft"]["source"], body["draft"]["status"]) == ("it-wiki", "requested")
+    [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+    assert (request.proposal_id, request.source, request.requested_by) == (
+        proposal_id,
+        "it-wiki",
+        "admin token",
+    )
+    assert request.article_markdown == ARTICLE
+    assert [s.ref for s in request.sources] == ["IT-1042"]
+
+    # Outcomes that answer no request of this proposal change nothing: another request's id
+    # (forged or stale), another source, another proposal.
+    forged = outcome(request, correlation_id=new_id(), url="https://evil.example/")
+    elsewhere = outcome(request, source="other", url="https://evil.example/2")
+    publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [forged, elsewhere, outcome(request)])
+    created = wait_until_sync(draft_is(client, proposal_id, "created"))
+    assert created["url"] == "https://wiki.example/pages/resumedraft.action?draftId=5001"
+    assert created["completed_at"]
+    # Replayed once done: ignored (the draft stays as it was).
+    publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [outcome(request, status="failed", error="x")])
+    records = wait_until_sync(
+        lambda: [
+            r
+            for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
+            if r.details.get("decision") == "draft_created"
+        ]
+    )
+    assert [r.details["draft_url"] for r in records] == [created["url"]]
+    assert client.get(url, headers=admin()).json()["draft"]["status"] == "created"
+
+    # A draft exists in that source: asking again is a conflict; a not-approved proposal too.
+    again = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
+    assert again.status_code == 409
+    pending = new_id()
+    drafted(settings, draft(pending))
+    wait_until_sync(shown(client, pending))
+    early = client.post(
+        f"/api/admin/proposals/{pending}/draft", json={"target": "it-wiki"}, headers=admin()
+    )
+    assert early.status_code == 409
+
+
+def test_a_failed_draft_says_what_permission_is_missing_and_can_be_asked_again(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis
+) -> None:
+    announce(raw, "intranet", "sharepoint")
+    proposal_id = new_id()
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(shown(client, proposal_id))
+    url = f"/api/admin/proposals/{proposal_id}"
+    assert client.post(f"{url}/approve", json={"target": "intranet"}, headers=admin()).is_success
+    [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+    denied = outcome(
+        request,
+        status="failed",
+        url=None,
+        draft_id=None,
+        error="Microsoft Graph denied the draft (HTTP 403): grant the app ...",
+        missing_permission="Sites.ReadWrite.All",
+    )
+    publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [denied])
+    failed = wait_until_sync(draft_is(client, proposal_id, "failed"))
+    assert failed["missing_permission"] == "Sites.ReadWrite.All"
+    assert "403" in failed["error"]
+
+    # The permission granted, the admin asks again: a new request, with a new id.
+    retried = client.post(f"{url}/draft", json={"target": "intranet"}, headers=user(["admin"]))
+    assert retried.status_code == 202, retried.text
+    assert retried.json()["draft"]["status"] == "requested"
+    first, second = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+    assert second.correlation_id != first.correlation_id
+    assert second.requested_by == "emp-1"
+    # The first request's late outcome no longer applies.
+    publish(
+        settings, Topic.SOURCE_DRAFT_COMPLETED, [outcome(first), outcome(second, url="https://ok/")]
+    )
+    assert wait_until_sync(draft_is(client, proposal_id, "created"))["url"] == "https://ok/"
+    # Not an admin: no draft.
+    assert (
+        client.post(f"{url}/draft", json={"target": "intranet"}, headers=user([])).status_code
+        == 403
+    )
