@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -384,3 +385,93 @@ def test_a_failed_draft_says_what_permission_is_missing_and_can_be_asked_again(
         client.post(f"{url}/draft", json={"target": "intranet"}, headers=user([])).status_code
         == 403
     )
+
+
+def publish_aside(settings: GatewaySettings, topic: str, events: list[Any]) -> None:
+    """:func:`publish` from a thread of its own: the browser's driver runs an event loop here."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(publish, settings, topic, events).result()
+
+
+def stored_draft(raw: redis.Redis, proposal_id: str) -> bytes:
+    value: Any = raw.hget(f"deskpilot:gateway:proposal:{proposal_id}", "target_draft")
+    return value or b""
+
+
+def test_the_proposals_tab_approves_into_a_source_and_shows_the_drafts_outcome(
+    served: str, settings: GatewaySettings, raw: redis.Redis, chromium: Path
+) -> None:
+    announce(raw, "hr-wiki")
+    proposal_id = new_id()
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(lambda: raw.exists(f"deskpilot:gateway:proposal:{proposal_id}"))
+    errors: list[str] = []
+    with admin_page(served, chromium, errors) as page:
+        page.click("#tab-proposals-button")
+        page.locator(f'tr[data-proposal-id="{proposal_id}"] button.proposal-open').click()
+        expect(page.locator("#proposal-target option")).to_have_count(2)
+        page.select_option("#proposal-target", "hr-wiki")
+        page.click("#proposal-approve")
+        expect(page.locator("#proposal-draft-status")).to_have_text(
+            "Draft in hr-wiki: being written…"
+        )
+        [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+        assert request.source == "hr-wiki"
+        denied = outcome(
+            request,
+            status="failed",
+            url=None,
+            error=f"Confluence denied the draft (HTTP 403) {INJECTION}",
+            missing_permission="Add page (HR)",
+        )
+        publish_aside(settings, Topic.SOURCE_DRAFT_COMPLETED, [denied])
+        wait_until_sync(lambda: b'"failed"' in stored_draft(raw, proposal_id))
+        page.select_option("#proposal-filter", "approved")  # the list shows pending ones first
+        page.locator(f'tr[data-proposal-id="{proposal_id}"] button.proposal-open').click()
+        expect(page.locator("#proposal-draft-status")).to_have_text(
+            f"Draft in hr-wiki failed: Confluence denied the draft (HTTP 403) {INJECTION} "
+            "(missing permission: Add page (HR))"
+        )
+        # Asked again once the permission is granted; a link that is no web address stays text.
+        page.select_option("#proposal-draft-target", "hr-wiki")
+        page.click("#proposal-draft")
+        expect(page.locator("#proposal-draft-status")).to_have_text(
+            "Draft in hr-wiki: being written…"
+        )
+        _, second = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+        scripted = outcome(second, url="javascript:alert(1)")
+        publish_aside(settings, Topic.SOURCE_DRAFT_COMPLETED, [scripted])
+        wait_until_sync(lambda: b'"created"' in stored_draft(raw, proposal_id))
+        page.locator(f'tr[data-proposal-id="{proposal_id}"] button.proposal-open').click()
+        expect(page.locator("#proposal-draft-status")).to_contain_text(
+            "Draft in hr-wiki (not published)"
+        )
+        assert page.locator("#proposal-draft-status a").count() == 0
+        assert page.evaluate("window.__pwned") is None
+    assert errors == []
+
+
+def test_a_notices_link_opens_the_conversations_audit_trail_inert(
+    served: str, settings: GatewaySettings, chromium: Path
+) -> None:
+    conversation = f"conv-{new_id()}"
+    record = AuditRecorded(
+        correlation_id=new_id(),
+        conversation_id=conversation,
+        service="orchestrator",
+        action="decision",
+        reason="best similarity 0.210 below threshold 0.45",
+        details={"outcome": "no_answer", "question": f"I am <PERSON_1> {INJECTION}"},
+    )
+    publish(settings, Topic.AUDIT, [record])
+    errors: list[str] = []
+    with admin_page(served, chromium, errors) as page:
+        page.goto(f"{served}/admin#conversation={conversation}")
+        view = page.locator("#conversation-view")
+        expect(view.locator("h2")).to_have_text(f"Conversation {conversation}")
+        expect(view.locator("li")).to_have_count(1)
+        expect(view.locator("li")).to_contain_text(f"“I am <PERSON_1> {INJECTION}”")
+        assert page.evaluate("window.__pwned") is None
+        page.goto(f"{served}/admin#tab-proposals")
+        expect(view).to_be_hidden()
+    assert errors == []

@@ -75,11 +75,17 @@ async def finish(
     conversation.ticket_offer = ticket_offer
     log.info("decided", extra={"action": body.action.value, "reason": reason})
     confidence = turn.retrieved.confidence if turn.retrieved is not None else None
+    intent = turn.read_intent
+    # A turn not answered has no topic, so no category on its answer: the intent's is the
+    # one whose people hear about it (orchestrator.unanswered).
+    category = body.category or (
+        intent.category if intent is not None and not intent.conversational else None
+    )
     turn.note(
         "decision",
         reason,
         outcome=body.action.value,
-        category=body.category,
+        category=category,
         confidence=None if confidence is None else round(confidence, 4),
         notice=unanswered(body.action, confidence, turn.settings.notice_confidence),
     )
