@@ -10,13 +10,20 @@ from typing import Any, cast
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
+from contracts.bus import Bus, decode_entry
+from contracts.events import ProposalSource, SourceDraftCompleted, SourceDraftRequested, new_id
+from contracts.settings import ServiceSettings
+from contracts.topics import Topic
+from indexer import handlers
 from indexer.sources.base import Draft, DraftCitation, DraftError
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.runner import SourceRunner, UnknownSource
 from indexer.sources.sharepoint import SharePointSource
 from indexer.tests.test_sources import config as confluence_config
 from indexer.tests.test_sources_sharepoint import config as graph_config
+from tests.support import wait_until
 from tests.support.fake_confluence import FakeConfluence
 from tests.support.fake_graph import FakeGraph
 
@@ -188,3 +195,65 @@ def test_a_draft_is_written_once_per_proposal_and_source(
     assert len(confluence.drafts) == 1
     with pytest.raises(UnknownSource):
         runner.draft("../wiki", DRAFT)
+
+
+async def completed(client: aioredis.Redis, count: int) -> list[SourceDraftCompleted] | None:
+    """The draft outcomes reported, once there are ``count``."""
+    found: Any = await client.xrange(Topic.SOURCE_DRAFT_COMPLETED)
+    events = [decode_entry(fields, SourceDraftCompleted) for _, fields in found]
+    return events if len(events) >= count else None
+
+
+def requested(source: str = "wiki", proposal_id: str | None = None) -> SourceDraftRequested:
+    return SourceDraftRequested(
+        correlation_id=new_id(),
+        conversation_id="knowledge-proposals",
+        proposal_id=proposal_id or new_id(),
+        source=source,
+        title=DRAFT.title,
+        article_markdown=ARTICLE,
+        sources=[ProposalSource(kind="ticket", ref="IT-1042", title="ME21N shortcuts lost")],
+        requested_by="alice",
+    )
+
+
+async def test_over_the_bus_a_source_that_is_down_is_retried_then_reported(
+    confluence: FakeConfluence, fresh_redis_url: str, fresh_redis: redis.Redis
+) -> None:
+    """The indexer's handler: a 5xx goes back to the bus, which delivers the request again
+    (here after 300 ms); the last attempt reports the failure. A request that works reports
+    the draft's link; an unknown source is reported at once."""
+    settings = ServiceSettings(redis_url=fresh_redis_url, reclaim_idle_ms=300, max_deliveries=2)
+    bus = Bus(settings, "indexer")
+    runner = SourceRunner(
+        [confluence_config(confluence, name="wiki")], cast(Any, None), fresh_redis
+    )
+    handlers.register_drafts(bus, runner)
+    await bus.start()
+    client = aioredis.from_url(fresh_redis_url)
+    try:
+        confluence.fail_creates(2, 502)
+        down = requested()
+        await bus.publish(Topic.SOURCE_DRAFT_REQUESTED, down)
+        [failed] = await wait_until(lambda: completed(client, 1), 30)
+        assert (failed.proposal_id, failed.status, failed.correlation_id) == (
+            down.proposal_id,
+            "failed",
+            down.correlation_id,
+        )
+        assert failed.error is not None
+        assert "502" in failed.error
+        assert "after 2 attempts" in failed.error
+
+        await bus.publish(Topic.SOURCE_DRAFT_REQUESTED, requested())
+        await bus.publish(Topic.SOURCE_DRAFT_REQUESTED, requested(source="gone"))
+        done = await wait_until(lambda: completed(client, 3), 30)
+        created, unknown = done[1], done[2]
+        assert (created.status, created.draft_id) == ("created", next(iter(confluence.drafts)))
+        assert created.url is not None
+        assert created.url.startswith(confluence.base_url)
+        assert (unknown.status, unknown.error) == ("failed", "no source named 'gone' is configured")
+        assert confluence.published == []
+    finally:
+        await bus.stop()
+        await client.aclose()
