@@ -30,6 +30,7 @@ import json
 import logging
 import re
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -89,6 +90,9 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 """
 TARGET_DRAFT = "target_draft"
+DRAFT_STALE_S = 3600.0
+"""A draft request unanswered this long may be asked again (its outcome was lost: the indexer
+reports one within its retries, DESKPILOT_MAX_DELIVERIES times DESKPILOT_RECLAIM_IDLE_MS)."""
 
 
 def slug(title: str) -> str:
@@ -207,7 +211,8 @@ def _read(raw: dict[bytes, bytes]) -> ProposalRead:
 
 
 class ProposalService:
-    """The review queue's actions: read, approve (ingest the article), reject, export."""
+    """The review queue's actions: read, approve (ingest the article, and ask for a draft in a
+    source), ask for a draft again, reject, export; and the drafts' outcomes."""
 
     def __init__(self, bus: Bus, store: ProposalStore, documents: DocumentService) -> None:
         self.bus = bus
@@ -259,7 +264,7 @@ class ProposalService:
             )
         stored, current = await self.store.target_draft(proposal_id)
         if current is not None and (
-            current["status"] == "requested"
+            (current["status"] == "requested" and not _stale(current["requested_at"]))
             or (current["status"] == "created" and current["source"] == target)
         ):
             raise ApiError(
@@ -381,6 +386,11 @@ class ProposalService:
             ),
         )
         log.info("proposal recorded", extra={"proposal_id": proposal_id, "reason": reason})
+
+
+def _stale(requested_at: str) -> bool:
+    asked = datetime.fromisoformat(requested_at)
+    return (utcnow() - asked).total_seconds() > DRAFT_STALE_S
 
 
 def export_markdown(proposal: ProposalRead) -> str:

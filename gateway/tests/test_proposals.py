@@ -6,9 +6,10 @@ audit stream."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -475,3 +476,24 @@ def test_a_notices_link_opens_the_conversations_audit_trail_inert(
         page.goto(f"{served}/admin#tab-proposals")
         expect(view).to_be_hidden()
     assert errors == []
+
+
+def test_a_request_whose_outcome_was_lost_may_be_asked_again_after_an_hour(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis
+) -> None:
+    announce(raw, "it-wiki")
+    proposal_id = new_id()
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(shown(client, proposal_id))
+    url = f"/api/admin/proposals/{proposal_id}"
+    assert client.post(f"{url}/approve", json={"target": "it-wiki"}, headers=admin()).is_success
+    assert (
+        client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin()).status_code == 409
+    )
+    key = f"deskpilot:gateway:proposal:{proposal_id}"
+    stuck = json.loads(stored_draft(raw, proposal_id))
+    stuck["requested_at"] = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
+    raw.hset(key, "target_draft", json.dumps(stuck))
+    again = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
+    assert again.status_code == 202, again.text
+    assert len(stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)) == 2
