@@ -261,6 +261,17 @@ def announce(raw: redis.Redis, name: str, kind: str = "confluence") -> None:
     raw.hset(CATALOGUE_KEY, name, SourceStatus(name=name, kind=kind).model_dump_json())  # type: ignore[arg-type]
 
 
+def pending_for(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis, source: str, kind: str
+) -> tuple[str, str]:
+    """A source announced and a pending proposal shown: the proposal's id and API path."""
+    announce(raw, source, kind)
+    proposal_id = new_id()
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(shown(client, proposal_id))
+    return proposal_id, f"/api/admin/proposals/{proposal_id}"
+
+
 def outcome(request: SourceDraftRequested, **fields: Any) -> SourceDraftCompleted:
     values: dict[str, Any] = {
         "correlation_id": request.correlation_id,
@@ -285,11 +296,7 @@ def draft_is(client: TestClient, proposal_id: str, status: str) -> Callable[[], 
 def test_approve_with_a_target_asks_the_indexer_for_a_draft_and_keeps_its_link(
     client: TestClient, settings: GatewaySettings, raw: redis.Redis
 ) -> None:
-    announce(raw, "it-wiki")
-    proposal_id = new_id()
-    drafted(settings, draft(proposal_id))
-    wait_until_sync(shown(client, proposal_id))
-    url = f"/api/admin/proposals/{proposal_id}"
+    proposal_id, url = pending_for(client, settings, raw, "it-wiki", "confluence")
 
     # A target no indexer announced is refused before anything changes.
     refused = client.post(f"{url}/approve", json={"target": "nope"}, headers=admin())
@@ -349,11 +356,7 @@ def test_approve_with_a_target_asks_the_indexer_for_a_draft_and_keeps_its_link(
 def test_a_failed_draft_says_what_permission_is_missing_and_can_be_asked_again(
     client: TestClient, settings: GatewaySettings, raw: redis.Redis
 ) -> None:
-    announce(raw, "intranet", "sharepoint")
-    proposal_id = new_id()
-    drafted(settings, draft(proposal_id))
-    wait_until_sync(shown(client, proposal_id))
-    url = f"/api/admin/proposals/{proposal_id}"
+    proposal_id, url = pending_for(client, settings, raw, "intranet", "sharepoint")
     assert client.post(f"{url}/approve", json={"target": "intranet"}, headers=admin()).is_success
     [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
     denied = outcome(
@@ -481,11 +484,7 @@ def test_a_notices_link_opens_the_conversations_audit_trail_inert(
 def test_a_request_whose_outcome_was_lost_may_be_asked_again_after_an_hour(
     client: TestClient, settings: GatewaySettings, raw: redis.Redis
 ) -> None:
-    announce(raw, "it-wiki")
-    proposal_id = new_id()
-    drafted(settings, draft(proposal_id))
-    wait_until_sync(shown(client, proposal_id))
-    url = f"/api/admin/proposals/{proposal_id}"
+    proposal_id, url = pending_for(client, settings, raw, "it-wiki", "confluence")
     assert client.post(f"{url}/approve", json={"target": "it-wiki"}, headers=admin()).is_success
     assert (
         client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin()).status_code == 409
