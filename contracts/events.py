@@ -695,6 +695,7 @@ class AuditRecorded(Event):
         "proposal",
         "tool_call",
         "source_sync",
+        "notification",
     ]
     reason: str
     trace_id: str | None = None
@@ -788,4 +789,72 @@ class SourceSyncCompleted(Event):
         default_factory=list,
         description="The first failing documents, as `key: reason`.",
         max_length=20,
+    )
+
+
+class SourceDraftRequested(Event):
+    """Write an approved proposal's article into a configured source as a draft that a person
+    publishes (a Confluence draft page, an unpublished SharePoint site page). The indexer, which
+    holds the sources' credentials, writes it once per ``proposal_id`` and source."""
+
+    proposal_id: str = Field(examples=["3f1d2c4b5a6978877665544332211000"])
+    source: str = Field(
+        description="The configured source to write into (``INDEXER_SOURCES``).",
+        examples=["it-wiki"],
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$",
+    )
+    title: str = Field(max_length=255, examples=["Configure SAP GUI shortcuts"])
+    article_markdown: str = Field(description="The approved article, in Markdown.")
+    sources: list[ProposalSource] = Field(
+        default_factory=list, description="What the article is drawn from: cited in the draft."
+    )
+    requested_by: str = Field(description="The approving admin.", examples=["alice"])
+
+
+DraftOutcome = Literal["created", "failed"]
+
+
+class SourceDraftCompleted(Event):
+    """The outcome of a :class:`SourceDraftRequested`: the draft's link, or why there is none."""
+
+    proposal_id: str
+    source: str = Field(examples=["it-wiki"])
+    status: DraftOutcome
+    url: str | None = Field(
+        None,
+        description="Where a person reviews and publishes the draft.",
+        examples=["https://example.atlassian.net/wiki/pages/resumedraft.action?draftId=65601"],
+    )
+    draft_id: str | None = Field(None, description="The draft's id in the source system.")
+    error: str | None = Field(
+        None,
+        description="Why no draft was written; never quotes a secret.",
+        examples=["Confluence denied the draft (HTTP 403): the account lacks 'Add page' in IT"],
+    )
+    missing_permission: str | None = Field(
+        None,
+        description="The permission the source's account or app lacks (on HTTP 403).",
+        examples=["Sites.ReadWrite.All"],
+    )
+
+
+NoticeOutcome = Literal["no_answer", "low_confidence"]
+
+
+class UnansweredNotice(Event):
+    """A turn the assistant could not answer, or answered below the notice confidence, for the
+    people responsible for its category. ``correlation_id`` is the turn; the question is the
+    redacted text the orchestrator worked on, never what the user typed."""
+
+    outcome: NoticeOutcome
+    category: str | None = Field(
+        None, description="The turn's category (the intent classifier's).", examples=["account"]
+    )
+    question: str = Field(
+        max_length=300,
+        description="The redacted question (first line, at most 300 characters).",
+        examples=["My e-mail is <EMAIL_ADDRESS_1>, how do I get access to the HR portal?"],
+    )
+    confidence: float | None = Field(
+        None, description="The best match's similarity; none when nothing matched."
     )

@@ -68,6 +68,15 @@ class Topic(StrEnum):
     PROPOSALS = "proposal.drafted"
     """A knowledge-base update proposal the indexer drafted from a recurring gap; the gateway's
     review queue keeps it."""
+    SOURCE_DRAFT_REQUESTED = "source.draft.requested"
+    """An approved proposal to write as a draft (never published) into a configured source
+    (a Confluence space, a SharePoint site); the indexer, which holds the credentials, writes it."""
+    SOURCE_DRAFT_COMPLETED = "source.draft.completed"
+    """The outcome of a draft request (its link, or why it failed); the gateway keeps it on the
+    proposal and the audit stream."""
+    NOTICE_UNANSWERED = "notice.unanswered"
+    """A turn the assistant could not answer, or answered with low confidence, with its category
+    and redacted question; the ticketing service tells the people responsible for the category."""
 
 
 RAW_TOPICS: frozenset[str] = frozenset(
@@ -176,6 +185,9 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.AUDIT: (Group.GATEWAY, Group.INDEXER),
     Topic.PROPOSALS: (Group.GATEWAY,),
     Topic.SOURCE_SYNC_REQUESTED: (Group.INDEXER,),
+    Topic.SOURCE_DRAFT_REQUESTED: (Group.INDEXER,),
+    Topic.SOURCE_DRAFT_COMPLETED: (Group.GATEWAY,),
+    Topic.NOTICE_UNANSWERED: (Group.TICKETING,),
 }
 """Which groups read which topic. Every service creates all of these groups at start-up, so a
 group exists before the first event for it is published, whichever service starts first."""

@@ -80,6 +80,7 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.FEEDBACK_RECEIVED,
             Topic.INCIDENT_REPORTED,
             Topic.SOURCE_SYNC_REQUESTED,
+            Topic.SOURCE_DRAFT_REQUESTED,
         }
     ),
     "redactor": frozenset(
@@ -93,6 +94,7 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.CRAWL_STOP,
             Topic.ESCALATION_REQUESTED,
             Topic.TICKET_STATUS_REQUESTED,
+            Topic.NOTICE_UNANSWERED,
         }
     ),
     "crawler": frozenset({Topic.PAGES_CRAWLED, Topic.CRAWL_FINISHED, Topic.CRAWL_TASKS}),
@@ -104,6 +106,7 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.PROPOSALS,
             Topic.SOURCE_SYNC_REQUESTED,
             Topic.SOURCE_SYNC_COMPLETED,
+            Topic.SOURCE_DRAFT_COMPLETED,
         }
     ),
     "ticketing": frozenset({Topic.AUDIT, Topic.INCIDENT_REPORTED, Topic.TICKET_EVENTS}),

@@ -135,6 +135,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.sources = SourceService(bus, bus.redis)
     app.state.tickets = tickets
     app.state.proposals = ProposalService(bus, proposal_store, documents)
+    handlers.register_drafts(bus, app.state.proposals)
     app.state.incidents = IncidentService(bus)
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
     app.state.feedback = feedback_service

@@ -9,6 +9,7 @@ from contracts.events import (
     ConversationPurged,
     DocumentStatus,
     ProposalDrafted,
+    SourceDraftCompleted,
     TicketEvent,
     TurnReply,
 )
@@ -17,7 +18,7 @@ from gateway.attachments import AttachmentService
 from gateway.channels.delivery import ChannelTurns
 from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
-from gateway.proposals import ProposalStore
+from gateway.proposals import ProposalService, ProposalStore
 from gateway.tickets import TicketReadModel
 from gateway.turns import TurnService
 
@@ -68,3 +69,10 @@ def register_proposals(bus: Bus, proposals: ProposalStore) -> None:
         await proposals.apply(event)
 
     bus.subscribe(Topic.PROPOSALS, ProposalDrafted, on_proposal, group=Group.GATEWAY)
+
+
+def register_drafts(bus: Bus, proposals: ProposalService) -> None:
+    async def on_draft(event: SourceDraftCompleted, _: Delivery) -> None:
+        await proposals.on_draft_completed(event)
+
+    bus.subscribe(Topic.SOURCE_DRAFT_COMPLETED, SourceDraftCompleted, on_draft, group=Group.GATEWAY)

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from contracts.bus import Bus, Delivery
+from contracts.bus import Batch, Bus, Delivery
 from contracts.events import (
     AnswerBody,
     AttachmentRedacted,
@@ -34,6 +34,7 @@ from orchestrator.memory import Conversation, ConversationStore
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState, TurnStore
 from orchestrator.turn.deps import AuditNote
+from orchestrator.unanswered import notice_of
 
 log = logging.getLogger("deskpilot.orchestrator")
 
@@ -118,8 +119,7 @@ class BusReplies:
                 await batch.publish(turn.reply_to, reply)
             self.conversations.queue_save(batch.redis, conversation)
             self.turns.queue_save(batch.redis, turn)
-            for note in notes:
-                await batch.publish(Topic.AUDIT, _audit_record(turn, note, trace_id))
+            await _publish_records(batch, turn, notes, trace_id)
 
 
 class BusFleet:
@@ -163,11 +163,24 @@ class BusAudit:
     async def record(self, turn: TurnState, *notes: AuditNote) -> None:
         trace_id = current_trace_id()
         async with self.bus.batch() as batch:
-            for note in notes:
-                await batch.publish(Topic.AUDIT, _audit_record(turn, note, trace_id))
+            await _publish_records(batch, turn, notes, trace_id)
 
     async def publish(self, record: AuditRecorded) -> None:
         await self.bus.publish(Topic.AUDIT, record)
+
+
+async def _publish_records(
+    batch: Batch, turn: TurnState, notes: Sequence[AuditNote], trace_id: str | None
+) -> None:
+    """The turn's audit records, each decision followed by the notice it calls for (a turn
+    not answered, or answered with low confidence: :mod:`orchestrator.unanswered`)."""
+    for note in notes:
+        record = _audit_record(turn, note, trace_id)
+        await batch.publish(Topic.AUDIT, record)
+        if note.action == "decision":
+            notice = notice_of(record.correlation_id, record.conversation_id, record.details)
+            if notice is not None:
+                await batch.publish(Topic.NOTICE_UNANSWERED, notice)
 
 
 def _audit_record(turn: TurnState, note: AuditNote, trace_id: str | None) -> AuditRecorded:

@@ -146,6 +146,26 @@ _TOPIC_DOCS = (
         "One per run, with its summary; read by range (`deskpilot sources sync` waits for it). "
         "The admin API reads the same summary from the sources' catalogue.",
     ),
+    TopicDoc(
+        Topic.SOURCE_DRAFT_REQUESTED,
+        (Group.GATEWAY,),
+        "Published when an admin approves a proposal with a `target` (or asks for its draft "
+        "again); one indexer replica writes the draft with the source's credentials, once per "
+        "`proposal_id` and source.",
+    ),
+    TopicDoc(
+        Topic.SOURCE_DRAFT_COMPLETED,
+        (Group.INDEXER,),
+        "The draft's link, or why there is none (`missing_permission` on HTTP 403); the gateway "
+        "keeps it on the proposal when `correlation_id` is the proposal's latest request.",
+    ),
+    TopicDoc(
+        Topic.NOTICE_UNANSWERED,
+        (Group.ORCHESTRATOR,),
+        "Written with the turn's answer and audit records, in one transaction; the ticketing "
+        "service e-mails and posts it to whoever `TICKETING_NOTIFY_ROUTES` names for the "
+        "category, once per recurring question.",
+    ),
 )
 TOPICS: dict[Topic, TopicDoc] = {doc.topic: doc for doc in _TOPIC_DOCS}
 """Each topic's producers (and its payload model, from contracts). A topic missing here fails the
