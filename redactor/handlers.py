@@ -98,7 +98,8 @@ def counts(redactions: Sequence[Redaction]) -> list[RedactionCount]:
 
 INCIDENT_TEXTS = ("title", "status", "url", "latest_update", "ticket_key", "category")
 """An incident's free-text fields, redacted with its lists (services, error signatures). Its
-id is not: it is the incident's key, limited by the gateway to letters, digits and ``_.:-``."""
+id is not: it is the incident's key, limited by the gateway to letters, digits and ``_.:-``. A
+link the redactor changed is dropped."""
 
 
 async def redact_incident(
@@ -115,6 +116,8 @@ async def redact_incident(
     updates: dict[str, object] = dict(zip(present, done, strict=False))
     updates["affected_services"] = done[len(present) : len(present) + len(services)]
     updates["error_signatures"] = done[len(present) + len(services) :]
+    if updates.get("url") != incident.url:
+        updates["url"] = None  # a link with a placeholder in it leads nowhere: none instead
     return incident.model_copy(update=updates), redactions
 
 

@@ -46,6 +46,7 @@ async def test_an_incidents_texts_are_redacted_and_the_raw_report_deleted(
         affected_services=["VPN", f"call {PHONE}"],
         error_signatures=["0x800704CF"],
         latest_update=f"Rotated the gateway key {API_KEY}; call {PHONE} for news.",
+        url=f"https://status.example/incidents/7?reporter={EMAIL}",
     )
     given = reported(incident)
     entry_id = await bus.publish(Topic.INCIDENT_RECEIVED, given)
@@ -64,6 +65,7 @@ async def test_an_incidents_texts_are_redacted_and_the_raw_report_deleted(
     assert shown.latest_update is not None
     assert "<PHONE_NUMBER_1>" in shown.latest_update
     assert shown.error_signatures == ["0x800704CF"]  # what matching needs is left alone
+    assert shown.url is None  # a link with a placeholder leads nowhere
     assert (shown.id, shown.status, event.source) == ("inc-7", "investigating", "mcp")
     # The order of an incident's reports is their callers' order, not the redactor's.
     assert event.occurred_at == given.occurred_at
