@@ -33,6 +33,7 @@ from contracts.events import (
 from contracts.topics import Topic, reply_stream
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import (
+    ADMIN_TOKEN,
     JWT_SECRET,
     handled_by_the_gateway,
     publish,
@@ -222,6 +223,21 @@ async def test_a_search_too_long_is_refused(
     assert result.is_error
     assert "limit" in str(result.content)
     assert searches(raw) == []
+
+
+async def test_a_search_nobody_answers_ends_in_an_audited_error(
+    make_settings: Any, raw: Redis
+) -> None:
+    clients = {"itsm": {"token": SERVICE_TOKEN, "roles": ["employee"]}}
+    impatient = make_settings(mcp_enabled=True, mcp_clients=json.dumps(clients), turn_timeout_s=1)
+    with serve(impatient) as url:
+        async with session(url, SERVICE_TOKEN) as client:
+            result = await client.call_tool("search_knowledge_base", {"query": "vpn"})
+    assert result.is_error
+    assert "No results within 1 s; try again." in str(result.content)
+    audit = stream_events(raw, Topic.AUDIT, AuditRecorded)
+    [record] = [a for a in audit if a.action == "tool_call"]
+    assert record.details["outcome"] == "timeout"
 
 
 async def test_searches_count_against_the_callers_chat_allowance(
@@ -455,6 +471,7 @@ async def test_an_unknown_or_odd_incident_id_is_an_error(
         f"Bearer {SERVICE_TOKEN}x",
         f"Bearer {user_token('emp-1', exp=1)}",  # expired
         f"Bearer {user_token('emp-1', secret='another-secret-0123456789abcdef0123')}",
+        f"Bearer {ADMIN_TOKEN}",  # a credential, not a person: it calls no tools
     ],
 )
 @pytest.mark.parametrize(
