@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -326,6 +327,29 @@ async def test_only_technicians_report_incidents(gateway: str, raw: Redis) -> No
     [(_, stored)] = raw.xrange(Topic.INCIDENT_RECEIVED)
     assert b"020 7946 0958" not in b"".join(stored.values())
     assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+
+
+async def test_an_invalid_incident_is_refused_without_its_text_in_the_logs(
+    gateway: str, raw: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    title = "VPN down, ask ana.quist@northwind.example " + "x" * 500
+    async with session(gateway, NOC_TOKEN) as noc:
+        result = await noc.call_tool(
+            "report_incident", {"id": "inc 1 with spaces", "title": title, "status": "down"}
+        )
+    assert result.is_error
+    shown = str(result.content)
+    assert "title: String should have at most 500 characters" in shown
+    assert "id: String should match pattern" in shown
+    assert "ana.quist" not in shown
+    client_side = ("mcp.client", "httpx2", "httpcore2")  # this test's own client
+    logged = [r for r in caplog.records if not r.name.startswith(client_side)]
+    assert any(r.name.startswith("mcp.server") for r in logged)  # the server's were captured
+    assert not [r.name for r in logged if "ana.quist" in r.getMessage()]
+    assert raw.xlen(Topic.INCIDENT_RECEIVED) == 0
+    audit = stream_events(raw, Topic.AUDIT, AuditRecorded)
+    assert [a.details["outcome"] for a in audit if a.action == "tool_call"] == ["invalid"]
 
 
 def incident_on_the_bus(settings: GatewaySettings, **fields: Any) -> Incident:

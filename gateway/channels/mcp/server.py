@@ -41,6 +41,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi.concurrency import run_in_threadpool
@@ -48,7 +49,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import Field
+from pydantic import Field, ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -215,7 +216,7 @@ def _incident(known: KnownIncident, staff: bool) -> dict[str, Any]:
     return shown
 
 
-def shown_time(moment: Any) -> str | None:
+def shown_time(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
@@ -371,8 +372,14 @@ def build(services: McpServices) -> MCPServer:
         except ApiError as exc:
             await audit(caller, "report_incident", exc.code.value)
             raise ToolError(exc.detail) from None
-        except ValueError as exc:
-            raise ToolError(f"Not a valid incident: {exc}") from None
+        except ValidationError as exc:
+            await audit(caller, "report_incident", "invalid")
+            # Fields and rules only: the SDK logs a tool's error, and the values are the caller's.
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise ToolError(f"Not a valid incident: {problems}") from None
         await audit(caller, "report_incident", "accepted")
         return {"id": accepted.id, "accepted": True}
 
