@@ -8,54 +8,23 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 from uuid import uuid4
 
 import httpx
-import httpx2
 import pytest
 import redis
 from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from deploy.runner import Stack
+from gateway.tests.test_mcp import TOOLS, session, structured
 from tests.support.stack import SHARED_MCP_NOC_TOKEN, SHARED_MCP_TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]
 
 KB_HOST = "https://it.northwind.example/"
 """Where the shared stack's knowledge base (the demo articles) lives."""
-TOOLS = {
-    "ask",
-    "search_knowledge_base",
-    "open_ticket",
-    "get_ticket",
-    "report_incident",
-    "list_incidents",
-    "get_incident",
-}
 RAW_AND_REQUESTS = ("message.received", "search.received", "search.requested", "incident.received")
-
-
-@asynccontextmanager
-async def mcp(stack: Stack, token: str) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=120) as http,
-        streamable_http_client(stack.url + "/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as client,
-    ):
-        await client.initialize()
-        yield client
-
-
-def structured(result: Any) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    content = result.structured_content
-    assert isinstance(content, dict), result
-    return content
 
 
 def everything_on_streams(client: redis.Redis) -> bytes:
@@ -75,7 +44,7 @@ async def test_the_sdks_client_searches_the_knowledge_base_through_the_orchestra
     stack: Stack,
 ) -> None:
     email = f"ana.{uuid4().hex[:10]}@fastmail.com"
-    async with mcp(stack, SHARED_MCP_TOKEN) as client:
+    async with session(stack.url, SHARED_MCP_TOKEN) as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
         result = await client.call_tool(
             "search_knowledge_base",
@@ -125,10 +94,10 @@ async def test_an_incidents_personal_data_and_secrets_reach_no_stream_and_no_log
         "affected_services": ["Plotter queue"],
         "latest_update": f"Vendor rotated key {api_key}; call {phone} for news.",
     }
-    async with mcp(stack, SHARED_MCP_NOC_TOKEN) as noc:
+    async with session(stack.url, SHARED_MCP_NOC_TOKEN) as noc:
         accepted = structured(await noc.call_tool("report_incident", report))
     assert accepted == {"id": incident_id, "accepted": True}
-    async with mcp(stack, SHARED_MCP_TOKEN) as employee:
+    async with session(stack.url, SHARED_MCP_TOKEN) as employee:
         shown = await listed(employee, incident_id)
     # Recorded, redacted: by the gateway (read back) and the orchestrator (matched on).
     assert shown["title"] == "Plotter queue stalled, reported by <EMAIL_ADDRESS_1>"
@@ -146,7 +115,7 @@ async def test_an_incidents_personal_data_and_secrets_reach_no_stream_and_no_log
             assert value.encode() not in on_streams, value
             assert value not in logged, value
     finally:
-        async with mcp(stack, SHARED_MCP_NOC_TOKEN) as noc:
+        async with session(stack.url, SHARED_MCP_NOC_TOKEN) as noc:
             over = report | {"status": "resolved", "resolved": True, "latest_update": "Fixed."}
             structured(await noc.call_tool("report_incident", over))
 
