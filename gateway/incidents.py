@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -86,7 +86,8 @@ STALE_AFTER_S = 7 * 24 * 3600
 LISTED_AT_MOST = 200
 
 # KEYS: the incident's record (hash), the index (sorted set of ids by version).
-# ARGV: id, version (ms), over (1/0), incident JSON, time to keep it (ms).
+# ARGV: id, version (ms), over (1/0), incident JSON, time to keep it (ms). ``first`` keeps the
+# version of the first report kept: when the gateway heard of it.
 # Returns 1 when stored, 0 when the stored version is newer (or, at the same time, resolved).
 _APPLY = """
 local have = redis.call('HMGET', KEYS[1], 'version', 'over')
@@ -97,6 +98,7 @@ if have[1] then
   end
 end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'over', ARGV[3], 'incident', ARGV[4])
+redis.call('HSETNX', KEYS[1], 'first', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 return 1
@@ -109,6 +111,14 @@ class KnownIncident:
 
     incident: Incident
     linked_tickets: frozenset[str]
+    first_reported: datetime
+    """The time of the first report of it the gateway kept (its ``updated_at``, else when it
+    was reported)."""
+
+    @property
+    def since(self) -> datetime:
+        """When it started: as reported, else when it was first reported."""
+        return self.incident.started_at or self.first_reported
 
 
 def _version_ms(event: IncidentReported) -> int:
@@ -182,17 +192,19 @@ class IncidentBoard:
             return []
         pipe = self.client.pipeline(transaction=False)
         for incident_id in ids:
-            pipe.hget(self.record_key(incident_id), "incident")
+            pipe.hmget(self.record_key(incident_id), ["incident", "first"])
             pipe.smembers(self.tickets_key(incident_id))
         rows = await pipe.execute()
         found: list[KnownIncident] = []
         gone: list[str] = []
-        for incident_id, raw, tickets in zip(ids, rows[::2], rows[1::2], strict=True):
+        for incident_id, (raw, first), tickets in zip(ids, rows[::2], rows[1::2], strict=True):
             if raw is None:
                 gone.append(incident_id)  # expired: stale, or resolved long ago
                 continue
             incident = Incident.model_validate_json(_text(raw))
-            found.append(KnownIncident(incident, frozenset(_text(t) for t in tickets)))
+            first_reported = datetime.fromtimestamp(int(_text(first or b"0")) / 1000, UTC)
+            linked = frozenset(_text(t) for t in tickets)
+            found.append(KnownIncident(incident, linked, first_reported))
         if gone:
             await self.client.zrem(self.index, *gone)
         return found

@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -313,7 +314,13 @@ async def test_a_ticket_is_read_by_its_owner_and_technicians_only(
 
 
 async def test_only_technicians_report_incidents(gateway: str, raw: Redis) -> None:
-    incident = {"id": "inc-1", "title": "VPN down, call 020 7946 0958", "status": "investigating"}
+    incident = {
+        "id": "inc-1",
+        "title": "VPN down, call 020 7946 0958",
+        "status": "investigating",
+        "error_signatures": ["0x800704CF"],
+        "started_at": "2026-11-27T08:00:00Z",
+    }
     async with session(gateway, SERVICE_TOKEN) as itsm:
         refused = await itsm.call_tool("report_incident", incident)
     assert refused.is_error
@@ -324,6 +331,8 @@ async def test_only_technicians_report_incidents(gateway: str, raw: Redis) -> No
     # Sealed for the redactor, which publishes it redacted; nothing of it in clear on the way.
     [reported] = stream_events(raw, Topic.INCIDENT_RECEIVED, IncidentReceived)
     assert (reported.incident.title, reported.source) == (incident["title"], "mcp")
+    assert reported.incident.error_signatures == ["0x800704CF"]
+    assert reported.incident.started_at == datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
     [(_, stored)] = raw.xrange(Topic.INCIDENT_RECEIVED)
     assert b"020 7946 0958" not in b"".join(stored.values())
     assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
@@ -469,6 +478,32 @@ async def test_the_newest_report_wins_and_resolved_ones_leave_the_list(
         over = structured(await client.call_tool("get_incident", {"id": "inc-9"}))
     assert {i["id"] for i in with_resolved} == {"inc-9", "inc-10"}
     assert (over["status"], over["resolved"]) == ("resolved", True)
+
+
+async def test_an_incident_without_a_start_is_shown_since_its_first_report(
+    gateway: str, settings: GatewaySettings
+) -> None:
+    first = "2026-11-27T07:00:00Z"
+    await asyncio.to_thread(
+        incident_on_the_bus, settings, id="inc-11", started_at=None, updated_at=first
+    )
+    await asyncio.to_thread(
+        incident_on_the_bus,
+        settings,
+        id="inc-11",
+        started_at=None,
+        updated_at="2026-11-27T07:30:00Z",
+        status="identified",
+    )
+    async with session(gateway, SERVICE_TOKEN) as client:
+        for _ in range(100):
+            [shown] = await listed(client, 1)
+            if shown["status"] == "identified":
+                break
+            await asyncio.sleep(0.1)
+    assert shown["status"] == "identified"
+    assert shown["since"] == "2026-11-27T07:00:00+00:00"
+    assert shown["updated_at"] == "2026-11-27T07:30:00+00:00"
 
 
 @pytest.mark.parametrize("incident_id", ["inc-404", "", "x" * 5000, "inc-9 OR *", "../inc-9"])

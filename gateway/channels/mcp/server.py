@@ -204,7 +204,7 @@ def _incident(known: KnownIncident, staff: bool) -> dict[str, Any]:
         mode="json",
         include={"id", "title", "status", "affected_services", "latest_update", "url"},
     )
-    shown["since"] = shown_time(incident.started_at)
+    shown["since"] = shown_time(known.since)
     shown["updated_at"] = shown_time(incident.updated_at)
     shown["resolved"] = incident.over
     shown["linked_tickets"] = len(known.linked_tickets)
@@ -351,10 +351,12 @@ def build(services: McpServices) -> MCPServer:
         affected_services: list[str] | None = None,
         latest_update: str | None = None,
         resolved: bool = False,
+        error_signatures: list[str] | None = None,
+        started_at: datetime | None = None,
     ) -> dict[str, Any]:
         """Report an ongoing incident (or its update, same `id`), as a status page would:
-        users whose problem matches are told, matching tickets are linked. Technicians and
-        admins only."""
+        users whose problem matches (a service named, an error code such as `0x800704CF`) are
+        told, matching tickets are linked. Technicians and admins only."""
         caller = caller_of(ctx)
         if not caller.roles & STAFF:
             await audit(caller, "report_incident", "forbidden")
@@ -365,6 +367,8 @@ def build(services: McpServices) -> MCPServer:
                 title=title,
                 status=status,
                 affected_services=affected_services or [],
+                error_signatures=error_signatures or [],
+                started_at=started_at,
                 latest_update=latest_update,
                 resolved=resolved,
             )
