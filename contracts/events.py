@@ -190,6 +190,16 @@ class QueryReceived(Event):
     authenticated: bool = False
 
 
+class Passage(BaseModel):
+    """A knowledge-base passage a search found (redacted at indexing, as every chunk is)."""
+
+    title: str
+    url: str = Field(examples=["https://it.northwind.example/kb/vpn-password-reset"])
+    section: str = Field("", description="The heading the passage sits under, if any.")
+    snippet: str = Field(description="The passage, shortened.")
+    score: float = Field(description="Cosine similarity to the query in [-1, 1]; higher is closer.")
+
+
 class TurnReply(Event):
     """Progress or the final answer of a turn, sent to the gateway instance in ``reply_to``.
 
@@ -201,7 +211,7 @@ class TurnReply(Event):
     (crawler replicas count pages together and may publish them out of order).
     """
 
-    kind: Literal["progress", "answer", "attachment", "attachment_error"]
+    kind: Literal["progress", "answer", "attachment", "attachment_error", "search"]
     stage: str | None = Field(None, examples=["searching", "composing"])
     detail: str | None = None
     count: int | None = Field(
@@ -215,6 +225,38 @@ class TurnReply(Event):
     body: AnswerBody | None = Field(None, description="Set when kind is 'answer'.")
     attachment: AttachmentSummary | None = Field(None, description="Set when kind is 'attachment'.")
     error: AttachmentError | None = Field(None, description="Set when kind is 'attachment_error'.")
+    passages: list[Passage] | None = Field(
+        None, description="Set when kind is 'search': what the search found, best first."
+    )
+
+
+class SearchReceived(Event):
+    """A knowledge-base search as its caller typed it (the MCP tool ``search_knowledge_base``).
+
+    Raw: it travels sealed and only the redactor reads it, which publishes it redacted on
+    ``search.requested`` and deletes it. The correlation id is the search's own id, which the
+    reply carries back to ``reply_to``."""
+
+    user_id: str = Field(description="Who searches: retrieval shows what they may read.")
+    groups: list[str] = Field(
+        default_factory=list, description="The caller's groups, for the same purpose."
+    )
+    query: str = Field(description="Raw query text; deleted from the stream once redacted.")
+    limit: int = Field(5, ge=1, le=20, description="How many passages at most.")
+    reply_to: str = Field(description="The reply stream of the gateway instance that waits.")
+
+
+class SearchRequested(Event):
+    """A redacted knowledge-base search for the orchestrator, which runs its retrieval as
+    ``user_id`` with ``groups`` and answers on ``reply_to`` with a ``TurnReply`` of kind
+    ``search`` (same correlation id)."""
+
+    user_id: str
+    groups: list[str] = Field(default_factory=list)
+    query: str = Field(description="Redacted query with placeholders such as <EMAIL_ADDRESS_1>.")
+    redactions: list[RedactionCount] = Field(default_factory=list)
+    limit: int = Field(5, ge=1, le=20)
+    reply_to: str
 
 
 class FeedbackReceived(Event):
@@ -671,13 +713,33 @@ class Incident(BaseModel):
     ticket_key: str | None = Field(None, description="The incident's own ticket, if it has one.")
     category: str | None = None
 
+    @property
+    def over(self) -> bool:
+        """Resolved, or in a status that ends it (:data:`RESOLVED_STATUSES`)."""
+        return self.resolved or self.status.strip().lower() in RESOLVED_STATUSES
 
-class IncidentReported(Event):
-    """A new or changed incident (status-page watcher, ``POST /api/incidents`` or any internal
-    system). The correlation and conversation ids are the incident id."""
+
+RESOLVED_STATUSES = frozenset({"resolved", "postmortem", "completed", "closed"})
+"""Incident statuses that end it (Statuspage's incident and maintenance ones included)."""
+
+
+class IncidentReceived(Event):
+    """An incident as a caller typed it (``POST /api/incidents``, the MCP tool
+    ``report_incident``). Raw: it travels sealed and only the redactor reads it, which publishes
+    it redacted on ``incident.reported`` and deletes it. The correlation and conversation ids are
+    the incident id."""
 
     incident: Incident
-    source: str = Field("api", examples=["statuspage", "api", "stream"])
+    source: str = Field("api", examples=["api", "mcp"])
+
+
+class IncidentReported(Event):
+    """A new or changed incident, redacted when a caller typed it (status-page watcher, the
+    redactor for ``POST /api/incidents`` and MCP, or any internal system). The correlation and
+    conversation ids are the incident id."""
+
+    incident: Incident
+    source: str = Field("api", examples=["statuspage", "api", "mcp", "stream"])
 
 
 class AuditRecorded(Event):

@@ -78,13 +78,21 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.DOCUMENT_SUBMITTED,
             Topic.DOCUMENT_DELETED,
             Topic.FEEDBACK_RECEIVED,
-            Topic.INCIDENT_REPORTED,
+            Topic.INCIDENT_RECEIVED,
+            Topic.SEARCH_RECEIVED,
             Topic.SOURCE_SYNC_REQUESTED,
             Topic.SOURCE_DRAFT_REQUESTED,
         }
     ),
     "redactor": frozenset(
-        {Topic.QUERY_RECEIVED, Topic.ATTACHMENT_REDACTED, Topic.AUDIT, Topic.FEEDBACK_RECORDED}
+        {
+            Topic.QUERY_RECEIVED,
+            Topic.ATTACHMENT_REDACTED,
+            Topic.AUDIT,
+            Topic.FEEDBACK_RECORDED,
+            Topic.INCIDENT_REPORTED,
+            Topic.SEARCH_REQUESTED,
+        }
     ),
     "ocr": frozenset({Topic.ATTACHMENT_EXTRACTED}),
     "orchestrator": frozenset(

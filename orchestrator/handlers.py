@@ -20,17 +20,21 @@ from contracts.events import (
     FeedbackRecorded,
     IncidentReported,
     QueryReceived,
+    SearchRequested,
     TicketEvent,
     TicketStatusRequested,
     TurnReply,
 )
-from contracts.topics import Group, Topic
+from contracts.ids import derived_event_id
+from contracts.topics import REPLY_PREFIX, Group, Topic
 from contracts.tracing import current_trace_id
+from orchestrator import search
 from orchestrator.attachments import AttachmentStore
 from orchestrator.embedding import one_embedding_per_text
 from orchestrator.feedback import FeedbackBoosts
 from orchestrator.incidents import IncidentStore
 from orchestrator.memory import Conversation, ConversationStore
+from orchestrator.retrieval import Retriever
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState, TurnStore
 from orchestrator.turn.deps import AuditNote
@@ -297,3 +301,31 @@ def register_feedback(bus: Bus, boosts: FeedbackBoosts, turns: TurnStore) -> Non
         await boosts.on_feedback(event, urls)
 
     bus.subscribe(Topic.FEEDBACK_RECORDED, FeedbackRecorded, on_feedback, group=Group.ORCHESTRATOR)
+
+
+def register_search(bus: Bus, retriever: Retriever, concurrency: int) -> None:
+    """Searches from other systems, answered on the asking gateway's reply stream."""
+
+    async def on_search(event: SearchRequested, _: Delivery) -> None:
+        if not event.reply_to.startswith(REPLY_PREFIX):
+            # Answers go to a gateway's reply stream and nowhere else.
+            log.warning("search without a reply stream dropped")
+            return
+        passages = await search.search(retriever, event)
+        reply = TurnReply(
+            event_id=derived_event_id("deskpilot", "search-reply", event.event_id),
+            correlation_id=event.correlation_id,
+            conversation_id=event.conversation_id,
+            kind="search",
+            passages=passages,
+        )
+        await bus.publish(event.reply_to, reply)
+        log.info("searched", extra={"passages": len(passages)})
+
+    bus.subscribe(
+        Topic.SEARCH_REQUESTED,
+        SearchRequested,
+        on_search,
+        group=Group.ORCHESTRATOR,
+        concurrency=concurrency,
+    )

@@ -107,10 +107,27 @@ _TOPIC_DOCS = (
         "for it.",
     ),
     TopicDoc(
+        Topic.INCIDENT_RECEIVED,
+        (Group.GATEWAY,),
+        "Written by the gateway for `POST /api/incidents` and the MCP tool `report_incident`.",
+    ),
+    TopicDoc(
         Topic.INCIDENT_REPORTED,
-        (Group.GATEWAY, Group.TICKETING),
-        "Written by the gateway (`POST /api/incidents`) and the ticketing service's status-page "
-        "watcher; an internal system may publish here too.",
+        (Group.REDACTOR, Group.TICKETING),
+        "Written by the redactor (the incidents callers reported to the gateway, redacted) and "
+        "the ticketing service's status-page watcher; an internal system may publish here too. "
+        "The gateway keeps them to answer the MCP tools `list_incidents` and `get_incident`.",
+    ),
+    TopicDoc(
+        Topic.SEARCH_RECEIVED,
+        (Group.GATEWAY,),
+        "Written by the gateway for the MCP tool `search_knowledge_base`.",
+    ),
+    TopicDoc(
+        Topic.SEARCH_REQUESTED,
+        (Group.REDACTOR,),
+        "The orchestrator answers on `reply_to` with a `TurnReply` of kind `search` whose "
+        "`passages` are what it found.",
     ),
     TopicDoc(
         Topic.AUDIT,
