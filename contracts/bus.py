@@ -107,6 +107,13 @@ class Delivery:
         """Delete the stream entry itself (XDEL), e.g. raw user text once it is redacted."""
         await self._delete()
 
+    def delete_with(self, batch: Batch) -> None:
+        """Queue the entry's deletion (XDEL) in ``batch``: what a handler publishes in place of
+        raw content and the raw entry's deletion reach Redis in one write (all or nothing in a
+        ``transaction`` batch), so nobody is answered while the raw entry is still there, and a
+        crash cannot leave one without the other."""
+        batch.redis.xdel(self.topic, self.message_id)
+
 
 Handler = Callable[[E, Delivery], Awaitable[None]]
 

@@ -204,6 +204,16 @@ class QueryReceived(Event):
     authenticated: bool = False
 
 
+class Passage(BaseModel):
+    """A knowledge-base passage a search found (redacted at indexing, as every chunk is)."""
+
+    title: str
+    url: str = Field(examples=["https://it.northwind.example/kb/vpn-password-reset"])
+    section: str = Field("", description="The heading the passage sits under, if any.")
+    snippet: str = Field(description="The passage, shortened.")
+    score: float = Field(description="Cosine similarity to the query in [-1, 1]; higher is closer.")
+
+
 class TurnReply(Event):
     """Progress or the final answer of a turn, sent to the gateway instance in ``reply_to``.
 
@@ -215,7 +225,7 @@ class TurnReply(Event):
     (crawler replicas count pages together and may publish them out of order).
     """
 
-    kind: Literal["progress", "answer", "attachment", "attachment_error"]
+    kind: Literal["progress", "answer", "attachment", "attachment_error", "search"]
     stage: str | None = Field(None, examples=["searching", "composing"])
     detail: str | None = None
     count: int | None = Field(
@@ -229,6 +239,38 @@ class TurnReply(Event):
     body: AnswerBody | None = Field(None, description="Set when kind is 'answer'.")
     attachment: AttachmentSummary | None = Field(None, description="Set when kind is 'attachment'.")
     error: AttachmentError | None = Field(None, description="Set when kind is 'attachment_error'.")
+    passages: list[Passage] | None = Field(
+        None, description="Set when kind is 'search': what the search found, best first."
+    )
+
+
+class SearchReceived(Event):
+    """A knowledge-base search as its caller typed it (the MCP tool ``search_knowledge_base``).
+
+    Raw: it travels sealed and only the redactor reads it, which publishes it redacted on
+    ``search.requested`` and deletes it. The correlation id is the search's own id, which the
+    reply carries back to ``reply_to``."""
+
+    user_id: str = Field(description="Who searches: retrieval shows what they may read.")
+    groups: list[str] = Field(
+        default_factory=list, description="The caller's groups, for the same purpose."
+    )
+    query: str = Field(description="Raw query text; deleted from the stream once redacted.")
+    limit: int = Field(5, ge=1, le=20, description="How many passages at most.")
+    reply_to: str = Field(description="The reply stream of the gateway instance that waits.")
+
+
+class SearchRequested(Event):
+    """A redacted knowledge-base search for the orchestrator, which runs its retrieval as
+    ``user_id`` with ``groups`` and answers on ``reply_to`` with a ``TurnReply`` of kind
+    ``search`` (same correlation id)."""
+
+    user_id: str
+    groups: list[str] = Field(default_factory=list)
+    query: str = Field(description="Redacted query with placeholders such as <EMAIL_ADDRESS_1>.")
+    redactions: list[RedactionCount] = Field(default_factory=list)
+    limit: int = Field(5, ge=1, le=20)
+    reply_to: str
 
 
 class FeedbackReceived(Event):
@@ -697,13 +739,33 @@ class Incident(BaseModel):
     ticket_key: str | None = Field(None, description="The incident's own ticket, if it has one.")
     category: str | None = None
 
+    @property
+    def over(self) -> bool:
+        """Resolved, or in a status that ends it (:data:`RESOLVED_STATUSES`)."""
+        return self.resolved or self.status.strip().lower() in RESOLVED_STATUSES
 
-class IncidentReported(Event):
-    """A new or changed incident (status-page watcher, ``POST /api/incidents`` or any internal
-    system). The correlation and conversation ids are the incident id."""
+
+RESOLVED_STATUSES = frozenset({"resolved", "postmortem", "completed", "closed"})
+"""Incident statuses that end it (Statuspage's incident and maintenance ones included)."""
+
+
+class IncidentReceived(Event):
+    """An incident as a caller typed it (``POST /api/incidents``, the MCP tool
+    ``report_incident``). Raw: it travels sealed and only the redactor reads it, which publishes
+    it redacted on ``incident.reported`` and deletes it. The correlation and conversation ids are
+    the incident id."""
 
     incident: Incident
-    source: str = Field("api", examples=["statuspage", "api", "stream"])
+    source: str = Field("api", examples=["api", "mcp"])
+
+
+class IncidentReported(Event):
+    """A new or changed incident, redacted when a caller typed it (status-page watcher, the
+    redactor for ``POST /api/incidents`` and MCP, or any internal system). The correlation and
+    conversation ids are the incident id."""
+
+    incident: Incident
+    source: str = Field("api", examples=["statuspage", "api", "mcp", "stream"])
 
 
 class AuditRecorded(Event):
@@ -721,6 +783,7 @@ class AuditRecorded(Event):
         "proposal",
         "tool_call",
         "source_sync",
+        "notification",
     ]
     reason: str
     trace_id: str | None = None
@@ -814,4 +877,72 @@ class SourceSyncCompleted(Event):
         default_factory=list,
         description="The first failing documents, as `key: reason`.",
         max_length=20,
+    )
+
+
+class SourceDraftRequested(Event):
+    """Write an approved proposal's article into a configured source as a draft that a person
+    publishes (a Confluence draft page, an unpublished SharePoint site page). The indexer, which
+    holds the sources' credentials, writes it once per ``proposal_id`` and source."""
+
+    proposal_id: str = Field(examples=["3f1d2c4b5a6978877665544332211000"])
+    source: str = Field(
+        description="The configured source to write into (``INDEXER_SOURCES``).",
+        examples=["it-wiki"],
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$",
+    )
+    title: str = Field(max_length=255, examples=["Configure SAP GUI shortcuts"])
+    article_markdown: str = Field(description="The approved article, in Markdown.")
+    sources: list[ProposalSource] = Field(
+        default_factory=list, description="What the article is drawn from: cited in the draft."
+    )
+    requested_by: str = Field(description="The approving admin.", examples=["alice"])
+
+
+DraftOutcome = Literal["created", "failed"]
+
+
+class SourceDraftCompleted(Event):
+    """The outcome of a :class:`SourceDraftRequested`: the draft's link, or why there is none."""
+
+    proposal_id: str
+    source: str = Field(examples=["it-wiki"])
+    status: DraftOutcome
+    url: str | None = Field(
+        None,
+        description="Where a person reviews and publishes the draft.",
+        examples=["https://example.atlassian.net/wiki/pages/resumedraft.action?draftId=65601"],
+    )
+    draft_id: str | None = Field(None, description="The draft's id in the source system.")
+    error: str | None = Field(
+        None,
+        description="Why no draft was written; never quotes a secret.",
+        examples=["Confluence denied the draft (HTTP 403): the account lacks 'Add page' in IT"],
+    )
+    missing_permission: str | None = Field(
+        None,
+        description="The permission the source's account or app lacks (on HTTP 403).",
+        examples=["Sites.ReadWrite.All"],
+    )
+
+
+NoticeOutcome = Literal["no_answer", "low_confidence"]
+
+
+class UnansweredNotice(Event):
+    """A turn the assistant could not answer, or answered below the notice confidence, for the
+    people responsible for its category. ``correlation_id`` is the turn; the question is the
+    redacted text the orchestrator worked on, never what the user typed."""
+
+    outcome: NoticeOutcome
+    category: str | None = Field(
+        None, description="The turn's category (the intent classifier's).", examples=["account"]
+    )
+    question: str = Field(
+        max_length=300,
+        description="The redacted question (first line, at most 300 characters).",
+        examples=["My e-mail is <EMAIL_ADDRESS_1>, how do I get access to the HR portal?"],
+    )
+    confidence: float | None = Field(
+        None, description="The best match's similarity; none when nothing matched."
     )

@@ -29,7 +29,10 @@ PAYLOADS: dict[Topic, type[Event]] = {
     Topic.ESCALATION_REQUESTED: events.EscalationRequested,
     Topic.TICKET_STATUS_REQUESTED: events.TicketStatusRequested,
     Topic.TICKET_EVENTS: events.TicketEvent,
+    Topic.INCIDENT_RECEIVED: events.IncidentReceived,
     Topic.INCIDENT_REPORTED: events.IncidentReported,
+    Topic.SEARCH_RECEIVED: events.SearchReceived,
+    Topic.SEARCH_REQUESTED: events.SearchRequested,
     Topic.AUDIT: events.AuditRecorded,
     Topic.FEEDBACK_RECEIVED: events.FeedbackReceived,
     Topic.FEEDBACK_RECORDED: events.FeedbackRecorded,
@@ -39,6 +42,9 @@ PAYLOADS: dict[Topic, type[Event]] = {
     Topic.DOCUMENT_STATUS: events.DocumentStatus,
     Topic.SOURCE_SYNC_REQUESTED: events.SourceSyncRequested,
     Topic.SOURCE_SYNC_COMPLETED: events.SourceSyncCompleted,
+    Topic.SOURCE_DRAFT_REQUESTED: events.SourceDraftRequested,
+    Topic.SOURCE_DRAFT_COMPLETED: events.SourceDraftCompleted,
+    Topic.NOTICE_UNANSWERED: events.UnansweredNotice,
 }
 """The model each topic's entries hold (sealed on a raw topic, :data:`contracts.topics.RAW_TOPICS`,
 and opened again on delivery). A new topic needs its model here: a test refuses a topic without."""

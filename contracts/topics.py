@@ -46,6 +46,15 @@ class Topic(StrEnum):
     internal system (dashboards, chat-ops)."""
     INCIDENT_REPORTED = "incident.reported"
     """A new or changed incident; the orchestrator matches turns to it, ticketing links tickets."""
+    INCIDENT_RECEIVED = "incident.received"
+    """An incident as a caller typed it (REST, MCP); only the redactor reads it, and deletes it
+    once it published the redacted incident on ``incident.reported``."""
+    SEARCH_RECEIVED = "search.received"
+    """A knowledge-base search as its caller typed it (MCP); only the redactor reads it, and
+    deletes it once it published the redacted search on ``search.requested``."""
+    SEARCH_REQUESTED = "search.requested"
+    """A redacted knowledge-base search; the orchestrator answers it on the asking gateway's
+    reply stream with the passages found."""
     AUDIT = "audit.log"
     """Every agent action, redacted, with its trace and turn ids; read back by the admin API."""
     FEEDBACK_RECEIVED = "feedback.received"
@@ -68,6 +77,15 @@ class Topic(StrEnum):
     PROPOSALS = "proposal.drafted"
     """A knowledge-base update proposal the indexer drafted from a recurring gap; the gateway's
     review queue keeps it."""
+    SOURCE_DRAFT_REQUESTED = "source.draft.requested"
+    """An approved proposal to write as a draft (never published) into a configured source
+    (a Confluence space, a SharePoint site); the indexer, which holds the credentials, writes it."""
+    SOURCE_DRAFT_COMPLETED = "source.draft.completed"
+    """The outcome of a draft request (its link, or why it failed); the gateway keeps it on the
+    proposal and the audit stream."""
+    NOTICE_UNANSWERED = "notice.unanswered"
+    """A turn the assistant could not answer, or answered with low confidence, with its category
+    and redacted question; the ticketing service tells the people responsible for the category."""
 
 
 RAW_TOPICS: frozenset[str] = frozenset(
@@ -76,6 +94,8 @@ RAW_TOPICS: frozenset[str] = frozenset(
         Topic.ATTACHMENT_RECEIVED,
         Topic.ATTACHMENT_EXTRACTED,
         Topic.FEEDBACK_RECEIVED,
+        Topic.INCIDENT_RECEIVED,
+        Topic.SEARCH_RECEIVED,
     }
 )
 """Streams that carry raw, un-redacted user content. Their events travel sealed (the bus seals
@@ -134,6 +154,8 @@ SEALED_BY: dict[Topic, tuple[Group, ...]] = {
     Topic.ATTACHMENT_RECEIVED: (Group.GATEWAY,),
     Topic.ATTACHMENT_EXTRACTED: (Group.OCR,),
     Topic.FEEDBACK_RECEIVED: (Group.GATEWAY,),
+    Topic.INCIDENT_RECEIVED: (Group.GATEWAY,),
+    Topic.SEARCH_RECEIVED: (Group.GATEWAY,),
 }
 """Who publishes each raw topic, sealing it. With the groups that read raw topics, these are
 the services that need ``DESKPILOT_SEAL_KEYS`` (and refuse to start without it in production)."""
@@ -170,12 +192,18 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.ESCALATION_REQUESTED: (Group.TICKETING,),
     Topic.TICKET_STATUS_REQUESTED: (Group.TICKETING,),
     Topic.TICKET_EVENTS: (Group.ORCHESTRATOR, Group.GATEWAY),
-    Topic.INCIDENT_REPORTED: (Group.ORCHESTRATOR, Group.TICKETING),
+    Topic.INCIDENT_RECEIVED: (Group.REDACTOR,),
+    Topic.INCIDENT_REPORTED: (Group.ORCHESTRATOR, Group.TICKETING, Group.GATEWAY),
+    Topic.SEARCH_RECEIVED: (Group.REDACTOR,),
+    Topic.SEARCH_REQUESTED: (Group.ORCHESTRATOR,),
     Topic.FEEDBACK_RECEIVED: (Group.REDACTOR,),
     Topic.FEEDBACK_RECORDED: (Group.ORCHESTRATOR, Group.INDEXER, Group.GATEWAY),
     Topic.AUDIT: (Group.GATEWAY, Group.INDEXER),
     Topic.PROPOSALS: (Group.GATEWAY,),
     Topic.SOURCE_SYNC_REQUESTED: (Group.INDEXER,),
+    Topic.SOURCE_DRAFT_REQUESTED: (Group.INDEXER,),
+    Topic.SOURCE_DRAFT_COMPLETED: (Group.GATEWAY,),
+    Topic.NOTICE_UNANSWERED: (Group.TICKETING,),
 }
 """Which groups read which topic. Every service creates all of these groups at start-up, so a
 group exists before the first event for it is published, whichever service starts first."""

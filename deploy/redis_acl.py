@@ -78,12 +78,21 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.DOCUMENT_SUBMITTED,
             Topic.DOCUMENT_DELETED,
             Topic.FEEDBACK_RECEIVED,
-            Topic.INCIDENT_REPORTED,
+            Topic.INCIDENT_RECEIVED,
+            Topic.SEARCH_RECEIVED,
             Topic.SOURCE_SYNC_REQUESTED,
+            Topic.SOURCE_DRAFT_REQUESTED,
         }
     ),
     "redactor": frozenset(
-        {Topic.QUERY_RECEIVED, Topic.ATTACHMENT_REDACTED, Topic.AUDIT, Topic.FEEDBACK_RECORDED}
+        {
+            Topic.QUERY_RECEIVED,
+            Topic.ATTACHMENT_REDACTED,
+            Topic.AUDIT,
+            Topic.FEEDBACK_RECORDED,
+            Topic.INCIDENT_REPORTED,
+            Topic.SEARCH_REQUESTED,
+        }
     ),
     "ocr": frozenset({Topic.ATTACHMENT_EXTRACTED}),
     "orchestrator": frozenset(
@@ -93,6 +102,7 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.CRAWL_STOP,
             Topic.ESCALATION_REQUESTED,
             Topic.TICKET_STATUS_REQUESTED,
+            Topic.NOTICE_UNANSWERED,
         }
     ),
     "crawler": frozenset({Topic.PAGES_CRAWLED, Topic.CRAWL_FINISHED, Topic.CRAWL_TASKS}),
@@ -104,6 +114,7 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.PROPOSALS,
             Topic.SOURCE_SYNC_REQUESTED,
             Topic.SOURCE_SYNC_COMPLETED,
+            Topic.SOURCE_DRAFT_COMPLETED,
         }
     ),
     "ticketing": frozenset({Topic.AUDIT, Topic.INCIDENT_REPORTED, Topic.TICKET_EVENTS}),

@@ -47,6 +47,9 @@ log = logging.getLogger("deskpilot.runner")
 KILL_WAIT_S = 5.0
 """How long a stop waits for a child's death after SIGKILL."""
 
+GIVE_UP_RESTARTS = 5
+"""Crashes of one service while the stack starts after which the start is given up."""
+
 RUNTIME_FILE = "runtime.json"
 SEAL_KEYS_FILE = "seal-keys"
 """The stack's ``DESKPILOT_SEAL_KEYS`` when none is configured (see :func:`seal_keys_of`)."""
@@ -393,14 +396,19 @@ class Stack:
 
         A child that exits meanwhile is restarted with back-off, as :meth:`run_forever` does
         once the stack is up: a service that crashes while starting costs a restart, not the
-        whole wait (it was left dead, and the stack unhealthy until the deadline)."""
-
-        def ready() -> bool:
+        whole wait (it was left dead, and the stack unhealthy until the deadline). One that
+        has crashed :data:`GIVE_UP_RESTARTS` times ends the wait at once: it crashes at every
+        start, and :meth:`not_ready` says which."""
+        deadline = time.monotonic() + self.settings.ready_timeout_s
+        while time.monotonic() < deadline:
             self.supervise_once()
+            if any(child.restarts >= GIVE_UP_RESTARTS for child in self.children):
+                return False
             health = self.health()
-            return health is not None and health.get("status") == "ok"
-
-        return wait_for(ready, self.settings.ready_timeout_s, interval=0.5)
+            if health is not None and health.get("status") == "ok":
+                return True
+            time.sleep(0.5)
+        return False
 
     def health(self) -> dict[str, Any] | None:
         """The gateway's ``/health`` answer (its ``problems`` say what is missing), or None
@@ -424,6 +432,8 @@ class Stack:
             if not child.running():
                 code = child.process.returncode if child.process else None
                 reasons.append(f"{child.name} exited ({code}; {child.restarts} restarts)")
+            elif child.restarts:
+                reasons.append(f"{child.name} restarted {child.restarts} times")
         return "; ".join(reasons) or "ready"
 
     # -- supervise ---------------------------------------------------------------------------

@@ -37,10 +37,11 @@ from gateway.identity import (
     anonymous_ids_from_redis,
     withhold_tokens_in_server_logs,
 )
-from gateway.incidents import IncidentService
+from gateway.incidents import IncidentBoard, IncidentService
 from gateway.origins import OriginPolicy
 from gateway.proposals import ProposalService, ProposalStore
 from gateway.ratelimit import ClientAddress, RateLimiter
+from gateway.search import SearchService
 from gateway.sources import SourceService
 from gateway.tickets import TicketReadModel
 from gateway.turns import TurnService, TurnStore
@@ -73,7 +74,9 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
     handlers.register_documents(bus, documents)
     tickets = TicketReadModel(bus.redis)
-    handlers.register_tickets(bus, tickets)
+    incident_board = IncidentBoard(bus.redis)
+    handlers.register_tickets(bus, tickets, incident_board)
+    handlers.register_incidents(bus, incident_board)
     proposal_store = ProposalStore(bus.redis)
     handlers.register_proposals(bus, proposal_store)
     analytics.register(bus, recorder)
@@ -94,6 +97,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
                 index,
                 tickets,
                 IncidentService(bus),
+                incident_board,
+                SearchService(bus, turns),
                 rate_limiter,
             )
         )
@@ -135,6 +140,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.sources = SourceService(bus, bus.redis)
     app.state.tickets = tickets
     app.state.proposals = ProposalService(bus, proposal_store, documents)
+    handlers.register_drafts(bus, app.state.proposals)
     app.state.incidents = IncidentService(bus)
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
     app.state.feedback = feedback_service

@@ -1,6 +1,7 @@
 """The gateway's subscriptions: its own reply stream, the indexer's document statuses,
-conversation purges, the ticketing service's ticket events (the admin read model) and the
-indexer's knowledge-base update proposals (the review queue)."""
+conversation purges, the ticketing service's ticket events (the admin read model), the
+indexer's knowledge-base update proposals (the review queue) and reported incidents (read back
+over MCP)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from contracts.bus import Bus, Delivery
 from contracts.events import (
     ConversationPurged,
     DocumentStatus,
+    IncidentReported,
     ProposalDrafted,
+    SourceDraftCompleted,
     TicketEvent,
     TurnReply,
 )
@@ -17,7 +20,8 @@ from gateway.attachments import AttachmentService
 from gateway.channels.delivery import ChannelTurns
 from gateway.conversations import PurgeService
 from gateway.documents import DocumentService
-from gateway.proposals import ProposalStore
+from gateway.incidents import IncidentBoard
+from gateway.proposals import ProposalService, ProposalStore
 from gateway.tickets import TicketReadModel
 from gateway.turns import TurnService
 
@@ -56,11 +60,19 @@ def register_purge(bus: Bus, purge: PurgeService) -> None:
     bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.GATEWAY)
 
 
-def register_tickets(bus: Bus, tickets: TicketReadModel) -> None:
+def register_tickets(bus: Bus, tickets: TicketReadModel, incidents: IncidentBoard) -> None:
     async def on_ticket(event: TicketEvent, _: Delivery) -> None:
         await tickets.apply(event)
+        await incidents.on_ticket(event)
 
     bus.subscribe(Topic.TICKET_EVENTS, TicketEvent, on_ticket, group=Group.GATEWAY)
+
+
+def register_incidents(bus: Bus, incidents: IncidentBoard) -> None:
+    async def on_incident(event: IncidentReported, _: Delivery) -> None:
+        await incidents.apply(event)
+
+    bus.subscribe(Topic.INCIDENT_REPORTED, IncidentReported, on_incident, group=Group.GATEWAY)
 
 
 def register_proposals(bus: Bus, proposals: ProposalStore) -> None:
@@ -68,3 +80,10 @@ def register_proposals(bus: Bus, proposals: ProposalStore) -> None:
         await proposals.apply(event)
 
     bus.subscribe(Topic.PROPOSALS, ProposalDrafted, on_proposal, group=Group.GATEWAY)
+
+
+def register_drafts(bus: Bus, proposals: ProposalService) -> None:
+    async def on_draft(event: SourceDraftCompleted, _: Delivery) -> None:
+        await proposals.on_draft_completed(event)
+
+    bus.subscribe(Topic.SOURCE_DRAFT_COMPLETED, SourceDraftCompleted, on_draft, group=Group.GATEWAY)

@@ -252,6 +252,51 @@ class AuditRead(BaseModel):
 ProposalStatus = Literal["pending", "approving", "approved", "rejected"]
 
 
+DraftStatus = Literal["requested", "created", "failed"]
+
+
+class ProposalDraftRead(BaseModel):
+    """The approved article written as a draft into a knowledge source (never published)."""
+
+    source: str = Field(description="The configured source it goes to.", examples=["it-wiki"])
+    status: DraftStatus = Field(
+        description="requested: the indexer is writing it (a source that is down is retried); "
+        "created: `url` opens it; failed: `error` says why."
+    )
+    url: str | None = Field(None, description="Where a person reviews and publishes the draft.")
+    error: str | None = None
+    missing_permission: str | None = Field(
+        None,
+        description="What the source's account or app lacks, when it refused (HTTP 403).",
+        examples=["Sites.ReadWrite.All"],
+    )
+    requested_at: datetime
+    completed_at: datetime | None = None
+
+
+class ProposalDraftCreate(BaseModel):
+    """Where to write an approved proposal as a draft."""
+
+    target: str = Field(
+        description="A configured knowledge source (GET /api/admin/sources), Confluence or "
+        "SharePoint: the article becomes a draft page there, for a person to publish.",
+        examples=["it-wiki"],
+        max_length=63,
+    )
+
+
+class ProposalApprove(BaseModel):
+    """Optional choices of an approval."""
+
+    target: str | None = Field(
+        None,
+        description="A configured knowledge source to also write the article into as a draft "
+        "(see ProposalDraftCreate); none: the knowledge base only.",
+        examples=["it-wiki"],
+        max_length=63,
+    )
+
+
 class ProposalSummary(BaseModel):
     """A knowledge-base update proposal in the review queue."""
 
@@ -289,6 +334,9 @@ class ProposalRead(BaseModel):
     reason: str | None = Field(None, description="Why it was rejected.")
     document_id: str | None = Field(
         None, description="The knowledge-base document an approval created (GET /api/documents)."
+    )
+    draft: ProposalDraftRead | None = Field(
+        None, description="The draft written into a knowledge source, when one was asked for."
     )
 
 

@@ -13,6 +13,15 @@ keeps its decision, and shows the new questions.
 Approving publishes the article as a Markdown document upload, through the same path as
 ``POST /api/documents``, so the indexer ingests it like any upload; the proposal then holds the
 document's id. Every decision goes on the audit stream (``action="proposal"``).
+
+An approval may name a target, one of the configured knowledge sources (Confluence, SharePoint):
+the gateway asks for a draft there (``source.draft.requested``) and keeps the request on the
+proposal (field ``target_draft``); the indexer, which holds the sources' credentials, writes it
+and reports back (``source.draft.completed``), which the proposal and the audit stream record.
+The approval itself never waits for the source: a source that is down leaves the draft
+"requested" while the indexer retries, then "failed" with why. Only the outcome of the latest
+request is kept: an outcome is matched to its request by id, so a replayed or stale one changes
+nothing.
 """
 
 from __future__ import annotations
@@ -21,16 +30,25 @@ import json
 import logging
 import re
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import redis.asyncio as aioredis
 
 from contracts.bus import Bus
-from contracts.events import AuditRecorded, ProposalDrafted, new_id, utcnow
+from contracts.events import (
+    AuditRecorded,
+    ProposalDrafted,
+    SourceDraftCompleted,
+    SourceDraftRequested,
+    new_id,
+    utcnow,
+)
+from contracts.sources import read_source
 from contracts.topics import Topic
 from gateway.documents import DocumentService
 from gateway.errors import ApiError, ErrorCode
-from gateway.models import ProposalRead, ProposalStatus, ProposalSummary
+from gateway.models import ProposalDraftRead, ProposalRead, ProposalStatus, ProposalSummary
 
 log = logging.getLogger("deskpilot.gateway.proposals")
 
@@ -63,6 +81,20 @@ return status
 """
 
 
+# KEYS[1] the proposal's hash. ARGV: the field, the value expected, the new value. Sets the
+# field only when it holds the expected value (compare and set); returns 1 when set.
+_SWAP = """
+local found = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+if found ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+TARGET_DRAFT = "target_draft"
+DRAFT_STALE_S = 3600.0
+"""A draft request unanswered this long may be asked again (its outcome was lost: the indexer
+reports one within its retries, DESKPILOT_MAX_DELIVERIES times DESKPILOT_RECLAIM_IDLE_MS)."""
+
+
 def slug(title: str) -> str:
     """A file name for the article: lowercase words joined by hyphens."""
     words = re.findall(r"[a-z0-9]+", title.lower())
@@ -76,6 +108,7 @@ class ProposalStore:
         self.client = client
         self._draft = client.register_script(_DRAFT)
         self._decide = client.register_script(_DECIDE)
+        self._swap = client.register_script(_SWAP)
 
     async def apply(self, event: ProposalDrafted) -> bool:
         """Keep ``event`` as the proposal's draft unless a newer revision is stored."""
@@ -103,6 +136,20 @@ class ProposalStore:
         )
         text = found.decode() if isinstance(found, bytes) else str(found)
         return text or None
+
+    async def target_draft(self, proposal_id: str) -> tuple[str, dict[str, Any] | None]:
+        """The draft request kept on the proposal: as stored (for :meth:`swap_draft`), and
+        read."""
+        raw: Any = await self.client.hget(PROPOSAL_PREFIX + proposal_id, TARGET_DRAFT)
+        text = raw.decode() if isinstance(raw, bytes) else (raw or "")
+        return text, json.loads(text) if text else None
+
+    async def swap_draft(self, proposal_id: str, expected: str, draft: dict[str, Any]) -> bool:
+        """Replace the proposal's draft request unless it changed since it read ``expected``."""
+        swapped = await self._swap(
+            keys=[PROPOSAL_PREFIX + proposal_id], args=[TARGET_DRAFT, expected, json.dumps(draft)]
+        )
+        return bool(swapped)
 
     async def get(self, proposal_id: str) -> ProposalRead | None:
         if not PROPOSAL_ID.match(proposal_id):
@@ -155,11 +202,17 @@ def _read(raw: dict[bytes, bytes]) -> ProposalRead:
         decided_at=decision.get("decided_at"),
         reason=decision.get("reason"),
         document_id=decision.get("document_id"),
+        draft=(
+            ProposalDraftRead.model_validate_json(raw[TARGET_DRAFT.encode()])
+            if TARGET_DRAFT.encode() in raw
+            else None
+        ),
     )
 
 
 class ProposalService:
-    """The review queue's actions: read, approve (ingest the article), reject, export."""
+    """The review queue's actions: read, approve (ingest the article, and ask for a draft in a
+    source), ask for a draft again, reject, export; and the drafts' outcomes."""
 
     def __init__(self, bus: Bus, store: ProposalStore, documents: DocumentService) -> None:
         self.bus = bus
@@ -172,9 +225,15 @@ class ProposalService:
             raise ApiError(ErrorCode.UNKNOWN_PROPOSAL, "No such proposal is known.")
         return proposal
 
-    async def approve(self, proposal_id: str, actor: str) -> ProposalRead:
-        """Ingest the proposed article as a Markdown document; 409 unless pending."""
+    async def approve(
+        self, proposal_id: str, actor: str, target: str | None = None
+    ) -> ProposalRead:
+        """Ingest the proposed article as a Markdown document, and ask for a draft in
+        ``target`` (a configured source) when one is named; 409 unless pending, 404 for a
+        target no indexer announced (checked before anything changes)."""
         proposal = await self.get(proposal_id)
+        if target is not None:
+            await self._source(target)
         claimed = {"decided_by": actor, "decided_at": utcnow().isoformat()}
         await self._move(proposal_id, "pending", "approving", claimed)
         try:
@@ -186,8 +245,102 @@ class ProposalService:
             raise
         decision = claimed | {"document_id": accepted.id}
         await self.store.decide(proposal_id, "approving", "approved", decision)
-        await self._audit(proposal_id, actor, "approved", document_id=accepted.id)
+        targeted = {"target": target} if target else {}
+        await self._audit(proposal_id, actor, "approved", document_id=accepted.id, **targeted)
+        if target is not None:
+            await self._request_draft(proposal, actor, target, expected="")
         return await self.get(proposal_id)
+
+    async def request_draft(self, proposal_id: str, actor: str, target: str) -> ProposalRead:
+        """Ask (again) for an approved proposal's draft in ``target``: after a failure (the
+        permission granted since), or into another source. 409 unless approved, or while a
+        request is under way or a draft exists in that source."""
+        proposal = await self.get(proposal_id)
+        await self._source(target)
+        if proposal.status != "approved":
+            raise ApiError(
+                ErrorCode.VERSION_CONFLICT,
+                f"The proposal is {proposal.status}; only an approved proposal becomes a draft.",
+            )
+        stored, current = await self.store.target_draft(proposal_id)
+        if current is not None and (
+            (current["status"] == "requested" and not _stale(current["requested_at"]))
+            or (current["status"] == "created" and current["source"] == target)
+        ):
+            raise ApiError(
+                ErrorCode.VERSION_CONFLICT,
+                f"A draft in {current['source']} is {current['status']}; see `draft`.",
+            )
+        await self._request_draft(proposal, actor, target, expected=stored)
+        return await self.get(proposal_id)
+
+    async def _source(self, name: str) -> None:
+        if await read_source(self.store.client, name) is None:
+            raise ApiError(ErrorCode.UNKNOWN_SOURCE, "no source of that name is configured")
+
+    async def _request_draft(
+        self, proposal: ProposalRead, actor: str, target: str, *, expected: str
+    ) -> None:
+        request_id = new_id()
+        draft = {
+            "source": target,
+            "status": "requested",
+            "request_id": request_id,
+            "requested_at": utcnow().isoformat(),
+        }
+        if not await self.store.swap_draft(proposal.id, expected, draft):
+            raise ApiError(
+                ErrorCode.VERSION_CONFLICT, "Another admin asked for a draft at the same moment."
+            )
+        request = SourceDraftRequested(
+            correlation_id=request_id,
+            conversation_id=AUDIT_CONVERSATION,
+            proposal_id=proposal.id,
+            source=target,
+            title=proposal.title[:255],
+            article_markdown=proposal.article_markdown,
+            sources=proposal.sources,
+            requested_by=actor,
+        )
+        try:
+            await self.bus.publish(Topic.SOURCE_DRAFT_REQUESTED, request)
+        except Exception:
+            # The approval stands; the draft can be asked for again (POST .../draft).
+            failed = draft | {"status": "failed", "error": "the request could not be queued"}
+            await self.store.swap_draft(proposal.id, json.dumps(draft), failed)
+            raise
+
+    async def on_draft_completed(self, event: SourceDraftCompleted) -> bool:
+        """Keep the outcome on the proposal and the audit stream; an outcome that answers no
+        request the proposal holds (replayed, stale, forged) is dropped."""
+        stored, current = await self.store.target_draft(event.proposal_id)
+        if current is None or current.get("request_id") != event.correlation_id:
+            log.warning("draft outcome for no current request", extra={"source": event.source})
+            return False
+        if current["status"] != "requested" or current["source"] != event.source:
+            return False
+        current |= {
+            "status": event.status,
+            "url": event.url,
+            "error": event.error,
+            "missing_permission": event.missing_permission,
+            "completed_at": utcnow().isoformat(),
+        }
+        if not await self.store.swap_draft(event.proposal_id, stored, current):
+            return False
+        details: dict[str, str] = {"target": event.source, "draft_status": event.status}
+        if event.url:
+            details["draft_url"] = event.url
+        if event.error:
+            details["error"] = event.error[:300]
+        if event.missing_permission:
+            details["missing_permission"] = event.missing_permission
+        await self._record(
+            event.proposal_id,
+            f"draft {event.status} in {event.source} for proposal {event.proposal_id}",
+            {"proposal_id": event.proposal_id, "decision": f"draft_{event.status}", **details},
+        )
+        return True
 
     async def reject(self, proposal_id: str, actor: str, reason: str) -> ProposalRead:
         """Dismiss the proposal with ``reason``; 409 unless pending."""
@@ -214,6 +367,13 @@ class ProposalService:
             )
 
     async def _audit(self, proposal_id: str, actor: str, decision: str, **details: str) -> None:
+        await self._record(
+            proposal_id,
+            f"{actor} {decision} proposal {proposal_id}",
+            {"proposal_id": proposal_id, "decision": decision, "decided_by": actor} | details,
+        )
+
+    async def _record(self, proposal_id: str, reason: str, details: dict[str, str]) -> None:
         await self.bus.publish(
             Topic.AUDIT,
             AuditRecorded(
@@ -221,12 +381,16 @@ class ProposalService:
                 conversation_id=AUDIT_CONVERSATION,
                 service="gateway",
                 action="proposal",
-                reason=f"{actor} {decision} proposal {proposal_id}",
-                details={"proposal_id": proposal_id, "decision": decision, "decided_by": actor}
-                | details,
+                reason=reason,
+                details=dict(details),
             ),
         )
-        log.info("proposal decided", extra={"proposal_id": proposal_id, "decision": decision})
+        log.info("proposal recorded", extra={"proposal_id": proposal_id, "reason": reason})
+
+
+def _stale(requested_at: str) -> bool:
+    asked = datetime.fromisoformat(requested_at)
+    return (utcnow() - asked).total_seconds() > DRAFT_STALE_S
 
 
 def export_markdown(proposal: ProposalRead) -> str:

@@ -59,6 +59,7 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
         runner = SourceRunner(settings.sources, ingestor, store.client)
         await asyncio.to_thread(runner.announce)
         handlers.register_sources(bus, runner)
+        handlers.register_drafts(bus, runner)
 
         async def schedule() -> None:
             for name in await asyncio.to_thread(runner.due):

@@ -21,6 +21,8 @@ from contracts.events import (
     Event,
     FeedbackRecorded,
     PagesCrawled,
+    SourceDraftCompleted,
+    SourceDraftRequested,
     SourceSyncCompleted,
     SourceSyncRequested,
     SyncSummary,
@@ -29,6 +31,7 @@ from contracts.readers import Readers
 from contracts.topics import Group, Topic
 from indexer.crawled import CrawledPages
 from indexer.gaps import GapWindow
+from indexer.sources.base import Draft, DraftCitation, DraftError
 from indexer.sources.runner import SourceRunner, UnknownSource
 from indexer.sources.sync import SyncBusy, SyncResult
 from indexer.uploads import UploadResult, UploadService
@@ -168,6 +171,58 @@ def register_sources(bus: Bus, runner: SourceRunner) -> None:
         )
 
     bus.subscribe(Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested, on_sync, group=Group.INDEXER)
+
+
+def register_drafts(bus: Bus, runner: SourceRunner) -> None:
+    """Approved proposals written as drafts into a source (the credentials stay here). A
+    failure worth retrying (the source is down, 5xx, throttled past patience) goes back to the
+    bus, which delivers it again after ``reclaim_idle_ms``; the last attempt, and any other
+    failure, is reported on the proposal with why."""
+
+    async def on_draft(event: SourceDraftRequested, delivery: Delivery) -> None:
+        draft = Draft(
+            key=event.proposal_id,
+            title=event.title,
+            markdown=event.article_markdown,
+            citations=tuple(DraftCitation(s.title, s.ref) for s in event.sources),
+        )
+        last = delivery.deliveries >= bus.settings.max_deliveries
+        outcome: dict[str, str | None]
+        try:
+            link = await asyncio.to_thread(runner.draft, event.source, draft)
+            outcome = {"status": "created", "url": link.url, "draft_id": link.draft_id}
+        except DraftError as exc:
+            if exc.retry and not last:
+                raise
+            attempts = f" (after {delivery.deliveries} attempts)" if exc.retry else ""
+            outcome = {
+                "status": "failed",
+                "error": f"{exc}{attempts}",
+                "missing_permission": exc.missing_permission,
+            }
+        except UnknownSource as exc:
+            outcome = {"status": "failed", "error": str(exc)}
+        except Exception as exc:  # Redis or a bug: retried, and reported on the last attempt
+            if not last:
+                raise
+            outcome = {
+                "status": "failed",
+                "error": f"writing the draft failed ({type(exc).__name__})",
+            }
+        await bus.publish(
+            Topic.SOURCE_DRAFT_COMPLETED,
+            SourceDraftCompleted.model_validate(
+                {
+                    "correlation_id": event.correlation_id,
+                    "conversation_id": event.conversation_id,
+                    "proposal_id": event.proposal_id,
+                    "source": event.source,
+                    **outcome,
+                }
+            ),
+        )
+
+    bus.subscribe(Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested, on_draft, group=Group.INDEXER)
 
 
 async def _report(bus: Bus, cause: Event, document_id: str, result: UploadResult) -> None:

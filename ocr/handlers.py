@@ -56,8 +56,9 @@ def register(bus: Bus, reader: AttachmentReader, concurrency: int, max_deliverie
                 kind="attachment_error",
                 error=AttachmentError(error_code=refused.error_code, detail=refused.detail),
             )
-            await bus.publish(event.reply_to, reply)
-            await delivery.delete_entry()
+            async with bus.batch(transaction=True) as batch:
+                await batch.publish(event.reply_to, reply)
+                delivery.delete_with(batch)
             log.info(
                 "attachment refused",
                 extra={
@@ -67,25 +68,26 @@ def register(bus: Bus, reader: AttachmentReader, concurrency: int, max_deliverie
                 },
             )
             return
-        await bus.publish(
-            Topic.ATTACHMENT_EXTRACTED,
-            AttachmentExtracted(
-                event_id=extracted_event_id(event.event_id),
-                correlation_id=event.correlation_id,
-                conversation_id=event.conversation_id,
-                attachment_id=event.attachment_id,
-                user_id=event.user_id,
-                kind=event.kind,
-                filename=event.filename,
-                size_bytes=event.size_bytes,
-                text=extracted.text,
-                signatures=extracted.signatures,
-                first_error_at=extracted.first_error_at,
-                reply_to=event.reply_to,
-            ),
-        )
         # Attachment bytes are raw user data: they live only until they are read.
-        await delivery.delete_entry()
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(
+                Topic.ATTACHMENT_EXTRACTED,
+                AttachmentExtracted(
+                    event_id=extracted_event_id(event.event_id),
+                    correlation_id=event.correlation_id,
+                    conversation_id=event.conversation_id,
+                    attachment_id=event.attachment_id,
+                    user_id=event.user_id,
+                    kind=event.kind,
+                    filename=event.filename,
+                    size_bytes=event.size_bytes,
+                    text=extracted.text,
+                    signatures=extracted.signatures,
+                    first_error_at=extracted.first_error_at,
+                    reply_to=event.reply_to,
+                ),
+            )
+            delivery.delete_with(batch)
         log.info(
             "attachment read",
             extra={

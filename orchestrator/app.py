@@ -106,6 +106,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         replies = handlers.register(bus, orchestrator, settings.concurrency)
         handlers.register_attachments(bus, attachments)
         handlers.register_incidents(bus, incidents)
+        handlers.register_search(bus, retriever, settings.concurrency)
         handlers.register_feedback(bus, boosts, deps.turns)
 
         async def answer_late_turn(correlation_id: str) -> None:

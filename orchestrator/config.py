@@ -202,6 +202,16 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         "early (a checklist always does); thinner pages (a hub listing links) let it go on.",
     )
 
+    notice_confidence: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="An answer whose best match is below this similarity counts as answered "
+        "with low confidence and is reported on `notice.unanswered` like a turn not answered at "
+        "all (the ticketing service tells whoever TICKETING_NOTIFY_ROUTES names for its "
+        "category). Unset: only turns not answered are reported.",
+    )
+
     @field_validator("crawl_seed_urls", "crawl_allowed_domains", "route_categories", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:

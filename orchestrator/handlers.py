@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from contracts.bus import Bus, Delivery
+from contracts.bus import Batch, Bus, Delivery
 from contracts.events import (
     AnswerBody,
     AttachmentRedacted,
@@ -20,20 +20,25 @@ from contracts.events import (
     FeedbackRecorded,
     IncidentReported,
     QueryReceived,
+    SearchRequested,
     TicketEvent,
     TicketStatusRequested,
     TurnReply,
 )
-from contracts.topics import Group, Topic
+from contracts.ids import derived_event_id
+from contracts.topics import REPLY_PREFIX, Group, Topic
 from contracts.tracing import current_trace_id
+from orchestrator import search
 from orchestrator.attachments import AttachmentStore
 from orchestrator.embedding import one_embedding_per_text
 from orchestrator.feedback import FeedbackBoosts
 from orchestrator.incidents import IncidentStore
 from orchestrator.memory import Conversation, ConversationStore
+from orchestrator.retrieval import Retriever
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState, TurnStore
 from orchestrator.turn.deps import AuditNote
+from orchestrator.unanswered import notice_of
 
 log = logging.getLogger("deskpilot.orchestrator")
 
@@ -118,8 +123,7 @@ class BusReplies:
                 await batch.publish(turn.reply_to, reply)
             self.conversations.queue_save(batch.redis, conversation)
             self.turns.queue_save(batch.redis, turn)
-            for note in notes:
-                await batch.publish(Topic.AUDIT, _audit_record(turn, note, trace_id))
+            await _publish_records(batch, turn, notes, trace_id)
 
 
 class BusFleet:
@@ -163,11 +167,24 @@ class BusAudit:
     async def record(self, turn: TurnState, *notes: AuditNote) -> None:
         trace_id = current_trace_id()
         async with self.bus.batch() as batch:
-            for note in notes:
-                await batch.publish(Topic.AUDIT, _audit_record(turn, note, trace_id))
+            await _publish_records(batch, turn, notes, trace_id)
 
     async def publish(self, record: AuditRecorded) -> None:
         await self.bus.publish(Topic.AUDIT, record)
+
+
+async def _publish_records(
+    batch: Batch, turn: TurnState, notes: Sequence[AuditNote], trace_id: str | None
+) -> None:
+    """The turn's audit records, each decision followed by the notice it calls for (a turn
+    not answered, or answered with low confidence: :mod:`orchestrator.unanswered`)."""
+    for note in notes:
+        record = _audit_record(turn, note, trace_id)
+        await batch.publish(Topic.AUDIT, record)
+        if note.action == "decision":
+            notice = notice_of(record.correlation_id, record.conversation_id, record.details)
+            if notice is not None:
+                await batch.publish(Topic.NOTICE_UNANSWERED, notice)
 
 
 def _audit_record(turn: TurnState, note: AuditNote, trace_id: str | None) -> AuditRecorded:
@@ -284,3 +301,31 @@ def register_feedback(bus: Bus, boosts: FeedbackBoosts, turns: TurnStore) -> Non
         await boosts.on_feedback(event, urls)
 
     bus.subscribe(Topic.FEEDBACK_RECORDED, FeedbackRecorded, on_feedback, group=Group.ORCHESTRATOR)
+
+
+def register_search(bus: Bus, retriever: Retriever, concurrency: int) -> None:
+    """Searches from other systems, answered on the asking gateway's reply stream."""
+
+    async def on_search(event: SearchRequested, _: Delivery) -> None:
+        if not event.reply_to.startswith(REPLY_PREFIX):
+            # Answers go to a gateway's reply stream and nowhere else.
+            log.warning("search without a reply stream dropped")
+            return
+        passages = await search.search(retriever, event)
+        reply = TurnReply(
+            event_id=derived_event_id("deskpilot", "search-reply", event.event_id),
+            correlation_id=event.correlation_id,
+            conversation_id=event.conversation_id,
+            kind="search",
+            passages=passages,
+        )
+        await bus.publish(event.reply_to, reply)
+        log.info("searched", extra={"passages": len(passages)})
+
+    bus.subscribe(
+        Topic.SEARCH_REQUESTED,
+        SearchRequested,
+        on_search,
+        group=Group.ORCHESTRATOR,
+        concurrency=concurrency,
+    )

@@ -51,8 +51,6 @@ KEY_PREFIX = "deskpilot:orchestrator:incident:"
 # together, which a Redis cluster allows only within one slot. Incidents are few.
 _TAG = "{incidents}"
 
-RESOLVED_STATUSES = frozenset({"resolved", "postmortem", "completed", "closed"})
-"""Statuses that end an incident (Statuspage's incident and maintenance ones included)."""
 
 # -- the store ----------------------------------------------------------------------------------
 
@@ -86,7 +84,7 @@ _OUTCOMES = {0: "stale", 1: "active", 2: "resolved", 3: "duplicate"}
 
 
 def is_resolved(incident: Incident) -> bool:
-    return incident.resolved or incident.status.strip().lower() in RESOLVED_STATUSES
+    return incident.over
 
 
 def _as_utc(moment: datetime) -> datetime:

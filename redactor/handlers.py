@@ -1,9 +1,11 @@
 """Raw content in, redacted content out; the raw stream entry is deleted once handled.
 
-Three kinds of raw content reach the redactor: chat messages (``message.received``), the text
-the ocr service read from an attachment (``attachment.extracted``) and the comments of ratings
-(``feedback.received``). All are redacted with the conversation's placeholders, so a name in a
-screenshot, in the next message and in a rating's comment share one. They arrive sealed; the bus
+Five kinds of raw content reach the redactor: chat messages (``message.received``), the text
+the ocr service read from an attachment (``attachment.extracted``), the comments of ratings
+(``feedback.received``), incidents callers report (``incident.received``) and knowledge-base
+searches (``search.received``). All are redacted with the conversation's placeholders (an
+incident's are its own, by its id), so a name in a screenshot, in the next message and in a
+rating's comment share one. They arrive sealed; the bus
 opens them (:mod:`contracts.sealing`), so what is here is plain text that never touched a disk.
 """
 
@@ -23,9 +25,14 @@ from contracts.events import (
     ConversationPurged,
     FeedbackReceived,
     FeedbackRecorded,
+    Incident,
+    IncidentReceived,
+    IncidentReported,
     MessageReceived,
     QueryReceived,
     RedactionCount,
+    SearchReceived,
+    SearchRequested,
     TurnReply,
 )
 from contracts.topics import Group, Topic
@@ -89,6 +96,31 @@ def counts(redactions: Sequence[Redaction]) -> list[RedactionCount]:
     return [RedactionCount(entity_type=kind, count=n) for kind, n in sorted(total.items())]
 
 
+INCIDENT_TEXTS = ("title", "status", "url", "latest_update", "ticket_key", "category")
+"""An incident's free-text fields, redacted with its lists (services, error signatures). Its
+id is not: it is the incident's key, limited by the gateway to letters, digits and ``_.:-``. A
+link the redactor changed is dropped."""
+
+
+async def redact_incident(
+    texts: ConversationRedactor, conversation_id: str, incident: Incident
+) -> tuple[Incident, list[Redaction]]:
+    """``incident`` with every text a caller typed redacted, in one call (one placeholder per
+    value across its fields), and the redactions made."""
+    fields = {name: getattr(incident, name) for name in INCIDENT_TEXTS}
+    present = [name for name, value in fields.items() if value]
+    services, signatures = incident.affected_services, incident.error_signatures
+    given = [fields[name] for name in present] + services + signatures
+    redactions = await texts.redact(conversation_id, given)
+    done = [r.text for r in redactions]
+    updates: dict[str, object] = dict(zip(present, done, strict=False))
+    updates["affected_services"] = done[len(present) : len(present) + len(services)]
+    updates["error_signatures"] = done[len(present) + len(services) :]
+    if updates.get("url") != incident.url:
+        updates["url"] = None  # a link with a placeholder in it leads nowhere: none instead
+    return incident.model_copy(update=updates), redactions
+
+
 def register(
     bus: Bus, redactor: Redactor, placeholders: ConversationPlaceholders, concurrency: int
 ) -> None:
@@ -109,9 +141,10 @@ def register(
             request_ticket=event.request_ticket,
             authenticated=event.authenticated,
         )
-        await bus.publish(Topic.QUERY_RECEIVED, query)
         # Raw text lives only until it is redacted.
-        await delivery.delete_entry()
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(Topic.QUERY_RECEIVED, query)
+            delivery.delete_with(batch)
         log.info(
             "redacted", extra={"redactions": redaction.summary(), "flagged": redaction.flagged}
         )
@@ -136,28 +169,29 @@ def register(
             "correlation_id": event.correlation_id,
             "conversation_id": event.conversation_id,
         }
-        await bus.publish(
-            Topic.ATTACHMENT_REDACTED,
-            AttachmentRedacted(
-                event_id=derived_event_id("attachment", event.event_id),
-                attachment=summary,
-                user_id=event.user_id,
-                text=text,
-                redactions=counts(redacted),
-                **envelope,
-            ),
-        )
-        # The orchestrator has it before the user can reference it in a message.
-        await bus.publish(
-            event.reply_to,
-            TurnReply(
-                event_id=derived_event_id("attachment-reply", event.event_id),
-                kind="attachment",
-                attachment=summary,
-                **envelope,
-            ),
-        )
-        await delivery.delete_entry()
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(
+                Topic.ATTACHMENT_REDACTED,
+                AttachmentRedacted(
+                    event_id=derived_event_id("attachment", event.event_id),
+                    attachment=summary,
+                    user_id=event.user_id,
+                    text=text,
+                    redactions=counts(redacted),
+                    **envelope,
+                ),
+            )
+            # The orchestrator has it before the user can reference it in a message.
+            await batch.publish(
+                event.reply_to,
+                TurnReply(
+                    event_id=derived_event_id("attachment-reply", event.event_id),
+                    kind="attachment",
+                    attachment=summary,
+                    **envelope,
+                ),
+            )
+            delivery.delete_with(batch)
         log.info(
             "attachment redacted",
             extra={
@@ -172,23 +206,62 @@ def register(
         if event.comment is not None and event.comment.strip():
             (redaction,) = await texts.redact(event.conversation_id, [event.comment])
             comment = redaction.text
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(
+                Topic.FEEDBACK_RECORDED,
+                FeedbackRecorded(
+                    event_id=derived_event_id("feedback", event.event_id),
+                    correlation_id=event.correlation_id,
+                    conversation_id=event.conversation_id,
+                    # When the rating was given: the newer of two ratings of a turn wins everywhere.
+                    occurred_at=event.occurred_at,
+                    rating_id=event.event_id,
+                    comment=comment,
+                    **event.model_dump(
+                        include={"turn_id", "user_id", "score", "cited_urls", "action", "category"}
+                    ),
+                ),
+            )
+            delivery.delete_with(batch)
+        log.info("rating redacted", extra={"with_comment": comment is not None})
+
+    async def on_incident(event: IncidentReceived, delivery: Delivery) -> None:
+        incident, redactions = await redact_incident(texts, event.conversation_id, event.incident)
         await bus.publish(
-            Topic.FEEDBACK_RECORDED,
-            FeedbackRecorded(
-                event_id=derived_event_id("feedback", event.event_id),
+            Topic.INCIDENT_REPORTED,
+            IncidentReported(
+                event_id=derived_event_id("incident", event.event_id),
                 correlation_id=event.correlation_id,
                 conversation_id=event.conversation_id,
-                # When the rating was given: the newer of two ratings of a turn wins everywhere.
-                occurred_at=event.occurred_at,
-                rating_id=event.event_id,
-                comment=comment,
-                **event.model_dump(
-                    include={"turn_id", "user_id", "score", "cited_urls", "action", "category"}
-                ),
+                occurred_at=event.occurred_at,  # the order of an incident's reports
+                incident=incident,
+                source=event.source,
             ),
         )
         await delivery.delete_entry()
-        log.info("rating redacted", extra={"with_comment": comment is not None})
+        log.info(
+            "incident redacted",
+            extra={
+                "incident_id": incident.id,
+                "redactions": {c.entity_type: c.count for c in counts(redactions)},
+            },
+        )
+
+    async def on_search(event: SearchReceived, delivery: Delivery) -> None:
+        (redaction,) = await texts.redact(event.conversation_id, [event.query])
+        await bus.publish(
+            Topic.SEARCH_REQUESTED,
+            SearchRequested(
+                event_id=derived_event_id("search", event.event_id),
+                correlation_id=event.correlation_id,
+                conversation_id=event.conversation_id,
+                query=redaction.text,
+                redactions=counts([redaction]),
+                **event.model_dump(include={"user_id", "groups", "limit", "reply_to"}),
+            ),
+        )
+        await delivery.delete_entry()
+        log.info("search redacted", extra={"redactions": redaction.summary()})
 
     async def on_purge(event: ConversationPurged, _: Delivery) -> None:
         await bus.redis.delete(PLACEHOLDERS_PREFIX + event.conversation_id)
@@ -211,5 +284,15 @@ def register(
     )
     bus.subscribe(
         Topic.FEEDBACK_RECEIVED, FeedbackReceived, on_feedback, group=Group.REDACTOR, concurrency=2
+    )
+    bus.subscribe(
+        Topic.INCIDENT_RECEIVED, IncidentReceived, on_incident, group=Group.REDACTOR, concurrency=2
+    )
+    bus.subscribe(
+        Topic.SEARCH_RECEIVED,
+        SearchReceived,
+        on_search,
+        group=Group.REDACTOR,
+        concurrency=concurrency,
     )
     bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.REDACTOR)

@@ -10,9 +10,10 @@ server on, then:
    channel, one at a time, in a new conversation each: the web chat (``POST /api/chat``, timed
    to its response), Slack (a signed ``app_mention``, timed to the moment the local Slack
    received the answer's blocks), Teams (a signed activity, timed to the moment the local
-   connector received the card) and MCP (the SDK's client, ``ask``, timed to its result). It
-   prints each channel's p50 and p95 and its p50 minus the web chat's p50 in the same run: what
-   the channel adds. On loopback: a real platform adds its own network round trips (Slack: the
+   connector received the card) and MCP (the SDK's client, ``ask``, timed to its result; and
+   ``search_knowledge_base`` with the same question, no turn: redactor, retrieval, passages).
+   It prints each channel's p50 and p95 and its p50 minus the web chat's p50 in the same run:
+   what the channel adds. On loopback: a real platform adds its own network round trips (Slack: the
    placeholder post before the turn and the answer's update; Teams: the typing indicator and
    the card).
 2. **Events per second**, with every service but the gateway stopped (so only the gateway
@@ -106,7 +107,13 @@ def teams_turn(teams: FakeTeams, question: str) -> float:
 async def latency(url: str, slack: FakeSlack, teams: FakeTeams, turns: int) -> dict[str, Any]:
     token = new_user(url).token
     web = httpx.Client(base_url=url)  # one connection kept open, as a browser's
-    times: dict[str, list[float]] = {"web_chat": [], "slack": [], "teams": [], "mcp": []}
+    times: dict[str, list[float]] = {
+        "web_chat": [],
+        "slack": [],
+        "teams": [],
+        "mcp": [],
+        "mcp_search": [],
+    }
     headers = {"Authorization": f"Bearer {MCP_TOKEN}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=120) as http,
@@ -126,13 +133,18 @@ async def latency(url: str, slack: FakeSlack, teams: FakeTeams, turns: int) -> d
             if result.is_error:
                 raise RuntimeError(f"MCP ask failed: {result.content}")
             round_times["mcp"] = time.perf_counter() - started
+            started = time.perf_counter()
+            found = await mcp.call_tool("search_knowledge_base", {"query": question})
+            if found.is_error:
+                raise RuntimeError(f"MCP search failed: {found.content}")
+            round_times["mcp_search"] = time.perf_counter() - started
             if index >= 2:
                 for name, value in round_times.items():
                     times[name].append(value)
     web.close()
     figures: dict[str, Any] = {name: summary(values) for name, values in times.items()}
     baseline = figures["web_chat"]["p50_ms"]
-    for name in ("slack", "teams", "mcp"):
+    for name in ("slack", "teams", "mcp", "mcp_search"):
         figures[name]["added_p50_ms"] = round(figures[name]["p50_ms"] - baseline, 1)
     return figures
 
@@ -270,7 +282,8 @@ def main() -> None:
     for name, figures in result["latency"].items():
         added = figures.get("added_p50_ms")
         extra = f"  added over the web chat: {added:+.1f} ms" if added is not None else ""
-        print(f"  {name:9} p50 {figures['p50_ms']:7.1f} ms  p95 {figures['p95_ms']:7.1f} ms{extra}")
+        times = f"p50 {figures['p50_ms']:7.1f} ms  p95 {figures['p95_ms']:7.1f} ms"
+        print(f"  {name:10} {times}{extra}")
     print(f"events verified and published by one gateway process (concurrency {args.concurrency}):")
     for name, figures in result["events_per_s"].items():
         counts = f"{figures['ok']} of {figures['events']} in {figures['seconds']} s"

@@ -16,6 +16,9 @@ from ticketing import handlers
 from ticketing.backends import build_backend
 from ticketing.config import TicketingSettings
 from ticketing.incidents import IncidentLinker
+from ticketing.notify.email import EmailChannel
+from ticketing.notify.service import Notifier
+from ticketing.notify.slack import SlackWebhookChannel
 from ticketing.service import TicketingService
 from ticketing.statuspage import StatusPageWatcher
 
@@ -39,6 +42,10 @@ def create_worker(settings: TicketingSettings | None = None) -> Worker:
             await stack.enter_async_context(
                 every(settings.retry_interval_s, service.retry_due, name="ticket-retries")
             )
+            notify_client = await stack.enter_async_context(
+                httpx.AsyncClient(timeout=settings.notify_timeout_s, follow_redirects=False)
+            )
+            handlers.register_notices(bus, build_notifier(settings, bus, notify_client))
             if settings.statuspage_url:
                 client = await stack.enter_async_context(
                     httpx.AsyncClient(timeout=settings.statuspage_timeout_s)
@@ -54,3 +61,18 @@ def create_worker(settings: TicketingSettings | None = None) -> Worker:
                 await backend.close()
 
     return Worker(bus, resources)
+
+
+def build_notifier(settings: TicketingSettings, bus: Bus, client: httpx.AsyncClient) -> Notifier:
+    """Unanswered-question notices as the settings describe them (no routes: none go out)."""
+    smtp = settings.smtp_config()
+    return Notifier(
+        bus.redis,
+        settings.notify_routes,
+        bus.publish,
+        email=EmailChannel(smtp) if smtp else None,
+        slack=SlackWebhookChannel(client),
+        admin_url=str(settings.notify_admin_url) if settings.notify_admin_url else None,
+        dedup_s=settings.notify_dedup_s,
+        max_per_hour=settings.notify_max_per_hour,
+    )

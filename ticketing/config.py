@@ -10,10 +10,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
+from pydantic import (
+    AliasChoices,
+    AnyHttpUrl,
+    BaseModel,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import SettingsConfigDict
 
+from contracts.runtime_config import CATEGORIES
 from contracts.settings import ServiceSettings
+from ticketing.notify.config import NotifyRoute, SmtpConfig, SmtpSecurity
 
 PLACEHOLDER_SECRETS = {"", "change-me"}
 
@@ -144,6 +154,83 @@ class TicketingSettings(ServiceSettings):
         60.0, gt=0, description="Seconds between two polls of the status page."
     )
     statuspage_timeout_s: float = Field(10.0, gt=0, description="Timeout of one status poll.")
+
+    notify_routes: dict[str, NotifyRoute] = Field(
+        default_factory=dict,
+        description="Who is told about questions the assistant could not answer (or answered "
+        "with low confidence, see ORCHESTRATOR_NOTICE_CONFIDENCE), per category, as a JSON "
+        'object: {"account": {"emails": ["iam-team@example.com"], "slack_webhook_url": '
+        '"https://hooks.slack.com/services/..."}}. Categories not named: nobody. Empty: off.',
+    )
+    notify_admin_url: AnyHttpUrl | None = Field(
+        None,
+        description="The gateway's public base URL (https://deskpilot.example.com): notices "
+        "link to the conversation in its admin page. Unset: they give the conversation's id.",
+    )
+    notify_dedup_s: float = Field(
+        86_400.0,
+        gt=0,
+        description="Seconds within which the same question in the same category is reported "
+        "once (the same words, whatever their case, spacing and punctuation).",
+    )
+    notify_max_per_hour: int = Field(
+        30, ge=1, description="Notices per category and hour at most; more are dropped (logged)."
+    )
+    notify_timeout_s: float = Field(
+        10.0, gt=0, description="Timeout of one SMTP session or webhook call."
+    )
+    smtp_host: str | None = Field(
+        None, description="The SMTP server e-mail notices go through; required for `emails`."
+    )
+    smtp_port: int = Field(587, ge=1, le=65535, description="The SMTP server's port.")
+    smtp_security: SmtpSecurity = Field(
+        "starttls",
+        description="`starttls` (port 587), `tls` (implicit TLS, port 465) or `none` (a relay "
+        "on a trusted network only; refused in production).",
+    )
+    smtp_username: str | None = Field(None, description="SMTP login, when the server wants one.")
+    smtp_password: SecretStr | None = Field(None, description="SMTP password.")
+    smtp_from: str = Field(
+        "deskpilot@northwind.example", description="The notices' sender address."
+    )
+    smtp_ca_bundle: Path | None = Field(
+        None, description="A CA bundle to verify the SMTP server's certificate with."
+    )
+
+    @field_validator("notify_routes")
+    @classmethod
+    def _known_categories(cls, routes: dict[str, NotifyRoute]) -> dict[str, NotifyRoute]:
+        unknown = sorted(set(routes) - set(CATEGORIES))
+        if unknown:
+            raise ValueError(
+                f"TICKETING_NOTIFY_ROUTES names unknown categories {unknown}; "
+                f"known: {', '.join(CATEGORIES)}"
+            )
+        return routes
+
+    @model_validator(mode="after")
+    def _smtp_for_emails(self) -> TicketingSettings:
+        if any(route.emails for route in self.notify_routes.values()) and not self.smtp_host:
+            raise ValueError(
+                "TICKETING_NOTIFY_ROUTES names e-mail addresses: set TICKETING_SMTP_HOST"
+            )
+        if self.environment == "production" and self.smtp_host and self.smtp_security == "none":
+            raise ValueError("TICKETING_SMTP_SECURITY=none is refused in production")
+        return self
+
+    def smtp_config(self) -> SmtpConfig | None:
+        if not self.smtp_host:
+            return None
+        return SmtpConfig(
+            host=self.smtp_host,
+            port=self.smtp_port,
+            security=self.smtp_security,
+            username=self.smtp_username,
+            password=self.smtp_password,
+            sender=self.smtp_from,
+            timeout_s=self.notify_timeout_s,
+            ca_bundle=self.smtp_ca_bundle,
+        )
 
     @model_validator(mode="after")
     def _jira_settings_complete(self) -> TicketingSettings:

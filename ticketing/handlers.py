@@ -8,9 +8,11 @@ from contracts.events import (
     Event,
     IncidentReported,
     TicketStatusRequested,
+    UnansweredNotice,
 )
 from contracts.topics import Group, Topic
 from ticketing.incidents import IncidentLinker
+from ticketing.notify.service import Notifier
 from ticketing.service import TicketingService
 
 
@@ -59,3 +61,14 @@ def register(
         concurrency=concurrency,
     )
     bus.subscribe(Topic.INCIDENT_REPORTED, IncidentReported, on_incident, group=Group.TICKETING)
+
+
+def register_notices(bus: Bus, notifier: Notifier) -> None:
+    """Unanswered questions for the people responsible: a channel that cannot take one now
+    (TryLater) leaves it to the bus, which delivers it again; the last attempt records why."""
+
+    async def on_notice(event: UnansweredNotice, delivery: Delivery) -> None:
+        last = delivery.deliveries >= bus.settings.max_deliveries
+        await notifier.on_notice(event, last_attempt=last)
+
+    bus.subscribe(Topic.NOTICE_UNANSWERED, UnansweredNotice, on_notice, group=Group.TICKETING)

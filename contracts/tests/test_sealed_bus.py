@@ -231,3 +231,30 @@ async def test_decode_entry_refuses_what_its_keys_do_not_open(
     [(_, fields)] = await redis.xrange(Topic.MESSAGE_RECEIVED, min=entry_id, max=entry_id)
     with pytest.raises(UnknownSealKey):
         decode_entry(fields, MessageReceived, KeyRing.parse(NEW))
+
+
+async def test_the_redacted_event_and_the_raw_entrys_deletion_are_one_write(
+    buses: Callable[..., Bus], redis: aioredis.Redis
+) -> None:
+    publisher, consumer = buses("gateway", OLD), buses("redactor", OLD)
+    await publisher.broker.connect()
+    seen: list[tuple[int, int]] = []
+    deliveries: list[int] = []
+
+    async def redact(event: MessageReceived, delivery: Delivery) -> None:
+        deliveries.append(delivery.deliveries)
+        async with consumer.batch(transaction=True) as batch:
+            await batch.publish("query.test", event.model_copy(update={"text": "[redacted]"}))
+            delivery.delete_with(batch)
+            if len(deliveries) == 1:
+                raise RuntimeError("crashed before the write")  # nothing of the batch is written
+        seen.append((await redis.xlen(Topic.MESSAGE_RECEIVED), await redis.xlen("query.test")))
+
+    consumer.subscribe(Topic.MESSAGE_RECEIVED, MessageReceived, redact, group="redactor")
+    await publisher.publish(Topic.MESSAGE_RECEIVED, message())
+    await consumer.start()
+
+    await eventually(lambda: asyncio.sleep(0, bool(seen)))
+    # The first delivery wrote neither; the redelivery wrote both at once: one redacted event,
+    # and the raw entry gone.
+    assert seen == [(0, 1)]

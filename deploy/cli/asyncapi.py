@@ -107,10 +107,27 @@ _TOPIC_DOCS = (
         "for it.",
     ),
     TopicDoc(
+        Topic.INCIDENT_RECEIVED,
+        (Group.GATEWAY,),
+        "Written by the gateway for `POST /api/incidents` and the MCP tool `report_incident`.",
+    ),
+    TopicDoc(
         Topic.INCIDENT_REPORTED,
-        (Group.GATEWAY, Group.TICKETING),
-        "Written by the gateway (`POST /api/incidents`) and the ticketing service's status-page "
-        "watcher; an internal system may publish here too.",
+        (Group.REDACTOR, Group.TICKETING),
+        "Written by the redactor (the incidents callers reported to the gateway, redacted) and "
+        "the ticketing service's status-page watcher; an internal system may publish here too. "
+        "The gateway keeps them to answer the MCP tools `list_incidents` and `get_incident`.",
+    ),
+    TopicDoc(
+        Topic.SEARCH_RECEIVED,
+        (Group.GATEWAY,),
+        "Written by the gateway for the MCP tool `search_knowledge_base`.",
+    ),
+    TopicDoc(
+        Topic.SEARCH_REQUESTED,
+        (Group.REDACTOR,),
+        "The orchestrator answers on `reply_to` with a `TurnReply` of kind `search` whose "
+        "`passages` are what it found.",
     ),
     TopicDoc(
         Topic.AUDIT,
@@ -145,6 +162,26 @@ _TOPIC_DOCS = (
         (Group.INDEXER,),
         "One per run, with its summary; read by range (`deskpilot sources sync` waits for it). "
         "The admin API reads the same summary from the sources' catalogue.",
+    ),
+    TopicDoc(
+        Topic.SOURCE_DRAFT_REQUESTED,
+        (Group.GATEWAY,),
+        "Published when an admin approves a proposal with a `target` (or asks for its draft "
+        "again); one indexer replica writes the draft with the source's credentials, once per "
+        "`proposal_id` and source.",
+    ),
+    TopicDoc(
+        Topic.SOURCE_DRAFT_COMPLETED,
+        (Group.INDEXER,),
+        "The draft's link, or why there is none (`missing_permission` on HTTP 403); the gateway "
+        "keeps it on the proposal when `correlation_id` is the proposal's latest request.",
+    ),
+    TopicDoc(
+        Topic.NOTICE_UNANSWERED,
+        (Group.ORCHESTRATOR,),
+        "Written with the turn's answer and audit records, in one transaction; the ticketing "
+        "service e-mails and posts it to whoever `TICKETING_NOTIFY_ROUTES` names for the "
+        "category, once per recurring question.",
     ),
 )
 TOPICS: dict[Topic, TopicDoc] = {doc.topic: doc for doc in _TOPIC_DOCS}

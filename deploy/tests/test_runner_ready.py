@@ -4,12 +4,13 @@ that never gets ready says why."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from deploy.runner import Child, RunnerSettings, Stack
+from deploy.runner import GIVE_UP_RESTARTS, Child, RunnerSettings, Stack
 
 CRASHES_ONCE = (
     "import pathlib, sys, time\n"
@@ -63,15 +64,37 @@ def test_a_stack_that_is_not_ready_says_what_is_missing(
         name="ocr", argv=[sys.executable, "-c", "raise SystemExit(5)"], env={}, log_path=None
     )
     stack = stack_with(tmp_path, ocr, timeout_s=1.5)
-    stack.settings.max_backoff_s = 60
-    ocr.restarts = 10  # its next restart is a minute away, after the deadline
+    assert ocr.process is not None
+    ocr.process.wait(30)
+    ocr.restarts = 3  # its next restart is 8 s away, after the deadline
     monkeypatch.setattr(
         stack, "health", lambda: {"status": "degraded", "problems": ["ocr: no live process"]}
     )
     try:
         assert not stack.wait_ready()
-        assert stack.not_ready() == "ocr: no live process; ocr exited (5; 10 restarts)"
+        assert stack.not_ready() == "ocr: no live process; ocr exited (5; 3 restarts)"
         monkeypatch.setattr(stack, "health", lambda: None)
         assert stack.not_ready().startswith("the gateway does not answer; ocr exited (5;")
+    finally:
+        stack.stop()
+
+
+def test_a_child_that_crashes_at_every_start_ends_the_wait_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ticketing = Child(
+        name="ticketing", argv=[sys.executable, "-c", "raise SystemExit(1)"], env={}, log_path=None
+    )
+    stack = stack_with(tmp_path, ticketing, timeout_s=600)
+    stack.settings.max_backoff_s = 0.1
+    monkeypatch.setattr(stack, "health", lambda: None)
+    started = time.monotonic()
+    try:
+        assert not stack.wait_ready()
+        assert time.monotonic() - started < 120  # not the 600 s deadline
+        assert ticketing.restarts == GIVE_UP_RESTARTS
+        assert f"ticketing exited (1; {GIVE_UP_RESTARTS} restarts)" in stack.not_ready() or (
+            f"ticketing restarted {GIVE_UP_RESTARTS} times" in stack.not_ready()
+        )
     finally:
         stack.stop()

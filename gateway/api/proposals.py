@@ -9,7 +9,14 @@ from fastapi.responses import Response
 
 from gateway.deps import AdminDep, require_admin
 from gateway.identity import Identity
-from gateway.models import ProposalList, ProposalRead, ProposalReject, ProposalStatus
+from gateway.models import (
+    ProposalApprove,
+    ProposalDraftCreate,
+    ProposalList,
+    ProposalRead,
+    ProposalReject,
+    ProposalStatus,
+)
 from gateway.proposals import ProposalService, export_markdown, slug
 
 ADMIN_TOKEN_ACTOR = "admin token"  # noqa: S105 - a label, not a secret  # nosec B105
@@ -36,7 +43,10 @@ router = APIRouter(
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing or invalid credentials."},
     403: {"description": "Valid credentials without the admin role."},
-    404: {"description": "No such proposal (`unknown_document`)."},
+    404: {
+        "description": "No such proposal (`unknown_proposal`), or no such source "
+        "(`unknown_source`)."
+    },
 }
 _DECIDED: dict[int | str, dict[str, Any]] = {
     409: {"description": "The proposal was already approved or rejected (`version_conflict`)."}
@@ -65,11 +75,31 @@ async def get_proposal(proposal_id: str, proposals: ProposalsDep) -> ProposalRea
     "/{proposal_id}/approve", response_model=ProposalRead, responses={**_ERRORS, **_DECIDED}
 )
 async def approve_proposal(
-    proposal_id: str, proposals: ProposalsDep, admin: AdminDep
+    proposal_id: str, proposals: ProposalsDep, admin: AdminDep, body: ProposalApprove | None = None
 ) -> ProposalRead:
     """Ingest the proposed article into the knowledge base (as a Markdown document upload;
-    follow it with GET /api/documents/{document_id})."""
-    return await proposals.approve(proposal_id, acting_admin(admin))
+    follow it with GET /api/documents/{document_id}). With a `target`, the article also goes
+    to that knowledge source as a draft that a person publishes (see `draft`); the approval
+    does not wait for it, and a source that is down does not fail it."""
+    target = body.target if body is not None else None
+    return await proposals.approve(proposal_id, acting_admin(admin), target)
+
+
+@router.post(
+    "/{proposal_id}/draft",
+    response_model=ProposalRead,
+    status_code=202,
+    responses={
+        **_ERRORS,
+        409: {"description": "Not approved, or a draft is requested or exists already."},
+    },
+)
+async def draft_proposal(
+    proposal_id: str, body: ProposalDraftCreate, proposals: ProposalsDep, admin: AdminDep
+) -> ProposalRead:
+    """Write an approved proposal into a knowledge source as a draft (again, after a failure
+    such as a missing permission). Follow it with GET /api/admin/proposals/{proposal_id}."""
+    return await proposals.request_draft(proposal_id, acting_admin(admin), body.target)
 
 
 @router.post(

@@ -161,6 +161,7 @@
     if (p.document_id) {
       box.appendChild(el("p", {}, "Ingested as document " + p.document_id + "."));
     }
+    if (p.draft) box.appendChild(draftLine(p.draft));
     if (p.affected_article_url) {
       var affected = el("p", {}, "Closest existing article: ");
       affected.appendChild(safeLink(p.affected_article_url, p.affected_article_title));
@@ -205,9 +206,11 @@
     actions.appendChild(exportButton);
     actions.appendChild(copyButton);
     if (p.status === "pending") {
+      var target = targetPicker("proposal-target", "Also write as a draft into");
+      actions.appendChild(target.label);
       var approve = el("button", { type: "button", id: "proposal-approve" }, "Approve and ingest");
       approve.addEventListener("click", function () {
-        decide(p.id, "approve", undefined, approve);
+        decide(p.id, "approve", target.select.value ? { target: target.select.value } : undefined, approve);
       });
       actions.appendChild(approve);
       var form = el("form", { class: "range", id: "proposal-reject" });
@@ -228,15 +231,67 @@
       });
       actions.appendChild(form);
     }
+    var drafting = p.draft && (p.draft.status === "requested" || p.draft.status === "created");
+    if (p.status === "approved" && !drafting) {
+      var again = targetPicker("proposal-draft-target", "Write as a draft into");
+      var write = el("button", { type: "button", id: "proposal-draft", class: "secondary" }, "Write draft");
+      write.addEventListener("click", function () {
+        if (!again.select.value) {
+          say("Pick the source to write the draft into.", true);
+          return;
+        }
+        decide(p.id, "draft", { target: again.select.value }, write);
+      });
+      actions.appendChild(again.label);
+      actions.appendChild(write);
+    }
     box.appendChild(actions);
     heading.focus();
+  }
+
+  // The proposal's draft in a knowledge source: never published by Deskpilot; a person opens
+  // the link, reviews and publishes it.
+  function draftLine(draft) {
+    var line = el("p", { class: "proposal-draft", id: "proposal-draft-status" });
+    if (draft.status === "created" && draft.url) {
+      line.appendChild(document.createTextNode("Draft in " + draft.source + " (not published): "));
+      line.appendChild(safeLink(draft.url, "open the draft"));
+    } else if (draft.status === "failed") {
+      var text = "Draft in " + draft.source + " failed: " + (draft.error || "no reason given");
+      if (draft.missing_permission) text += " (missing permission: " + draft.missing_permission + ")";
+      line.textContent = text;
+      line.classList.add("error");
+    } else {
+      line.textContent = "Draft in " + draft.source + ": being written…";
+    }
+    return line;
+  }
+
+  // A choice among the configured knowledge sources (GET /api/admin/sources), filled in when
+  // the list arrives; the empty choice means "no draft".
+  function targetPicker(id, text) {
+    var label = el("label", { for: id }, text + " ");
+    var select = el("select", { id: id, name: "target" });
+    select.appendChild(el("option", { value: "" }, "no source"));
+    label.appendChild(select);
+    call("GET", "/api/admin/sources").then(
+      function (sources) {
+        sources.forEach(function (source) {
+          select.appendChild(el("option", { value: source.name }, source.name + " (" + source.kind + ")"));
+        });
+      },
+      function () { /* no sources listed: only the knowledge base */ }
+    );
+    return { label: label, select: select };
   }
 
   function decide(id, action, body, button) {
     button.disabled = true;
     return call("POST", API + "/" + encodeURIComponent(id) + "/" + action, body)
       .then(function (p) {
-        say(action === "approve" ? "Approved: the article is being ingested." : "Rejected.");
+        var said = { approve: "Approved: the article is being ingested.", reject: "Rejected.",
+          draft: "The draft is being written." };
+        say(said[action]);
         renderDetail(p);
         loadList();
       })

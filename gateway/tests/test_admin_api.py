@@ -16,7 +16,7 @@ from starlette.testclient import WebSocketDenialResponse
 
 from contracts.events import (
     AuditRecorded,
-    IncidentReported,
+    IncidentReceived,
     MessageReceived,
     TicketChange,
     TicketEvent,
@@ -167,13 +167,17 @@ def incident_headers(token: str = INCIDENT) -> dict[str, str]:
     return bearer(token)
 
 
-def test_a_reported_incident_is_published_for_the_other_services(
+def test_a_reported_incident_goes_sealed_to_the_redactor(
     client: TestClient, raw: redis.Redis
 ) -> None:
     response = client.post("/api/incidents", json=INCIDENT_BODY, headers=incident_headers())
     assert response.status_code == 202
     assert response.json() == {"id": "inc-2026-031", "status": "queued"}
-    [event] = stream_events(raw, Topic.INCIDENT_REPORTED, IncidentReported)
+    # What the caller typed is redacted before anything keeps it: only sealed on its way there.
+    [(_, stored)] = raw.xrange(Topic.INCIDENT_RECEIVED)
+    assert b"Berlin" not in b"".join(stored.values())
+    assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+    [event] = stream_events(raw, Topic.INCIDENT_RECEIVED, IncidentReceived)
     assert event.source == "api"
     assert event.correlation_id == "inc-2026-031"
     assert event.conversation_id == "inc-2026-031"
@@ -186,7 +190,7 @@ def test_a_reported_incident_is_published_for_the_other_services(
     client.post("/api/incidents", json=INCIDENT_BODY, headers=incident_headers())
     resolved = INCIDENT_BODY | {"status": "resolved", "resolved": True}
     client.post("/api/incidents", json=resolved, headers=incident_headers())
-    first, retried, changed = stream_events(raw, Topic.INCIDENT_REPORTED, IncidentReported)
+    first, retried, changed = stream_events(raw, Topic.INCIDENT_RECEIVED, IncidentReceived)
     assert retried.event_id == first.event_id
     assert changed.event_id != first.event_id
     assert changed.incident.resolved is True
@@ -203,7 +207,7 @@ def test_incidents_need_the_incident_token(client: TestClient, raw: redis.Redis)
         assert response.status_code == 401
         assert response.headers["www-authenticate"] == "Bearer"
         assert response.json()["error_code"] == "unauthorized"
-    assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+    assert raw.xlen(Topic.INCIDENT_RECEIVED) == 0
 
 
 @pytest.mark.parametrize("configured", [None, ""], ids=["unset", "empty"])
@@ -214,7 +218,7 @@ def test_no_incident_token_disables_the_endpoint(
         for headers in ({}, {"Authorization": "Bearer "}, incident_headers()):
             response = disabled.post("/api/incidents", json=INCIDENT_BODY, headers=headers)
             assert response.status_code == 401
-    assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+    assert raw.xlen(Topic.INCIDENT_RECEIVED) == 0
 
 
 @pytest.mark.parametrize(
@@ -239,7 +243,7 @@ def test_invalid_incidents_are_422_with_the_field(
     body = response.json()
     assert body["error_code"] == "invalid_request"
     assert body["detail"].startswith(f"{where}: ")
-    assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+    assert raw.xlen(Topic.INCIDENT_RECEIVED) == 0
 
 
 # -- audit -------------------------------------------------------------------------------------

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -18,21 +20,43 @@ from redis import Redis
 
 from contracts.events import (
     AuditRecorded,
+    Incident,
+    IncidentReceived,
     IncidentReported,
     MessageReceived,
+    Passage,
+    SearchReceived,
     TicketChange,
     TicketEvent,
     TicketRecord,
+    TicketRef,
+    TurnReply,
 )
-from contracts.topics import Topic
+from contracts.topics import Topic, reply_stream
 from gateway.config import GatewaySettings
-from gateway.tests.conftest import JWT_SECRET, publish, serve, stream_events, user_token
+from gateway.tests.conftest import (
+    ADMIN_TOKEN,
+    JWT_SECRET,
+    handled_by_the_gateway,
+    publish,
+    serve,
+    stream_events,
+    user_token,
+)
 from gateway.tests.test_slack import KB_URL, answer, questions
 from tests.support import wait_until_sync
 
 SERVICE_TOKEN = "itsm-agent-token-0123456789abcdefghij"
 NOC_TOKEN = "noc-monitoring-token-0123456789abcdefgh"
-TOOLS = {"ask", "search_knowledge_base", "open_ticket", "get_ticket", "report_incident"}
+TOOLS = {
+    "ask",
+    "search_knowledge_base",
+    "open_ticket",
+    "get_ticket",
+    "report_incident",
+    "list_incidents",
+    "get_incident",
+}
 
 
 @pytest.fixture
@@ -129,16 +153,111 @@ async def test_a_follow_up_continues_the_callers_conversation_and_nobody_elses(
     assert len(questions(raw)) == 2
 
 
-async def test_search_returns_the_cited_passages(
+PASSAGE = Passage(
+    title="VPN password reset", url=KB_URL, section="Reset", snippet="steps", score=0.71
+)
+
+
+def searches(raw: Redis) -> list[SearchReceived]:
+    return stream_events(raw, Topic.SEARCH_RECEIVED, SearchReceived)
+
+
+def found_next(settings: GatewaySettings, raw: Redis, passages: list[Passage]) -> SearchReceived:
+    """Wait for the next search on the bus and answer it as the orchestrator would."""
+    search = wait_until_sync(lambda: searches(raw) and searches(raw)[-1])
+    reply = TurnReply(
+        kind="search",
+        correlation_id=search.correlation_id,
+        conversation_id=search.conversation_id,
+        passages=passages,
+    )
+    publish(settings, reply_stream(settings.instance_id), [reply])
+    return search
+
+
+async def test_search_asks_the_orchestrator_and_returns_its_passages(
     gateway: str, settings: GatewaySettings, raw: Redis
 ) -> None:
+    query = "vpn fails for ana@northwind.example"
     async with session(gateway, SERVICE_TOKEN) as client:
-        call = asyncio.create_task(client.call_tool("search_knowledge_base", {"query": "vpn"}))
-        await asyncio.to_thread(answer_next, settings, raw, 1)
+        call = asyncio.create_task(
+            client.call_tool("search_knowledge_base", {"query": query, "limit": 3})
+        )
+        search = await asyncio.to_thread(found_next, settings, raw, [PASSAGE])
         result = structured(await call)
-    assert result["results"] == [
-        {"n": 1, "url": KB_URL, "title": "VPN password reset", "snippet": "steps"}
-    ]
+    assert result == {"results": [PASSAGE.model_dump(mode="json")]}
+    # The caller, for retrieval's permissions; the query only sealed, for the redactor.
+    assert (search.user_id, search.groups, search.limit) == ("mcp:itsm", [], 3)
+    assert search.query == query
+    assert search.reply_to == reply_stream(settings.instance_id)
+    [(_, stored)] = raw.xrange(Topic.SEARCH_RECEIVED)
+    assert b"northwind" not in b"".join(stored.values())
+    assert questions(raw) == []  # no turn
+    audit = stream_events(raw, Topic.AUDIT, AuditRecorded)
+    [record] = [a for a in audit if a.action == "tool_call"]
+    assert record.details == {
+        "tool": "search_knowledge_base",
+        "outcome": "found",
+        "caller": "service",
+    }
+    assert "vpn" not in record.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"query": ""}, {"query": "   "}, {"query": "vpn", "limit": 0}, {"query": "vpn", "limit": 21}],
+)
+async def test_a_search_the_gateway_cannot_run_is_an_error_and_reaches_nothing(
+    gateway: str, raw: Redis, arguments: dict[str, Any]
+) -> None:
+    async with session(gateway, SERVICE_TOKEN) as client:
+        result = await client.call_tool("search_knowledge_base", arguments)
+    assert result.is_error
+    assert searches(raw) == []
+
+
+async def test_a_search_too_long_is_refused(
+    gateway: str, settings: GatewaySettings, raw: Redis
+) -> None:
+    query = "x" * (settings.max_message_bytes + 1)
+    async with session(gateway, SERVICE_TOKEN) as client:
+        result = await client.call_tool("search_knowledge_base", {"query": query})
+    assert result.is_error
+    assert "limit" in str(result.content)
+    assert searches(raw) == []
+
+
+async def test_a_search_nobody_answers_ends_in_an_audited_error(
+    make_settings: Any, raw: Redis
+) -> None:
+    clients = {"itsm": {"token": SERVICE_TOKEN, "roles": ["employee"]}}
+    impatient = make_settings(mcp_enabled=True, mcp_clients=json.dumps(clients), turn_timeout_s=1)
+    with serve(impatient) as url:
+        async with session(url, SERVICE_TOKEN) as client:
+            result = await client.call_tool("search_knowledge_base", {"query": "vpn"})
+    assert result.is_error
+    assert "No results within 1 s; try again." in str(result.content)
+    audit = stream_events(raw, Topic.AUDIT, AuditRecorded)
+    [record] = [a for a in audit if a.action == "tool_call"]
+    assert record.details["outcome"] == "timeout"
+
+
+async def test_searches_count_against_the_callers_chat_allowance(
+    make_settings: Any, raw: Redis
+) -> None:
+    clients = {"itsm": {"token": SERVICE_TOKEN, "roles": ["employee"]}}
+    limited = make_settings(
+        mcp_enabled=True, mcp_clients=json.dumps(clients), rate_limit_chat_per_user=1
+    )
+    with serve(limited) as url:
+        async with session(url, SERVICE_TOKEN) as client:
+            first = asyncio.create_task(client.call_tool("search_knowledge_base", {"query": "vpn"}))
+            await asyncio.to_thread(found_next, limited, raw, [])
+            assert structured(await first) == {"results": []}
+            second = await client.call_tool("search_knowledge_base", {"query": "vpn again"})
+    assert second.is_error
+    assert "try again in" in str(second.content)
+    assert len(searches(raw)) == 1
 
 
 async def test_open_ticket_asks_for_a_technician(
@@ -195,16 +314,210 @@ async def test_a_ticket_is_read_by_its_owner_and_technicians_only(
 
 
 async def test_only_technicians_report_incidents(gateway: str, raw: Redis) -> None:
-    incident = {"id": "inc-1", "title": "VPN down", "status": "investigating"}
+    incident = {
+        "id": "inc-1",
+        "title": "VPN down, call 020 7946 0958",
+        "status": "investigating",
+        "error_signatures": ["0x800704CF"],
+        "started_at": "2026-11-27T08:00:00Z",
+    }
     async with session(gateway, SERVICE_TOKEN) as itsm:
         refused = await itsm.call_tool("report_incident", incident)
     assert refused.is_error
-    assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+    assert raw.xlen(Topic.INCIDENT_RECEIVED) == 0
     async with session(gateway, NOC_TOKEN) as noc:
         accepted = structured(await noc.call_tool("report_incident", incident))
     assert accepted == {"id": "inc-1", "accepted": True}
-    [reported] = stream_events(raw, Topic.INCIDENT_REPORTED, IncidentReported)
-    assert reported.incident.title == "VPN down"
+    # Sealed for the redactor, which publishes it redacted; nothing of it in clear on the way.
+    [reported] = stream_events(raw, Topic.INCIDENT_RECEIVED, IncidentReceived)
+    assert (reported.incident.title, reported.source) == (incident["title"], "mcp")
+    assert reported.incident.error_signatures == ["0x800704CF"]
+    assert reported.incident.started_at == datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
+    [(_, stored)] = raw.xrange(Topic.INCIDENT_RECEIVED)
+    assert b"020 7946 0958" not in b"".join(stored.values())
+    assert raw.xlen(Topic.INCIDENT_REPORTED) == 0
+
+
+async def test_an_invalid_incident_is_refused_without_its_text_in_the_logs(
+    gateway: str, raw: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    title = "VPN down, ask ana.quist@northwind.example " + "x" * 500
+    async with session(gateway, NOC_TOKEN) as noc:
+        result = await noc.call_tool(
+            "report_incident", {"id": "inc 1 with spaces", "title": title, "status": "down"}
+        )
+    assert result.is_error
+    shown = str(result.content)
+    assert "title: String should have at most 500 characters" in shown
+    assert "id: String should match pattern" in shown
+    assert "ana.quist" not in shown
+    client_side = ("mcp.client", "httpx2", "httpcore2")  # this test's own client
+    logged = [r for r in caplog.records if not r.name.startswith(client_side)]
+    assert any(r.name.startswith("mcp.server") for r in logged)  # the server's were captured
+    assert not [r.name for r in logged if "ana.quist" in r.getMessage()]
+    assert raw.xlen(Topic.INCIDENT_RECEIVED) == 0
+    audit = stream_events(raw, Topic.AUDIT, AuditRecorded)
+    assert [a.details["outcome"] for a in audit if a.action == "tool_call"] == ["invalid"]
+
+
+def incident_on_the_bus(settings: GatewaySettings, **fields: Any) -> Incident:
+    """An incident as the redactor or the status-page watcher publishes it."""
+    values: dict[str, Any] = {
+        "id": "inc-9",
+        "title": "VPN gateway unreachable",
+        "status": "investigating",
+        "affected_services": ["VPN"],
+        "error_signatures": ["0x800704CF"],
+        "started_at": "2026-11-27T08:55:00Z",
+        "latest_update": "Failing over to the second gateway.",
+        "ticket_key": "IT-1",
+        "category": "connectivity",
+    }
+    incident = Incident.model_validate(values | fields)
+    event = IncidentReported(
+        correlation_id=incident.id, conversation_id=incident.id, incident=incident
+    )
+    publish(settings, Topic.INCIDENT_REPORTED, [event])
+    return incident
+
+
+def linked(settings: GatewaySettings, incident_id: str, *keys: str) -> None:
+    events = [
+        TicketEvent(
+            correlation_id=incident_id,
+            conversation_id=f"conv-{key}",
+            change=TicketChange.LINKED,
+            ticket=TicketRef(key=key, url=f"https://jira.example/browse/{key}", status="Open"),
+            incident_id=incident_id,
+        )
+        for key in keys
+    ]
+    publish(settings, Topic.TICKET_EVENTS, events)
+
+
+async def listed(client: ClientSession, count: int, **arguments: Any) -> list[dict[str, Any]]:
+    """``list_incidents`` once it shows ``count`` incidents (the gateway reads them off the bus)."""
+    for _ in range(100):
+        incidents = structured(await client.call_tool("list_incidents", arguments))["incidents"]
+        if len(incidents) == count:
+            return list(incidents)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never {count} incidents")
+
+
+async def test_anyone_admitted_reads_ongoing_incidents_as_a_status_page_shows_them(
+    gateway: str, settings: GatewaySettings, raw: Redis
+) -> None:
+    await asyncio.to_thread(incident_on_the_bus, settings)
+    await asyncio.to_thread(linked, settings, "inc-9", "IT-20", "IT-21")
+    await asyncio.to_thread(
+        wait_until_sync, lambda: handled_by_the_gateway(raw, Topic.TICKET_EVENTS)
+    )
+    async with session(gateway, user_token("emp-1042")) as employee:
+        [shown] = await listed(employee, 1)
+        one = structured(await employee.call_tool("get_incident", {"id": "inc-9"}))
+    assert (
+        shown
+        == one
+        == {
+            "id": "inc-9",
+            "title": "VPN gateway unreachable",
+            "status": "investigating",
+            "affected_services": ["VPN"],
+            "latest_update": "Failing over to the second gateway.",
+            "url": None,
+            "since": "2026-11-27T08:55:00+00:00",
+            "updated_at": None,
+            "resolved": False,
+            "linked_tickets": 2,
+        }
+    )
+    async with session(gateway, NOC_TOKEN) as noc:
+        [staff] = await listed(noc, 1)
+    assert staff == shown | {
+        "linked_ticket_keys": ["IT-20", "IT-21"],
+        "error_signatures": ["0x800704CF"],
+        "ticket_key": "IT-1",
+        "category": "connectivity",
+    }
+    audit = stream_events(raw, Topic.AUDIT, AuditRecorded)
+    tools = [a.details["tool"] for a in audit if a.action == "tool_call"]
+    assert tools.count("list_incidents") >= 2
+    assert "get_incident" in tools
+
+
+async def test_the_newest_report_wins_and_resolved_ones_leave_the_list(
+    gateway: str, settings: GatewaySettings, raw: Redis
+) -> None:
+    await asyncio.to_thread(
+        incident_on_the_bus, settings, status="identified", updated_at="2026-11-27T09:10:00Z"
+    )
+    # An older report arriving late changes nothing.
+    await asyncio.to_thread(
+        incident_on_the_bus, settings, status="investigating", updated_at="2026-11-27T09:00:00Z"
+    )
+    await asyncio.to_thread(
+        incident_on_the_bus, settings, id="inc-10", title="Printers offline", status="monitoring"
+    )
+    await asyncio.to_thread(
+        wait_until_sync, lambda: handled_by_the_gateway(raw, Topic.INCIDENT_REPORTED)
+    )
+    async with session(gateway, SERVICE_TOKEN) as client:
+        shown = await listed(client, 2)
+        assert {i["id"]: i["status"] for i in shown} == {
+            "inc-9": "identified",
+            "inc-10": "monitoring",
+        }
+        await asyncio.to_thread(
+            incident_on_the_bus, settings, status="resolved", updated_at="2026-11-27T10:00:00Z"
+        )
+        [still] = await listed(client, 1)
+        assert still["id"] == "inc-10"
+        with_resolved = await listed(client, 2, include_resolved=True)
+        over = structured(await client.call_tool("get_incident", {"id": "inc-9"}))
+    assert {i["id"] for i in with_resolved} == {"inc-9", "inc-10"}
+    assert (over["status"], over["resolved"]) == ("resolved", True)
+
+
+async def test_an_incident_without_a_start_is_shown_since_its_first_report(
+    gateway: str, settings: GatewaySettings
+) -> None:
+    first = "2026-11-27T07:00:00Z"
+    await asyncio.to_thread(
+        incident_on_the_bus, settings, id="inc-11", started_at=None, updated_at=first
+    )
+    await asyncio.to_thread(
+        incident_on_the_bus,
+        settings,
+        id="inc-11",
+        started_at=None,
+        updated_at="2026-11-27T07:30:00Z",
+        status="identified",
+    )
+    async with session(gateway, SERVICE_TOKEN) as client:
+        for _ in range(100):
+            [shown] = await listed(client, 1)
+            if shown["status"] == "identified":
+                break
+            await asyncio.sleep(0.1)
+    assert shown["status"] == "identified"
+    assert shown["since"] == "2026-11-27T07:00:00+00:00"
+    assert shown["updated_at"] == "2026-11-27T07:30:00+00:00"
+
+
+@pytest.mark.parametrize("incident_id", ["inc-404", "", "x" * 5000, "inc-9 OR *", "../inc-9"])
+async def test_an_unknown_or_odd_incident_id_is_an_error(
+    gateway: str, settings: GatewaySettings, raw: Redis, incident_id: str
+) -> None:
+    await asyncio.to_thread(incident_on_the_bus, settings)
+    await asyncio.to_thread(
+        wait_until_sync, lambda: handled_by_the_gateway(raw, Topic.INCIDENT_REPORTED)
+    )
+    async with session(gateway, SERVICE_TOKEN) as client:
+        result = await client.call_tool("get_incident", {"id": incident_id})
+    assert result.is_error
+    assert "No ongoing or recent incident has that id." in str(result.content)
 
 
 @pytest.mark.parametrize(
@@ -217,16 +530,27 @@ async def test_only_technicians_report_incidents(gateway: str, raw: Redis) -> No
         f"Bearer {SERVICE_TOKEN}x",
         f"Bearer {user_token('emp-1', exp=1)}",  # expired
         f"Bearer {user_token('emp-1', secret='another-secret-0123456789abcdef0123')}",
+        f"Bearer {ADMIN_TOKEN}",  # a credential, not a person: it calls no tools
+    ],
+)
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("ask", {"question": "forged"}),
+        ("search_knowledge_base", {"query": "forged"}),
+        ("list_incidents", {}),
+        ("get_incident", {"id": "inc-1"}),
+        ("report_incident", {"id": "inc-1", "title": "forged", "status": "investigating"}),
     ],
 )
 def test_a_caller_without_valid_credentials_is_refused_and_nothing_reaches_the_bus(
-    gateway: str, raw: Redis, authorization: str | None
+    gateway: str, raw: Redis, authorization: str | None, tool: str, arguments: dict[str, Any]
 ) -> None:
     call = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
-        "params": {"name": "ask", "arguments": {"question": "forged"}},
+        "params": {"name": tool, "arguments": arguments},
     }
     headers = {"Accept": "application/json, text/event-stream"}
     if authorization is not None:
@@ -238,7 +562,8 @@ def test_a_caller_without_valid_credentials_is_refused_and_nothing_reaches_the_b
         "error_code": "unauthorized",
         "detail": "A valid bearer token is needed.",
     }
-    assert questions(raw) == []
+    written = {s: raw.xlen(s) for s in raw.scan_iter(_type="stream")}
+    assert not any(written.values()), written  # no stream holds anything, not even audit
 
 
 def test_without_mcp_enabled_there_is_no_endpoint(make_settings: Any) -> None:

@@ -6,8 +6,10 @@ audit stream."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,11 @@ from contracts.events import (
     ProposalDrafted,
     ProposalSource,
     ProposedQuestion,
+    SourceDraftCompleted,
+    SourceDraftRequested,
     new_id,
 )
+from contracts.sources import CATALOGUE_KEY, SourceStatus
 from contracts.topics import Topic
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import (
@@ -249,3 +254,245 @@ def test_the_proposals_tab_lists_opens_rejects_and_shows_text_inert(
     assert errors == []
     body = httpx.get(f"{served}/api/admin/proposals/{proposal_id}", headers=admin()).json()
     assert (body["status"], body["reason"]) == ("rejected", "Covered by the printer article")
+
+
+def announce(raw: redis.Redis, name: str, kind: str = "confluence") -> None:
+    """A source in the catalogue, as the indexer announces the configured ones."""
+    raw.hset(CATALOGUE_KEY, name, SourceStatus(name=name, kind=kind).model_dump_json())  # type: ignore[arg-type]
+
+
+def pending_for(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis, source: str, kind: str
+) -> tuple[str, str]:
+    """A source announced and a pending proposal shown: the proposal's id and API path."""
+    announce(raw, source, kind)
+    proposal_id = new_id()
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(shown(client, proposal_id))
+    return proposal_id, f"/api/admin/proposals/{proposal_id}"
+
+
+def outcome(request: SourceDraftRequested, **fields: Any) -> SourceDraftCompleted:
+    values: dict[str, Any] = {
+        "correlation_id": request.correlation_id,
+        "conversation_id": request.conversation_id,
+        "proposal_id": request.proposal_id,
+        "source": request.source,
+        "status": "created",
+        "url": "https://wiki.example/pages/resumedraft.action?draftId=5001",
+        "draft_id": "5001",
+    }
+    return SourceDraftCompleted.model_validate(values | fields)
+
+
+def draft_is(client: TestClient, proposal_id: str, status: str) -> Callable[[], Any]:
+    def check() -> Any:
+        body = client.get(f"/api/admin/proposals/{proposal_id}", headers=admin()).json()
+        return body["draft"] if body["draft"] and body["draft"]["status"] == status else None
+
+    return check
+
+
+def test_approve_with_a_target_asks_the_indexer_for_a_draft_and_keeps_its_link(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis
+) -> None:
+    proposal_id, url = pending_for(client, settings, raw, "it-wiki", "confluence")
+
+    # A target no indexer announced is refused before anything changes.
+    refused = client.post(f"{url}/approve", json={"target": "nope"}, headers=admin())
+    assert (refused.status_code, refused.json()["error_code"]) == (404, "unknown_source")
+    assert client.get(url, headers=admin()).json()["status"] == "pending"
+    assert (
+        client.post(f"{url}/approve", json={"target": "x" * 64}, headers=admin()).status_code == 422
+    )
+
+    approved = client.post(f"{url}/approve", json={"target": "it-wiki"}, headers=admin())
+    assert approved.status_code == 200, approved.text
+    body = approved.json()
+    assert body["status"] == "approved"
+    assert body["document_id"]  # the knowledge base gets it as before
+    assert (body["draft"]["source"], body["draft"]["status"]) == ("it-wiki", "requested")
+    [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+    assert (request.proposal_id, request.source, request.requested_by) == (
+        proposal_id,
+        "it-wiki",
+        "admin token",
+    )
+    assert request.article_markdown == ARTICLE
+    assert [s.ref for s in request.sources] == ["IT-1042"]
+
+    # Outcomes that answer no request of this proposal change nothing: another request's id
+    # (forged or stale), another source, another proposal.
+    forged = outcome(request, correlation_id=new_id(), url="https://evil.example/")
+    elsewhere = outcome(request, source="other", url="https://evil.example/2")
+    publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [forged, elsewhere, outcome(request)])
+    created = wait_until_sync(draft_is(client, proposal_id, "created"))
+    assert created["url"] == "https://wiki.example/pages/resumedraft.action?draftId=5001"
+    assert created["completed_at"]
+    # Replayed once done: ignored (the draft stays as it was).
+    publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [outcome(request, status="failed", error="x")])
+    records = wait_until_sync(
+        lambda: [
+            r
+            for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
+            if r.details.get("decision") == "draft_created"
+        ]
+    )
+    assert [r.details["draft_url"] for r in records] == [created["url"]]
+    assert client.get(url, headers=admin()).json()["draft"]["status"] == "created"
+
+    # A draft exists in that source: asking again is a conflict; a not-approved proposal too.
+    again = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
+    assert again.status_code == 409
+    pending = new_id()
+    drafted(settings, draft(pending))
+    wait_until_sync(shown(client, pending))
+    early = client.post(
+        f"/api/admin/proposals/{pending}/draft", json={"target": "it-wiki"}, headers=admin()
+    )
+    assert early.status_code == 409
+
+
+def test_a_failed_draft_says_what_permission_is_missing_and_can_be_asked_again(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis
+) -> None:
+    proposal_id, url = pending_for(client, settings, raw, "intranet", "sharepoint")
+    assert client.post(f"{url}/approve", json={"target": "intranet"}, headers=admin()).is_success
+    [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+    denied = outcome(
+        request,
+        status="failed",
+        url=None,
+        draft_id=None,
+        error="Microsoft Graph denied the draft (HTTP 403): grant the app ...",
+        missing_permission="Sites.ReadWrite.All",
+    )
+    publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [denied])
+    failed = wait_until_sync(draft_is(client, proposal_id, "failed"))
+    assert failed["missing_permission"] == "Sites.ReadWrite.All"
+    assert "403" in failed["error"]
+
+    # The permission granted, the admin asks again: a new request, with a new id.
+    retried = client.post(f"{url}/draft", json={"target": "intranet"}, headers=user(["admin"]))
+    assert retried.status_code == 202, retried.text
+    assert retried.json()["draft"]["status"] == "requested"
+    first, second = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+    assert second.correlation_id != first.correlation_id
+    assert second.requested_by == "emp-1"
+    # The first request's late outcome no longer applies.
+    publish(
+        settings, Topic.SOURCE_DRAFT_COMPLETED, [outcome(first), outcome(second, url="https://ok/")]
+    )
+    assert wait_until_sync(draft_is(client, proposal_id, "created"))["url"] == "https://ok/"
+    # Not an admin: no draft.
+    assert (
+        client.post(f"{url}/draft", json={"target": "intranet"}, headers=user([])).status_code
+        == 403
+    )
+
+
+def publish_aside(settings: GatewaySettings, topic: str, events: list[Any]) -> None:
+    """:func:`publish` from a thread of its own: the browser's driver runs an event loop here."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(publish, settings, topic, events).result()
+
+
+def stored_draft(raw: redis.Redis, proposal_id: str) -> bytes:
+    value: Any = raw.hget(f"deskpilot:gateway:proposal:{proposal_id}", "target_draft")
+    return value or b""
+
+
+def test_the_proposals_tab_approves_into_a_source_and_shows_the_drafts_outcome(
+    served: str, settings: GatewaySettings, raw: redis.Redis, chromium: Path
+) -> None:
+    announce(raw, "hr-wiki")
+    proposal_id = new_id()
+    drafted(settings, draft(proposal_id))
+    wait_until_sync(lambda: raw.exists(f"deskpilot:gateway:proposal:{proposal_id}"))
+    errors: list[str] = []
+    with admin_page(served, chromium, errors) as page:
+        page.click("#tab-proposals-button")
+        page.locator(f'tr[data-proposal-id="{proposal_id}"] button.proposal-open').click()
+        expect(page.locator("#proposal-target option")).to_have_count(2)
+        page.select_option("#proposal-target", "hr-wiki")
+        page.click("#proposal-approve")
+        expect(page.locator("#proposal-draft-status")).to_have_text(
+            "Draft in hr-wiki: being written…"
+        )
+        [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+        assert request.source == "hr-wiki"
+        denied = outcome(
+            request,
+            status="failed",
+            url=None,
+            error=f"Confluence denied the draft (HTTP 403) {INJECTION}",
+            missing_permission="Add page (HR)",
+        )
+        publish_aside(settings, Topic.SOURCE_DRAFT_COMPLETED, [denied])
+        wait_until_sync(lambda: b'"failed"' in stored_draft(raw, proposal_id))
+        page.select_option("#proposal-filter", "approved")  # the list shows pending ones first
+        page.locator(f'tr[data-proposal-id="{proposal_id}"] button.proposal-open').click()
+        expect(page.locator("#proposal-draft-status")).to_have_text(
+            f"Draft in hr-wiki failed: Confluence denied the draft (HTTP 403) {INJECTION} "
+            "(missing permission: Add page (HR))"
+        )
+        # Asked again once the permission is granted; a link that is no web address stays text.
+        page.select_option("#proposal-draft-target", "hr-wiki")
+        page.click("#proposal-draft")
+        expect(page.locator("#proposal-draft-status")).to_have_text(
+            "Draft in hr-wiki: being written…"
+        )
+        _, second = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+        scripted = outcome(second, url="javascript:alert(1)")
+        publish_aside(settings, Topic.SOURCE_DRAFT_COMPLETED, [scripted])
+        wait_until_sync(lambda: b'"created"' in stored_draft(raw, proposal_id))
+        page.locator(f'tr[data-proposal-id="{proposal_id}"] button.proposal-open').click()
+        expect(page.locator("#proposal-draft-status")).to_contain_text(
+            "Draft in hr-wiki (not published)"
+        )
+        assert page.locator("#proposal-draft-status a").count() == 0
+        assert page.evaluate("window.__pwned") is None
+    assert errors == []
+
+
+def test_a_notices_link_opens_the_conversations_audit_trail_inert(
+    served: str, settings: GatewaySettings, chromium: Path
+) -> None:
+    conversation = f"conv-{new_id()}"
+    record = AuditRecorded(
+        correlation_id=new_id(),
+        conversation_id=conversation,
+        service="orchestrator",
+        action="decision",
+        reason="best similarity 0.210 below threshold 0.45",
+        details={"outcome": "no_answer", "question": f"I am <PERSON_1> {INJECTION}"},
+    )
+    publish(settings, Topic.AUDIT, [record])
+    errors: list[str] = []
+    with admin_page(served, chromium, errors) as page:
+        page.goto(f"{served}/admin#conversation={conversation}")
+        view = page.locator("#conversation-view")
+        expect(view.locator("h2")).to_have_text(f"Conversation {conversation}")
+        expect(view.locator("li")).to_have_count(1)
+        expect(view.locator("li")).to_contain_text(f"“I am <PERSON_1> {INJECTION}”")
+        assert page.evaluate("window.__pwned") is None
+        page.goto(f"{served}/admin#tab-proposals")
+        expect(view).to_be_hidden()
+    assert errors == []
+
+
+def test_a_request_whose_outcome_was_lost_may_be_asked_again_after_an_hour(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis
+) -> None:
+    proposal_id, url = pending_for(client, settings, raw, "it-wiki", "confluence")
+    assert client.post(f"{url}/approve", json={"target": "it-wiki"}, headers=admin()).is_success
+    assert (
+        client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin()).status_code == 409
+    )
+    key = f"deskpilot:gateway:proposal:{proposal_id}"
+    stuck = json.loads(stored_draft(raw, proposal_id))
+    stuck["requested_at"] = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
+    raw.hset(key, "target_draft", json.dumps(stuck))
+    again = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
+    assert again.status_code == 202, again.text
+    assert len(stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)) == 2

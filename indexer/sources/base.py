@@ -86,5 +86,50 @@ class Source(abc.ABC):
         """Who may read the document (after :meth:`fetch` of the same change); raises like
         :meth:`fetch`."""
 
+    def write_draft(self, draft: Draft) -> DraftLink:
+        """Write ``draft`` into the source as a draft a person reviews and publishes (never
+        published here); raises :class:`DraftError`. Default: the source takes no drafts."""
+        raise DraftError(f"a {self.kind} source takes no drafts")
+
     def close(self) -> None:  # noqa: B027 - optional hook: most plugins hold a client to close
         """Release connections (default: nothing to release)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DraftCitation:
+    """A source a draft's article is drawn from, cited at its end."""
+
+    title: str
+    ref: str
+    """A URL, or a ticket's key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """An approved article to write as a draft: its title, Markdown body and what it cites.
+    ``key`` (the proposal's id) keeps names unique where the system wants them so."""
+
+    key: str
+    title: str
+    markdown: str
+    citations: tuple[DraftCitation, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DraftLink:
+    """A draft written: its id in the source system and where a person opens it."""
+
+    draft_id: str
+    url: str
+
+
+class DraftError(RuntimeError):
+    """No draft was written. ``retry`` is true when trying again later may succeed (the service
+    is down or answered 5xx); ``missing_permission`` names what the account lacks (HTTP 403)."""
+
+    def __init__(
+        self, message: str, *, retry: bool = False, missing_permission: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retry = retry
+        self.missing_permission = missing_permission

@@ -32,9 +32,20 @@ import httpx
 from bs4 import BeautifulSoup, Tag
 
 from indexer.extract import ExtractedDocument, extract_html
-from indexer.sources.base import Change, ChangePage, DocumentError, Readers, Source, SourceError
+from indexer.sources.base import (
+    Change,
+    ChangePage,
+    DocumentError,
+    Draft,
+    DraftError,
+    DraftLink,
+    Readers,
+    Source,
+    SourceError,
+)
 from indexer.sources.config import ConfluenceConfig
-from indexer.sources.http import TooLarge, json_object, send
+from indexer.sources.drafts import draft_html
+from indexer.sources.http import TooLarge, Unavailable, json_object, send
 
 SYSTEM = "Confluence"
 PANELS = {"info": "Info", "note": "Note", "warning": "Warning", "tip": "Tip", "panel": ""}
@@ -157,6 +168,61 @@ class ConfluenceSource(Source):
         if response.status_code != 200:
             raise DocumentError(_status_message(response))
         return json_object(response, SYSTEM, DocumentError)
+
+    # -- drafts ------------------------------------------------------------------------------
+
+    def write_draft(self, draft: Draft) -> DraftLink:
+        """A draft page in the first configured space (``POST /api/v2/pages`` with status
+        ``draft``: saved, visible to its author and to whoever they share it with, never
+        published); the link opens it in the editor."""
+        space = self.config.spaces[0]
+        try:
+            space_id = self._space_id(space)
+        except SourceError as exc:  # unreachable (retried), or the credentials or the space
+            raise DraftError(str(exc), retry=isinstance(exc, Unavailable)) from None
+        try:
+            response = send(
+                self.client,
+                self.config,
+                "POST",
+                self.base + "/api/v2/pages",
+                system=SYSTEM,
+                json={
+                    "spaceId": space_id,
+                    "status": "draft",
+                    "title": draft.title,
+                    "body": {"representation": "storage", "value": draft_html(draft)},
+                },
+            )
+        except SourceError as exc:  # unreachable, throttled beyond patience: try again later
+            raise DraftError(str(exc), retry=isinstance(exc, Unavailable)) from None
+        if response.status_code == 403:
+            raise DraftError(
+                f"Confluence denied the draft (HTTP 403): the account lacks the space "
+                f"permission 'Add page' in {space}",
+                missing_permission=f"Add page ({space})",
+            )
+        if response.status_code not in (200, 201):
+            raise DraftError(
+                f"{_status_message(response)} when writing the draft{_error_detail(response)}",
+                retry=response.status_code >= 500,
+            )
+        page = json_object(response, SYSTEM, DraftError)
+        links = page.get("_links") or {}
+        where = str(links.get("editui") or links.get("webui") or f"/pages/{page.get('id')}")
+        return DraftLink(
+            str(page.get("id", "")), self.base + where if where.startswith("/") else where
+        )
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """Confluence's own words for a refused request (v2: ``errors[].title``), shortened."""
+    try:
+        errors = response.json().get("errors") or []
+        title = str(errors[0].get("title") or "") if errors else ""
+    except (ValueError, AttributeError, IndexError):
+        title = ""
+    return f": {title[:200]}" if title else ""
 
 
 def storage_to_document(storage: str, *, title: str, url: str) -> ExtractedDocument:

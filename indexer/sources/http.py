@@ -24,6 +24,10 @@ THROTTLED = frozenset({429, 503})
 _DEFAULT_RETRY_AFTER_S = 5.0
 
 
+class Unavailable(SourceError):
+    """The system cannot be reached, or throttles past the retries: trying later may work."""
+
+
 class TooLarge(DocumentError):
     """A response body longer than the source's ``max_document_bytes``."""
 
@@ -57,20 +61,20 @@ def send(
                 if response.status_code in THROTTLED and attempt < config.max_retries:
                     wait = retry_after(response)
                     if wait > config.max_retry_after_s:
-                        raise SourceError(
+                        raise Unavailable(
                             f"{system} asks to wait {wait:.0f} s (HTTP {response.status_code}), "
                             f"longer than max_retry_after_s ({config.max_retry_after_s:.0f} s)"
                         )
                 else:
                     _read_capped(response, config.max_document_bytes)
                     if response.status_code in THROTTLED:
-                        raise SourceError(
+                        raise Unavailable(
                             f"{system} still answers HTTP {response.status_code} after "
                             f"{config.max_retries} retries"
                         )
                     return response
         except httpx.TransportError as exc:
-            raise SourceError(f"cannot reach {system}: {type(exc).__name__}") from None
+            raise Unavailable(f"cannot reach {system}: {type(exc).__name__}") from None
         attempt += 1
         logger.info("%s throttled (attempt %d): waiting %.1f s", system, attempt, wait)
         sleep(wait)

@@ -7,6 +7,7 @@ marked running while a sync runs, and given the run's summary or error when it e
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime
 
@@ -15,7 +16,7 @@ import redis
 from contracts.events import SyncSummary
 from contracts.sources import CATALOGUE_KEY, SourceStatus
 from indexer.service import Ingestor
-from indexer.sources.base import Source
+from indexer.sources.base import Draft, DraftError, DraftLink, Source
 from indexer.sources.config import SharePointConfig, SourceSettings
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.state import SyncState
@@ -25,6 +26,9 @@ logger = logging.getLogger(__name__)
 
 
 SCHEDULE_PREFIX = "deskpilot:indexer:source-schedule:"
+DRAFT_PREFIX = "deskpilot:indexer:source-draft:"
+"""``<prefix><source>:<proposal id>`` -> the draft written (JSON), so a redelivered request
+reports the same draft instead of writing a second one."""
 
 
 class UnknownSource(LookupError):
@@ -120,3 +124,24 @@ class SourceRunner:
 
     def _save(self, status: SourceStatus) -> None:
         self.client.hset(CATALOGUE_KEY, status.name, status.model_dump_json())
+
+    def draft(self, name: str, draft: Draft) -> DraftLink:
+        """Write ``draft`` into source ``name`` once: a request already done reports the draft
+        it wrote. Raises :class:`UnknownSource` and :class:`~indexer.sources.base.DraftError`."""
+        config = self.sources.get(name)
+        if config is None:
+            raise UnknownSource(f"no source named {name!r} is configured")
+        key = f"{DRAFT_PREFIX}{name}:{draft.key}"
+        done = self.client.get(key)
+        if done:
+            stored = json.loads(done)
+            return DraftLink(stored["draft_id"], stored["url"])
+        source = open_source(config)
+        try:
+            link = source.write_draft(draft)
+        finally:
+            source.close()
+        if not link.url:
+            raise DraftError(f"the {config.kind} source answered without the draft's link")
+        self.client.set(key, json.dumps({"draft_id": link.draft_id, "url": link.url}))
+        return link

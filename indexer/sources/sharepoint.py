@@ -32,9 +32,20 @@ import httpx
 
 from indexer.extract import ExtractedDocument, UnsupportedDocument, extract_bytes
 from indexer.extract.docx import UnreadableDocx, extract_docx
-from indexer.sources.base import Change, ChangePage, DocumentError, Readers, Source, SourceError
+from indexer.sources.base import (
+    Change,
+    ChangePage,
+    DocumentError,
+    Draft,
+    DraftError,
+    DraftLink,
+    Readers,
+    Source,
+    SourceError,
+)
 from indexer.sources.config import SharePointConfig
-from indexer.sources.http import TooLarge, json_object, send
+from indexer.sources.drafts import draft_html
+from indexer.sources.http import TooLarge, Unavailable, json_object, send
 
 SYSTEM = "Microsoft Graph"
 SCOPES = ["https://graph.microsoft.com/.default"]
@@ -118,16 +129,27 @@ class SharePointSource(Source):
 
     def _get(self, url: str, what: str) -> httpx.Response:
         """GET ``url`` (on Graph's host only) with a token, refreshed once on a 401."""
+        response = self._authorized("GET", url)
+        if response.status_code == 403:
+            raise SourceError(
+                f"Microsoft Graph denied access (HTTP 403): grant the app the application "
+                f"permission {PERMISSION[what]} and an administrator's consent"
+            )
+        return response
+
+    def _authorized(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """One request to Graph's own host with a token, asked afresh once on a 401."""
         self._check_host(url)
         token = self._token or self._access_token()
         for attempt in (1, 2):
             response = send(
                 self.client,
                 self.config,
-                "GET",
+                method,
                 url,
                 system=SYSTEM,
                 headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+                **kwargs,
             )
             if response.status_code != 401:
                 break
@@ -135,11 +157,6 @@ class SharePointSource(Source):
                 token = self._access_token(fresh=True)
         if response.status_code == 401:
             raise SourceError("Microsoft Graph refused a freshly issued token (HTTP 401)")
-        if response.status_code == 403:
-            raise SourceError(
-                f"Microsoft Graph denied access (HTTP 403): grant the app the application "
-                f"permission {PERMISSION[what]} and an administrator's consent"
-            )
         return response
 
     def _json(self, url: str, what: str) -> dict[str, Any]:
@@ -271,3 +288,83 @@ class SharePointSource(Source):
         return Readers(
             public=public, users=tuple(sorted(set(users))), groups=tuple(sorted(set(groups)))
         )
+
+    # -- drafts ------------------------------------------------------------------------------
+
+    def write_draft(self, draft: Draft) -> DraftLink:
+        """An unpublished site page (``POST /sites/{id}/pages``, a ``sitePage`` with one text
+        web part). Graph creates it checked out as a draft (minor version 0.1) and nothing here
+        calls ``publish``: a person opens the link, reviews and publishes it."""
+        host, path = self.config.site.split(":", 1)
+        try:
+            site = self._json(f"{self.graph}/sites/{quote(host)}:{quote(path)}", "site")
+            response = self._authorized(
+                "POST",
+                f"{self.graph}/sites/{quote(str(site['id']), safe='')}/pages",
+                json=site_page(draft),
+            )
+        except SourceError as exc:
+            raise DraftError(str(exc), retry=isinstance(exc, Unavailable)) from None
+        if response.status_code == 403:
+            raise DraftError(
+                f"Microsoft Graph denied the draft (HTTP 403): grant the app the application "
+                f"permission {DRAFT_PERMISSION} and an administrator's consent",
+                missing_permission=DRAFT_PERMISSION,
+            )
+        if response.status_code not in (200, 201):
+            raise DraftError(
+                f"Microsoft Graph answered HTTP {response.status_code} when writing the draft"
+                f"{_graph_error(response)}",
+                retry=response.status_code >= 500,
+            )
+        page = json_object(response, SYSTEM, DraftError)
+        web_url = str(page.get("webUrl") or "")
+        if not urlsplit(web_url).scheme:  # Graph may answer it relative to the site
+            web_url = f"{str(site.get('webUrl', '')).rstrip('/')}/{web_url.lstrip('/')}"
+        return DraftLink(str(page.get("id", "")), web_url)
+
+
+DRAFT_PERMISSION = "Sites.ReadWrite.All"
+
+
+def site_page(draft: Draft) -> dict[str, Any]:
+    """The ``sitePage`` Graph creates: an article layout, one full-width text web part."""
+    name = re.sub(r"[^a-z0-9]+", "-", draft.title.lower()).strip("-")[:60] or "proposal"
+    return {
+        "@odata.type": "#microsoft.graph.sitePage",
+        "name": f"{name}-{draft.key[:8]}.aspx",
+        "title": draft.title,
+        "pageLayout": "article",
+        "showComments": True,
+        "showRecommendedPages": False,
+        "canvasLayout": {
+            "horizontalSections": [
+                {
+                    "layout": "oneColumn",
+                    "id": "1",
+                    "emphasis": "none",
+                    "columns": [
+                        {
+                            "id": "1",
+                            "width": 12,
+                            "webparts": [
+                                {
+                                    "@odata.type": "#microsoft.graph.textWebPart",
+                                    "innerHtml": draft_html(draft),
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ]
+        },
+    }
+
+
+def _graph_error(response: httpx.Response) -> str:
+    """Graph's own words for a refused request (``error.message``), shortened."""
+    try:
+        message = str((response.json().get("error") or {}).get("message") or "")
+    except (ValueError, AttributeError):
+        message = ""
+    return f": {message[:200]}" if message else ""

@@ -61,8 +61,8 @@ VPN_URL = "https://kb.example/vpn-client"
 VPN_BODY = "1. Download the VPN client installer.\n2. Run it and sign in with your account."
 
 
-@pytest.fixture
-def collection(tmp_path: Path) -> Any:
+def new_collection(tmp_path: Path) -> Any:
+    """An empty collection in a persistent Chroma under ``tmp_path``."""
     client = chromadb.PersistentClient(
         path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
     )
@@ -71,6 +71,11 @@ def collection(tmp_path: Path) -> Any:
         configuration={"hnsw": {"space": "cosine"}},
         embedding_function=None,
     )
+
+
+@pytest.fixture
+def collection(tmp_path: Path) -> Any:
+    return new_collection(tmp_path)
 
 
 def add(

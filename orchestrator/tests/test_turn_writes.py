@@ -23,6 +23,7 @@ from contracts.events import (
     ContextInsufficient,
     QueryReceived,
     TurnReply,
+    UnansweredNotice,
 )
 from contracts.readers import ANONYMOUS, Principals
 from contracts.settings import ServiceSettings
@@ -290,3 +291,54 @@ async def test_over_the_bus_the_answer_is_written_with_the_turns_records_in_one_
     state = await turns.get(asked.correlation_id)
     assert state is not None
     assert state.status is TurnStatus.ANSWERED
+
+
+async def test_a_turn_not_answered_writes_its_notice_with_the_answer(
+    fresh_redis_url: str, redis: aioredis.Redis, writes: list[bytes]
+) -> None:
+    """The notice for the people responsible (``notice.unanswered``) is part of the answer's
+    one write: never sent for a turn that was not recorded, never lost for one that was. It
+    carries the redacted question and the intent's category (the answer has none: no topic)."""
+    bus = Bus(ServiceSettings(redis_url=fresh_redis_url), "orchestrator-test")
+    await bus.start()
+    try:
+        orchestrator, turns = make(redis, [], StubRetriever([UNRELATED]))
+        replies = BusReplies(bus, turns, orchestrator.deps.conversations)
+        asked = query("My monitor arm from <PERSON_1> wobbles, where do I get a new one?")
+        writes.clear()
+        await orchestrator.handle_query(asked, replies)
+        await replies.drain(asked.correlation_id)
+    finally:
+        await bus.stop()
+    (together,) = [w for w in writes if b"MULTI" in w and b'"kind":"answer"' in w]
+    assert b'"action":"no_answer"' in together
+    assert b"notice.unanswered" in together
+    entries: Any = await redis.xrange("notice.unanswered")
+    [notice] = [decode_entry(fields, UnansweredNotice) for _, fields in entries]
+    assert (notice.correlation_id, notice.conversation_id) == (
+        asked.correlation_id,
+        asked.conversation_id,
+    )
+    assert (notice.outcome, notice.category) == ("no_answer", "peripheral_exchange")
+    assert notice.question == asked.text
+    assert notice.confidence == pytest.approx(0.12)
+
+
+async def test_an_answer_sends_no_notice_unless_below_the_notice_confidence(
+    fresh_redis_url: str, redis: aioredis.Redis
+) -> None:
+    bus = Bus(ServiceSettings(redis_url=fresh_redis_url), "orchestrator-test")
+    await bus.start()
+    try:
+        for threshold in (None, 0.9):
+            orchestrator, turns = make(redis, [], StubRetriever([MONITOR]))
+            orchestrator.settings.notice_confidence = threshold
+            replies = BusReplies(bus, turns, orchestrator.deps.conversations)
+            asked = query()
+            await orchestrator.handle_query(asked, replies)
+            await replies.drain(asked.correlation_id)
+    finally:
+        await bus.stop()
+    entries: Any = await redis.xrange("notice.unanswered")
+    [notice] = [decode_entry(fields, UnansweredNotice) for _, fields in entries]
+    assert (notice.outcome, notice.confidence) == ("low_confidence", pytest.approx(0.82))

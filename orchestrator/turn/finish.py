@@ -24,6 +24,7 @@ from orchestrator.state import TurnStatus
 from orchestrator.tickets import build_escalation, problem_words, requester
 from orchestrator.turn.base import CRAWL_STARTED, Answer, CheckTicket, Crawl, Escalate, Reply, Turn
 from orchestrator.turn.deps import AuditDetail, RepliesWithRecords
+from orchestrator.unanswered import unanswered
 
 log = logging.getLogger("deskpilot.orchestrator")
 
@@ -73,7 +74,21 @@ async def finish(
         ticket_offer = reason
     conversation.ticket_offer = ticket_offer
     log.info("decided", extra={"action": body.action.value, "reason": reason})
-    turn.note("decision", reason, outcome=body.action.value)
+    confidence = turn.retrieved.confidence if turn.retrieved is not None else None
+    intent = turn.read_intent
+    # A turn not answered has no topic, so no category on its answer: the intent's is the
+    # one whose people hear about it (orchestrator.unanswered).
+    category = body.category or (
+        intent.category if intent is not None and not intent.conversational else None
+    )
+    turn.note(
+        "decision",
+        reason,
+        outcome=body.action.value,
+        category=category,
+        confidence=None if confidence is None else round(confidence, 4),
+        notice=unanswered(body.action, confidence, turn.settings.notice_confidence),
+    )
     notes = list(turn.audit_notes)
     turn.audit_notes.clear()
     if isinstance(turn.replies, RepliesWithRecords):

@@ -6,43 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import redis.asyncio as aioredis
 
 from contracts.bus import Bus, decode_entry
 from contracts.events import Action, FeedbackReceived, FeedbackRecorded, utcnow
-from contracts.settings import ServiceSettings
 from contracts.topics import Topic, dead_letter_stream
-from redactor import handlers
-from redactor.placeholders import ConversationPlaceholders
-from redactor.service import Redactor
 
-DB = 4
-"""This module's own database (emptied per test): the raw topics have fixed names."""
 COMMENT = (
     "Did not help. I'm Zebulon Quackenbush, zq7731.leak@fastmail.com, "
     "my password is Quokka!Tr0mb0ne#88"
 )
-
-
-@pytest.fixture
-async def running(redis_url: str, redactor: Redactor) -> AsyncIterator[tuple[Bus, aioredis.Redis]]:
-    url = f"{redis_url.rsplit('/', 1)[0]}/{DB}"
-    client = aioredis.from_url(url)
-    await client.flushdb()
-    bus = Bus(ServiceSettings(redis_url=url, reclaim_idle_ms=500, graceful_timeout_s=5), "redactor")
-    placeholders = ConversationPlaceholders(bus.redis, b"test-placeholder-key-0123", 3600)
-    handlers.register(bus, redactor, placeholders, concurrency=1)
-    await bus.start()
-    try:
-        yield bus, client
-    finally:
-        await bus.stop()
-        await client.aclose()
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], timeout_s: float = 30) -> Any:

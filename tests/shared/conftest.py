@@ -14,6 +14,7 @@ from tests.support.fake_slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from tests.support.fake_teams import APP_PASSWORD, FakeTeams
 from tests.support.stack import (
     SHARED_ENV,
+    SHARED_MCP_NOC_TOKEN,
     SHARED_MCP_TOKEN,
     SHARED_SLACK_CHANNEL,
     SHARED_SLACK_USER,
@@ -41,7 +42,10 @@ def channel_env(slack: FakeSlack, teams: FakeTeams) -> dict[str, str]:
     return {
         "GATEWAY_MCP_ENABLED": "true",
         "GATEWAY_MCP_CLIENTS": json.dumps(
-            {"itsm": {"token": SHARED_MCP_TOKEN, "roles": ["employee"]}}
+            {
+                "itsm": {"token": SHARED_MCP_TOKEN, "roles": ["employee"]},
+                "noc": {"token": SHARED_MCP_NOC_TOKEN, "roles": ["technician"]},
+            }
         ),
         "GATEWAY_TEAMS_APP_ID": teams.app_id,
         "GATEWAY_TEAMS_APP_PASSWORD": APP_PASSWORD,

@@ -13,11 +13,23 @@ Endpoints, with the shapes Atlassian documents (all under the wiki root ``/wiki`
   "restrictions": {"user": {"results": [{"accountId"}]}, "group": {"results": [{"name",
   "id"}]}}}``
 
+* ``POST /api/v2/pages`` (JSON ``spaceId``, ``status`` ``current`` or ``draft``, ``title``,
+  ``body: {"representation": "storage", "value"}``): 200 with the page, its ``_links``
+  (``webui``, ``editui``, ``tinyui``, ``base``); ``PUT /api/v2/pages/{id}`` updates a page
+  (with ``status: current`` it publishes a draft). Both are logged in :attr:`FakeConfluence.
+  published` whenever they make a page current, so a test can assert nothing was published.
+
 Errors: 401 with an empty body for wrong basic auth (e-mail:API token), 404 ``{"errors":
 [{"status": 404, "code": "NOT_FOUND", ...}]}`` for an unknown page or space, 429 with
 ``Retry-After`` (seconds) when throttled.
 
-Fault knobs: :meth:`FakeConfluence.throttle_next` (the next N requests answer 429 with a
+Errors of page creation, as v2 shapes them (``{"errors": [{"status", "code", "title",
+"detail"}]}``): 400 ``INVALID_REQUEST_PARAMETER`` (no title, an unknown status or body
+representation), 403 ``FORBIDDEN`` in a space where :meth:`FakeConfluence.deny_drafts` took the
+account's "Add page" permission, 404 for an unknown space id.
+
+Fault knobs: :meth:`FakeConfluence.fail_creates` (the next N creations answer a 5xx),
+:meth:`FakeConfluence.throttle_next` (the next N requests answer 429 with a
 Retry-After), :meth:`FakeConfluence.fail_page` (a page's body read answers 500),
 :meth:`FakeConfluence.fail_after` (after N body reads every body read answers 503 without
 Retry-After: the run stops, as when the service goes down mid-sync), and
@@ -69,6 +81,12 @@ class FakeConfluence(ServedFake):
         self._retry_after = "1"
         self._failing_pages: set[str] = set()
         self._fail_after: int | None = None
+        self.drafts: dict[str, dict[str, Any]] = {}
+        """Pages created through the API, by id: the JSON they were created with."""
+        self.published: list[str] = []
+        """Ids of pages the API was asked to make current (published)."""
+        self._denied_spaces: set[str] = set()
+        self._failing_creates: list[int] = []
 
     @property
     def base_url(self) -> str:
@@ -114,6 +132,13 @@ class FakeConfluence(ServedFake):
     def fail_after(self, body_reads: int | None) -> None:
         self._fail_after = body_reads
 
+    def deny_drafts(self, space: str) -> None:
+        """The account loses the space permission "Add page" in ``space``."""
+        self._denied_spaces.add(space)
+
+    def fail_creates(self, count: int, status: int = 500) -> None:
+        self._failing_creates = [status] * count
+
     # -- the app ------------------------------------------------------------------------------
 
     def build_app(self) -> Starlette:
@@ -121,6 +146,8 @@ class FakeConfluence(ServedFake):
             routes=[
                 Route(f"{WIKI}/api/v2/spaces", self._spaces),
                 Route(f"{WIKI}/api/v2/spaces/{{space_id}}/pages", self._space_pages),
+                Route(f"{WIKI}/api/v2/pages", self._create_page, methods=["POST"]),
+                Route(f"{WIKI}/api/v2/pages/{{page_id}}", self._update_page, methods=["PUT"]),
                 Route(f"{WIKI}/api/v2/pages/{{page_id}}", self._page),
                 Route(
                     f"{WIKI}/rest/api/content/{{page_id}}/restriction/byOperation/read",
@@ -219,6 +246,62 @@ class FakeConfluence(ServedFake):
             }
         )
 
+    async def _create_page(self, request: Request) -> Response:
+        if (refused := self._gate(request)) is not None:
+            return refused
+        with self._lock:
+            if self._failing_creates:
+                status = self._failing_creates.pop()
+                return _errors(status, "INTERNAL_SERVER_ERROR", "Internal Server Error")
+        try:
+            sent = await request.json()
+        except ValueError:
+            return _errors(400, "INVALID_REQUEST_PARAMETER", "Invalid JSON body")
+        if not isinstance(sent, dict):
+            return _errors(400, "INVALID_REQUEST_PARAMETER", "Invalid JSON body")
+        key = next((k for k, v in self._space_ids.items() if v == str(sent.get("spaceId"))), None)
+        if key is None:
+            return _errors(404, "NOT_FOUND", "Space not found")
+        if key in self._denied_spaces:
+            return _errors(
+                403, "FORBIDDEN", "User does not have permission to create content in this space"
+            )
+        body = sent.get("body") or {}
+        if (
+            not str(sent.get("title") or "").strip()
+            or sent.get("status", "current") not in ("current", "draft")
+            or body.get("representation") not in ("storage", "atlas_doc_format", "wiki")
+        ):
+            return _errors(400, "INVALID_REQUEST_PARAMETER", "Invalid page: title, status, body")
+        with self._lock:
+            page = FakePage(str(next(self._ids)), key, sent["title"], str(body.get("value", "")))
+            status = sent.get("status", "current")
+            if status == "current":
+                self.pages[page.id] = page
+                self.published.append(page.id)
+            self.drafts[page.id] = sent
+        summary = self._summary(page)
+        summary["status"] = status
+        summary["_links"] |= {
+            "editui": f"/pages/resumedraft.action?draftId={page.id}",
+            "tinyui": f"/x/{page.id}",
+            "base": self.base_url,
+        }
+        if status == "draft":
+            summary["_links"]["webui"] = f"/spaces/{key}/pages/edit-v2/{page.id}"
+        return JSONResponse(summary)
+
+    async def _update_page(self, request: Request) -> Response:
+        if (refused := self._gate(request)) is not None:
+            return refused
+        page_id = request.path_params["page_id"]
+        sent = await request.json()
+        if page_id not in self.drafts and page_id not in self.pages:
+            return _not_found()
+        if isinstance(sent, dict) and sent.get("status") == "current":
+            self.published.append(page_id)
+        return JSONResponse({"id": page_id, "status": sent.get("status", "current")})
+
     def _summary(self, page: FakePage) -> dict[str, Any]:
         return {
             "id": page.id,
@@ -231,7 +314,11 @@ class FakeConfluence(ServedFake):
 
 
 def _not_found() -> Response:
+    return _errors(404, "NOT_FOUND", "Not Found")
+
+
+def _errors(status: int, code: str, title: str) -> Response:
     return JSONResponse(
-        {"errors": [{"status": 404, "code": "NOT_FOUND", "title": "Not Found", "detail": None}]},
-        status_code=404,
+        {"errors": [{"status": status, "code": code, "title": title, "detail": None}]},
+        status_code=status,
     )

@@ -19,6 +19,15 @@ Graph v1.0 (under ``/v1.0``):
   without a token), ``/permissions`` (``roles``, ``grantedToV2`` with ``user``/``group``/
   ``siteGroup``, ``link.scope``)
 
+Site pages (SharePoint's modern pages, Graph v1.0):
+
+* ``POST /sites/{id}/pages`` (a ``#microsoft.graph.sitePage`` with ``name`` ending ``.aspx``,
+  ``title``, ``canvasLayout``): 201 with the page, ``publishingState: {"level": "checkout",
+  "versionId": "0.1"}`` (a draft nobody but its author sees) and ``webUrl``; 400
+  ``invalidRequest`` for a body that is not such a page, 409 ``nameAlreadyExists``
+* ``POST /sites/{id}/pages/{page}/microsoft.graph.sitePage/publish``: 204, logged in
+  :attr:`FakeGraph.published` so a test can assert nothing was published
+
 Errors as Graph answers them: ``{"error": {"code", "message"}}`` with 401
 ``InvalidAuthenticationToken`` (no, unknown or expired token), 403 ``accessDenied``, 404
 ``itemNotFound``, 429 ``TooManyRequests`` with ``Retry-After``.
@@ -84,6 +93,11 @@ class FakeGraph(ServedFake):
         self._throttle = 0
         self._delta_pages = 0
         self._fail_after: int | None = None
+        self.site_pages: dict[str, dict[str, Any]] = {}
+        """Pages created through the API, by id: the JSON they were created with."""
+        self.published: list[str] = []
+        """Ids of pages the API was asked to publish."""
+        self._failing_pages: list[int] = []
 
     @property
     def ca_bundle(self) -> Path:
@@ -136,6 +150,10 @@ class FakeGraph(ServedFake):
     def fail_deltas_after(self, pages: int | None) -> None:
         self._fail_after, self._delta_pages = pages, 0
 
+    def fail_page_creates(self, count: int, status: int = 503) -> None:
+        """The next ``count`` page creations answer ``status`` (503 with ``Retry-After``)."""
+        self._failing_pages = [status] * count
+
     # -- the app ------------------------------------------------------------------------------
 
     def build_app(self) -> Starlette:
@@ -143,6 +161,12 @@ class FakeGraph(ServedFake):
             routes=[
                 Route(f"/{TENANT}/v2.0/.well-known/openid-configuration", self._openid),
                 Route(f"/{TENANT}/oauth2/v2.0/token", self._token, methods=["POST"]),
+                Route("/v1.0/sites/{site}/pages", self._create_page, methods=["POST"]),
+                Route(
+                    "/v1.0/sites/{site}/pages/{page}/microsoft.graph.sitePage/publish",
+                    self._publish,
+                    methods=["POST"],
+                ),
                 Route("/v1.0/sites/{site:path}", self._sites),
                 Route("/v1.0/drives/{drive}/root/delta", self._delta),
                 Route("/v1.0/drives/{drive}/items/{item}", self._item),
@@ -229,6 +253,55 @@ class FakeGraph(ServedFake):
                 }
             )
         return _error(404, "itemNotFound", "Requested site could not be found")
+
+    async def _create_page(self, request: Request) -> Response:
+        if (refused := self._gate(request)) is not None:
+            return refused
+        if request.path_params["site"] != SITE_ID:
+            return _error(404, "itemNotFound", "Requested site could not be found")
+        with self._lock:
+            if self._failing_pages:
+                status = self._failing_pages.pop()
+                return _error(status, "serviceNotAvailable", "Service unavailable", _RETRY)
+        try:
+            sent = await request.json()
+        except ValueError:
+            return _error(400, "BadRequest", "Unable to read JSON request payload.")
+        name = str(sent.get("name", "")) if isinstance(sent, dict) else ""
+        if (
+            not isinstance(sent, dict)
+            or sent.get("@odata.type") != "#microsoft.graph.sitePage"
+            or not name.endswith(".aspx")
+            or not str(sent.get("title") or "").strip()
+        ):
+            return _error(400, "invalidRequest", "Invalid request: a sitePage needs name, title")
+        with self._lock:
+            if any(page["name"] == name for page in self.site_pages.values()):
+                return _error(409, "nameAlreadyExists", "The specified item name already exists.")
+            page_id = f"6d3b4c1e-0000-4000-9000-{next(self._ids):012d}"
+            self.site_pages[page_id] = sent
+        return JSONResponse(
+            {
+                "@odata.context": f"{self.graph_url}/$metadata#sites('{SITE_ID}')/pages/$entity",
+                "@odata.type": "#microsoft.graph.sitePage",
+                "id": page_id,
+                "name": name,
+                "title": sent["title"],
+                "webUrl": f"SitePages/{name}",
+                "pageLayout": sent.get("pageLayout", "article"),
+                "publishingState": {"level": "checkout", "versionId": "0.1"},
+            },
+            status_code=201,
+        )
+
+    async def _publish(self, request: Request) -> Response:
+        if (refused := self._gate(request)) is not None:
+            return refused
+        page = request.path_params["page"]
+        if page not in self.site_pages:
+            return _error(404, "itemNotFound", "The resource could not be found.")
+        self.published.append(page)
+        return Response(status_code=204)
 
     async def _delta(self, request: Request) -> Response:
         if (refused := self._gate(request)) is not None:
@@ -339,6 +412,9 @@ class FakeGraph(ServedFake):
             for g in item.groups
         ]
         return JSONResponse({"value": values})
+
+
+_RETRY = {"Retry-After": "1"}
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:

@@ -66,8 +66,10 @@ SHARED_ENV = {
 }
 """The shared stack's settings beyond :data:`FAST_ENV`: the union of what its modules need."""
 SHARED_MCP_TOKEN = f"mcp-{uuid4().hex}{uuid4().hex}"
-"""The bearer token of the shared stack's one MCP client, an employee (tests/shared/conftest.py
-turns the channels on, pointed at a local Slack and Bot Framework)."""
+"""The bearer token of the shared stack's MCP client ``itsm``, an employee
+(tests/shared/conftest.py turns the channels on, pointed at a local Slack and Bot Framework)."""
+SHARED_MCP_NOC_TOKEN = f"mcp-noc-{uuid4().hex}{uuid4().hex}"
+"""The bearer token of the shared stack's MCP client ``noc``, a technician (reports incidents)."""
 SHARED_SLACK_CHANNEL = "C0ITHELP"
 """The Slack channel the shared stack's app is in."""
 SHARED_SLACK_USER = ("U0ALICE", "alice@northwind.example")

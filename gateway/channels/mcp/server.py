@@ -18,10 +18,17 @@ The tools, each as its user could do in the web chat:
 
 * ``ask``: a question, answered with citations (:meth:`TurnService.ask`: the text goes sealed to
   the redactor like a chat message; retrieval sees only what the caller may read);
-* ``search_knowledge_base``: the same turn, returning the passages it cited;
+* ``search_knowledge_base``: the passages of the knowledge base that answer a query
+  (:class:`gateway.search.SearchService`: sealed to the redactor like a chat message, then the
+  orchestrator's retrieval as the caller, over the bus's request/reply; no turn);
 * ``open_ticket``: hand a problem to a technician (the chat's ticket request), the ticket back;
 * ``get_ticket``: a ticket's status (one's own; technicians and admins any);
-* ``report_incident``: an ongoing incident, as a status page reports it (technicians, admins).
+* ``report_incident``: an ongoing incident, as a status page reports it (technicians, admins;
+  its texts go sealed to the redactor, like a chat message, before anything keeps them);
+* ``list_incidents``, ``get_incident``: ongoing (and recently resolved) incidents as a status
+  page shows them, to anyone admitted; technicians and admins also see the linked tickets' keys,
+  the error signatures, the incident's own ticket and category
+  (:class:`gateway.incidents.IncidentBoard`).
 """
 
 from __future__ import annotations
@@ -30,14 +37,19 @@ import hashlib
 import hmac
 import json
 import logging
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 
 from fastapi.concurrency import run_in_threadpool
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import Field, ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -48,9 +60,10 @@ from gateway.config import GatewaySettings, mcp_clients
 from gateway.conversations import ConversationIndex
 from gateway.errors import ApiError
 from gateway.identity import Identity, IdentityResolver
-from gateway.incidents import IncidentService
+from gateway.incidents import IncidentBoard, IncidentService, KnownIncident
 from gateway.models import ChatRead, IncidentCreate
 from gateway.ratelimit import LimitKind, RateLimiter
+from gateway.search import MAX_LIMIT, SearchService
 from gateway.tickets import TicketReadModel
 from gateway.turns import TurnService
 
@@ -71,6 +84,8 @@ class McpServices:
     conversations: ConversationIndex
     tickets: TicketReadModel
     incidents: IncidentService
+    board: IncidentBoard
+    search: SearchService
     limiter: RateLimiter | None
 
 
@@ -169,12 +184,48 @@ def _answer(answer: ChatRead) -> dict[str, Any]:
     return body
 
 
+STAFF: frozenset[str] = frozenset({"technician", "admin"})
+INCIDENT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+"""What :class:`gateway.models.IncidentCreate` accepts as an incident id."""
+
+
+def groups_of(caller: Identity) -> list[str]:
+    """The caller's groups, for retrieval's permissions. The identity carries none yet (its
+    groups claim is being added to :mod:`gateway.identity`): until then, none."""
+    groups = getattr(caller, "groups", None) or ()
+    return sorted(str(group) for group in groups)
+
+
+def _incident(known: KnownIncident, staff: bool) -> dict[str, Any]:
+    """What a tool shows of an incident: what a status page shows, to anyone admitted; to
+    technicians and admins also what IT works with."""
+    incident = known.incident
+    shown: dict[str, Any] = incident.model_dump(
+        mode="json",
+        include={"id", "title", "status", "affected_services", "latest_update", "url"},
+    )
+    shown["since"] = shown_time(known.since)
+    shown["updated_at"] = shown_time(incident.updated_at)
+    shown["resolved"] = incident.over
+    shown["linked_tickets"] = len(known.linked_tickets)
+    if staff:
+        shown |= incident.model_dump(
+            mode="json", include={"error_signatures", "ticket_key", "category"}
+        )
+        shown["linked_ticket_keys"] = sorted(known.linked_tickets)
+    return shown
+
+
+def shown_time(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
 def build(services: McpServices) -> MCPServer:
     """The MCP server and its tools."""
     server = MCPServer(
         name="Deskpilot",
         instructions="IT support: ask questions answered from the company's knowledge base with "
-        "citations, search it, open and look up tickets, report incidents.",
+        "citations, search it, open and look up tickets, report and read incidents.",
     )
 
     async def audit(caller: Identity, tool: str, outcome: str, conversation: str = "") -> None:
@@ -195,6 +246,21 @@ def build(services: McpServices) -> MCPServer:
         except OSError:
             log.warning("MCP audit record not written", extra={"tool": tool})
 
+    @asynccontextmanager
+    async def failures(caller: Identity, tool: str, awaited: str) -> AsyncIterator[None]:
+        """What the gateway refused (``ApiError``) or did not get in time, as an audited tool
+        error that says what to do."""
+        try:
+            yield
+        except ApiError as exc:
+            await audit(caller, tool, exc.code.value)
+            raise ToolError(exc.detail) from None
+        except TimeoutError:
+            await audit(caller, tool, "timeout")
+            raise ToolError(
+                f"No {awaited} within {services.settings.turn_timeout_s:.0f} s; try again."
+            ) from None
+
     async def chat_allowed(caller: Identity) -> None:
         if services.limiter is None:
             return
@@ -207,7 +273,7 @@ def build(services: McpServices) -> MCPServer:
     ) -> ChatRead:
         caller = caller_of(ctx)
         await chat_allowed(caller)
-        try:
+        async with failures(caller, tool, "answer"):
             conversation = await services.conversations.resolve(conversation_id, caller.user_id)
             turn_id = new_id()
             answer = await services.turns.ask(
@@ -219,14 +285,6 @@ def build(services: McpServices) -> MCPServer:
                 request_ticket=ticket,
                 authenticated=True,
             )
-        except ApiError as exc:
-            await audit(caller, tool, exc.code.value)
-            raise ToolError(exc.detail) from None
-        except TimeoutError:
-            await audit(caller, tool, "timeout")
-            raise ToolError(
-                f"No answer within {services.settings.turn_timeout_s:.0f} s; try again."
-            ) from None
         await audit(caller, tool, answer.action.value, answer.conversation_id)
         return answer
 
@@ -239,14 +297,27 @@ def build(services: McpServices) -> MCPServer:
         return _answer(await turn(ctx, "ask", question, conversation_id))
 
     @server.tool()
-    async def search_knowledge_base(query: str, ctx: Context) -> dict[str, Any]:
+    async def search_knowledge_base(
+        query: str,
+        ctx: Context,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 5,
+    ) -> dict[str, Any]:
         """Search the IT knowledge base (only what the caller may read): the passages that
-        answer `query`, each with its title, URL and an excerpt."""
-        answer = await turn(ctx, "search_knowledge_base", query, None)
-        return {
-            "results": [c.model_dump(mode="json") for c in answer.citations],
-            "turn_id": answer.turn_id,
-        }
+        best answer `query`, best first, each with its title, URL, section, an excerpt and its
+        score (cosine similarity, higher is closer)."""
+        caller = caller_of(ctx)
+        tool = "search_knowledge_base"
+        await chat_allowed(caller)
+        async with failures(caller, tool, "results"):
+            passages = await services.search.search(
+                query,
+                caller.user_id,
+                groups_of(caller),
+                limit,
+                services.settings.turn_timeout_s,
+            )
+        await audit(caller, tool, "found" if passages else "nothing")
+        return {"results": [p.model_dump(mode="json") for p in passages]}
 
     @server.tool()
     async def open_ticket(
@@ -262,7 +333,7 @@ def build(services: McpServices) -> MCPServer:
         admins: any)."""
         caller = caller_of(ctx)
         record = await services.tickets.get(key) if 0 < len(key) <= 64 else None
-        staff = bool(caller.roles & {"technician", "admin"})
+        staff = bool(caller.roles & STAFF)
         if record is None or not (staff or record.user_id == caller.user_id):
             await audit(caller, "get_ticket", "unknown")
             raise ToolError("No ticket of yours has that key.")
@@ -280,12 +351,14 @@ def build(services: McpServices) -> MCPServer:
         affected_services: list[str] | None = None,
         latest_update: str | None = None,
         resolved: bool = False,
+        error_signatures: list[str] | None = None,
+        started_at: datetime | None = None,
     ) -> dict[str, Any]:
         """Report an ongoing incident (or its update, same `id`), as a status page would:
-        users whose problem matches are told, matching tickets are linked. Technicians and
-        admins only."""
+        users whose problem matches (a service named, an error code such as `0x800704CF`) are
+        told, matching tickets are linked. Technicians and admins only."""
         caller = caller_of(ctx)
-        if not caller.roles & {"technician", "admin"}:
+        if not caller.roles & STAFF:
             await audit(caller, "report_incident", "forbidden")
             raise ToolError("Only technicians and admins may report incidents.")
         try:
@@ -294,17 +367,48 @@ def build(services: McpServices) -> MCPServer:
                 title=title,
                 status=status,
                 affected_services=affected_services or [],
+                error_signatures=error_signatures or [],
+                started_at=started_at,
                 latest_update=latest_update,
                 resolved=resolved,
             )
-            accepted = await services.incidents.report(report)
+            accepted = await services.incidents.report(report, source="mcp")
         except ApiError as exc:
             await audit(caller, "report_incident", exc.code.value)
             raise ToolError(exc.detail) from None
-        except ValueError as exc:
-            raise ToolError(f"Not a valid incident: {exc}") from None
+        except ValidationError as exc:
+            await audit(caller, "report_incident", "invalid")
+            # Fields and rules only: the SDK logs a tool's error, and the values are the caller's.
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise ToolError(f"Not a valid incident: {problems}") from None
         await audit(caller, "report_incident", "accepted")
         return {"id": accepted.id, "accepted": True}
+
+    @server.tool()
+    async def list_incidents(ctx: Context, include_resolved: bool = False) -> dict[str, Any]:
+        """The ongoing IT incidents (outages IT knows about), most recently updated first, as
+        a status page shows them: title, status, since when, the latest update and how many
+        tickets are linked. `include_resolved` adds those resolved in the last hours."""
+        caller = caller_of(ctx)
+        staff = bool(caller.roles & STAFF)
+        known = await services.board.listing(resolved=include_resolved)
+        await audit(caller, "list_incidents", "read")
+        return {"incidents": [_incident(k, staff) for k in known]}
+
+    @server.tool()
+    async def get_incident(id: str, ctx: Context) -> dict[str, Any]:  # the incident's own name
+        """One incident by its `id`, ongoing or resolved in the last hours: title, status,
+        since when, the latest update and how many tickets are linked."""
+        caller = caller_of(ctx)
+        known = await services.board.get(id) if INCIDENT_ID.fullmatch(id) else None
+        if known is None:
+            await audit(caller, "get_incident", "unknown")
+            raise ToolError("No ongoing or recent incident has that id.")
+        await audit(caller, "get_incident", "read")
+        return _incident(known, bool(caller.roles & STAFF))
 
     return server
 

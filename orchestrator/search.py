@@ -1,0 +1,33 @@
+"""Knowledge-base searches for other systems (the gateway's MCP tool ``search_knowledge_base``).
+
+A search is no turn: no conversation, no decision, no answer to compose. The redacted query
+(``search.requested``) is retrieved exactly as a turn's question is (:class:`Retriever`'s hybrid
+search) and the best chunks go back as passages, which the handler sends to the asking gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from contracts.events import Passage, SearchRequested
+from orchestrator.compose import snippet
+from orchestrator.retrieval import Hit, Retriever
+
+
+def passage(hit: Hit) -> Passage:
+    return Passage(
+        title=hit.title,
+        url=hit.url,
+        section=hit.section,
+        snippet=snippet(hit.text),
+        score=round(hit.score, 4),
+    )
+
+
+async def search(retriever: Retriever, request: SearchRequested) -> list[Passage]:
+    """The ``request.limit`` best passages for the redacted query, best first.
+
+    Who searches is ``request.user_id`` with ``request.groups``: retrieval's permission filter
+    takes them at the one call below."""
+    hits = await asyncio.to_thread(retriever.search, request.query, request.limit)
+    return [passage(hit) for hit in hits]
