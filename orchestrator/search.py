@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from contracts.events import Passage, SearchRequested
+from contracts.readers import Principals
 from orchestrator.compose import snippet
 from orchestrator.retrieval import Hit, Retriever
 
@@ -27,7 +28,13 @@ def passage(hit: Hit) -> Passage:
 async def search(retriever: Retriever, request: SearchRequested) -> list[Passage]:
     """The ``request.limit`` best passages for the redacted query, best first.
 
-    Who searches is ``request.user_id`` with ``request.groups``: retrieval's permission filter
-    takes them at the one call below."""
-    hits = await asyncio.to_thread(retriever.search, request.query, request.limit)
+    Who searches is ``request.user_id`` with ``request.groups``: only what they may read is
+    searched. Searches come from the gateway's MCP clients, each verified by its token; an
+    anonymous id (never sent today) would read public documents only."""
+    reader = Principals.of(
+        request.user_id, request.groups, authenticated=not request.user_id.startswith("anon:")
+    )
+    hits = await asyncio.to_thread(
+        retriever.search, request.query, request.limit, principals=reader
+    )
     return [passage(hit) for hit in hits]

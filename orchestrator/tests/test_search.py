@@ -14,12 +14,14 @@ import redis.asyncio as aioredis
 
 from contracts.bus import Bus, decode_entry
 from contracts.events import SearchRequested, TurnReply
+from contracts.readers import Readers
 from contracts.settings import ServiceSettings
 from contracts.topics import Topic, reply_stream
 from orchestrator import handlers, search
 from orchestrator.embedding import QueryEncoder
 from orchestrator.retrieval import Retriever
 from orchestrator.tests.test_retrieval import ARTICLES, VPN_BODY, VPN_URL, add, new_collection
+from orchestrator.tests.test_retrieval_readers import put
 
 REPLIES = reply_stream("gw-test")
 
@@ -116,3 +118,30 @@ async def test_a_request_naming_another_stream_is_not_answered_there(
         assert await client.xlen(Topic.TICKET_EVENTS) == 0
     finally:
         await client.aclose()
+
+
+async def test_a_search_shows_only_what_its_caller_may_read(
+    retriever: Retriever, encoder: QueryEncoder
+) -> None:
+    put(
+        retriever.collection,
+        encoder,
+        "https://wiki.example/it/printer-admin",
+        "Printer fleet administration",
+        "Printer fleet administration",
+        "Printer fleet admins reset a printer's queue from the Lark console with the fleet key.",
+        Readers(public=False, groups=("printer-admins",)),
+    )
+    question = "reset a printer queue from the console"
+    admins = await search.search(retriever, request(question, limit=5, groups=["printer-admins"]))
+    others = await search.search(retriever, request(question, limit=5, groups=["it-staff"]))
+    anonymous = await search.search(
+        retriever,
+        request(question, limit=5, groups=["printer-admins"]).model_copy(
+            update={"user_id": "anon:x"}
+        ),
+    )
+    assert admins[0].url == "https://wiki.example/it/printer-admin"
+    for found in (others, anonymous):
+        assert found, "the public articles are still found"
+        assert not [p for p in found if "printer-admin" in p.url or "Lark" in p.snippet]
