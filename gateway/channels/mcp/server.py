@@ -190,10 +190,9 @@ INCIDENT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 def groups_of(caller: Identity) -> list[str]:
-    """The caller's groups, for retrieval's permissions. The identity carries none yet (its
-    groups claim is being added to :mod:`gateway.identity`): until then, none."""
-    groups = getattr(caller, "groups", None) or ()
-    return sorted(str(group) for group in groups)
+    """The caller's groups (its token's groups claim, :class:`gateway.identity.GroupReader`),
+    for retrieval's permissions; none for a configured client token or an anonymous caller."""
+    return sorted(caller.groups)
 
 
 def _incident(known: KnownIncident, staff: bool) -> dict[str, Any]:
