@@ -21,7 +21,7 @@ NO_ANSWER_TEXT = (
     "me, or rephrase the question if it is about something else."
 )
 NOT_COVERED_TEXT = (
-    "I couldn't find anything about {terms} in the IT knowledge base, so I'd rather not guess. "
+    "I couldn't find an article about {terms} in the IT knowledge base, so I'd rather not guess. "
     'Shall I create a ticket for a technician? Reply "yes" and I\'ll pass on what you told '
     "me, or rephrase the question if it is about something else."
 )

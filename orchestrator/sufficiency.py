@@ -25,7 +25,8 @@ Without a language model, and cheaply (it runs on every turn):
   ("invisible" for "hidden"). A question with no key term left (all its words common) is
   decided by similarity alone.
 
-The words it finds missing are what a crawl is planned toward (:func:`crawl_question`).
+The key terms no similar article is about are what a crawl is planned toward
+(``ContextInsufficient.focus``) and what an honest no-answer names.
 """
 
 from __future__ import annotations
@@ -184,8 +185,9 @@ class Verdict:
     share: float
     """Weighted share of the key terms covered (1 when the question has none)."""
     covered: tuple[str, ...]
+    """Key terms the article is about (in its title or heading, or repeated in its text)."""
     missing: tuple[str, ...]
-    """Key terms the article does not cover at all, heaviest first."""
+    """Key terms it is not about (absent, or mentioned in passing), heaviest first."""
     terms: tuple[KeyTerm, ...] = ()
 
     @property
@@ -223,8 +225,8 @@ def judge(
     return Verdict(
         sufficient=share > policy.min_share or similarity >= policy.similar_enough,
         share=share,
-        covered=tuple(t.word for t in terms if coverage[t.stem] > 0),
-        missing=tuple(t.word for t in terms if coverage[t.stem] == 0),
+        covered=tuple(t.word for t in terms if coverage[t.stem] == 1.0),
+        missing=tuple(t.word for t in terms if coverage[t.stem] < 1.0),
         terms=tuple(terms),
     )
 
@@ -244,12 +246,3 @@ def judge_article(
     texts[passage.chunk_id] = passage.text
     terms_asked = key_terms(question, terms, policy)
     return judge(terms_asked, heading, texts.values(), policy, article.best.score)
-
-
-def crawl_question(question: str, missing: Sequence[str]) -> str:
-    """The question a crawl is planned with: the question, its missing key terms repeated at
-    the end so the link planner, which scores links by the question's words, leans toward
-    pages about them."""
-    if not missing:
-        return question
-    return f"{question}\n{' '.join(missing)}"

@@ -48,7 +48,7 @@ from orchestrator.intent import Intent
 from orchestrator.llm import generate_answer, read_message
 from orchestrator.memory import ChecklistState, Conversation, StepOutcome
 from orchestrator.retrieval import Hit
-from orchestrator.sufficiency import Verdict, crawl_question, judge_article
+from orchestrator.sufficiency import Verdict, judge_article
 from orchestrator.turn.base import Answer, Crawl, Escalate, Reader, Reply, Step, Turn
 
 VAGUE_QUESTIONS = (
@@ -284,8 +284,8 @@ class CrawlStep(Step):
     async def __call__(self, turn: Turn) -> Reply | None:
         if turn.covered or not turn.allow_crawl or not turn.deps.may_crawl(turn.settings):
             return None
-        missing = turn.verdict.missing if turn.verdict is not None else ()
-        turn.state.crawl_question = crawl_question(turn.search_text, missing)
+        turn.state.crawl_question = turn.search_text
+        turn.state.crawl_focus = list(turn.verdict.missing) if turn.verdict is not None else []
         return Crawl(reason=f"{turn.not_covered}; crawling" + turn.by)
 
 
