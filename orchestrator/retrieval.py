@@ -35,6 +35,9 @@ What a caller can rely on:
   ``1 + adjustment`` of its document: documents users rated mostly well rank a little higher,
   mostly badly a little lower. ``Hit.score`` (the cosine) is never adjusted, and without ratings
   every adjustment is 0, so the ranking is exactly the unadjusted one.
+* A retrieval holds the chunks of its best :data:`ANSWER_DOCUMENTS` documents (an answer quotes
+  one of them whole) and the snapshot's keyword statistics (:class:`TermStats`, ``None``
+  without a snapshot), which the sufficiency check weighs a question's words by.
 """
 
 from __future__ import annotations

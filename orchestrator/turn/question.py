@@ -290,11 +290,13 @@ class CrawlStep(Step):
 
 
 class AnswerStep(Step):
-    """Below the relevance threshold, an honest ``no_answer``. Otherwise: when the best article
-    has separate steps per operating system and the user's is unknown, the question which one
-    (once per topic); a troubleshooting request with a procedure of three or more steps becomes
-    a checklist; anything else is answered by quoting the article's steps with citations (worded
-    by the LLM when one is configured), with similar resolved cases."""
+    """When no article answers (none similar enough, or none about the question's key terms),
+    an honest ``no_answer`` that names what is missing. Otherwise, all from that one article
+    (:attr:`Turn.answering`): when it has separate steps per operating system and the user's
+    is unknown, the question which one (once per topic); a troubleshooting request with a
+    procedure of three or more steps becomes a checklist; anything else is answered by quoting
+    the article's steps with citations (worded by the LLM when one is configured), with similar
+    resolved cases."""
 
     name = "answer"
 
