@@ -18,7 +18,8 @@ Without a language model, and cheaply (it runs on every turn):
   heading has it, or the article's text has it :attr:`Policy.central_mentions` times; partial
   (:attr:`Policy.mention`) when the text mentions it fewer times; none otherwise. Words match
   in any close form: the Snowball English stemmer's stems are compared ("calibrate" and
-  "calibration", "cookie" and "cookies").
+  "calibration", "cookie" and "cookies"), and a stem of five letters or more matches one it
+  starts with up to three more ("forgot" and "forgotten", which no stemmer joins).
 * **Sufficient** when the weighted share of the key terms covered is more than
   :attr:`Policy.min_share` (half), or the article is so similar to the question
   (:attr:`Policy.similar_enough`) that the embedding model vouches for it where words differ
@@ -84,10 +85,21 @@ ASKING_WORDS = frozenset(
         "hi",
         "hello",
         "hey",
+        "right",
+        "today",
+        "currently",
+        "suddenly",
+        "anymore",
+        "still",
+        "urgent",
+        "urgently",
+        "asap",
+        "quickly",
     ]
 )
-"""Words of asking, not of the thing asked about ("please help, what's the best way to ...");
-the stop list the keyword ranker uses leaves them in."""
+"""Words of asking and of when or how urgently, not of the thing asked about ("please help,
+what's the best way to ...", "right now", "urgently"); the keyword ranker's stop list leaves
+them in."""
 
 _NEGATION = re.compile(r"\b(\w+)[’']t\b", re.IGNORECASE)
 _CONTRACTED = re.compile(r"[’'](?:m|re|ve|ll|d)\b", re.IGNORECASE)
@@ -116,6 +128,26 @@ def _stemmer() -> object:
 def stem(word: str) -> str:
     """The Snowball (Porter 2) English stem of a word, for matching close forms."""
     return str(_stemmer().stemWord(word))  # type: ignore[attr-defined]
+
+
+CLOSE_PREFIX = 5
+"""Letters a stem must have to match a longer stem it starts ("forgot", "forgotten")."""
+CLOSE_EXTRA = 3
+"""Letters the longer stem may have beyond it ("print", "printer"; not "task", "taskbar")."""
+
+
+def close_forms(one: str, other: str) -> bool:
+    """Whether two stems are forms of one word: equal, or the shorter (of at least
+    :data:`CLOSE_PREFIX` letters) starts the longer, which has at most :data:`CLOSE_EXTRA`
+    more. The stemmer leaves irregular forms apart ("forgot", "forgotten")."""
+    if one == other:
+        return True
+    short, long = sorted((one, other), key=len)
+    return (
+        len(short) >= CLOSE_PREFIX
+        and len(long) - len(short) <= CLOSE_EXTRA
+        and (long.startswith(short))
+    )
 
 
 def stems(text: str) -> list[str]:
@@ -214,9 +246,11 @@ def judge(
     in_text = Counter(s for text in texts for s in stems(text))
     coverage = {}
     for term in terms:
-        if term.stem in in_heading or in_text[term.stem] >= policy.central_mentions:
+        mentions = sum(n for found, n in in_text.items() if close_forms(term.stem, found))
+        headed = any(close_forms(term.stem, found) for found in in_heading)
+        if headed or mentions >= policy.central_mentions:
             coverage[term.stem] = 1.0
-        elif in_text[term.stem]:
+        elif mentions:
             coverage[term.stem] = policy.mention
         else:
             coverage[term.stem] = 0.0

@@ -18,6 +18,7 @@ from orchestrator.embedding import QueryEncoder
 from orchestrator.retrieval import Hit, Retrieval, Retriever, TermStats
 from orchestrator.sufficiency import (
     Policy,
+    close_forms,
     judge,
     judge_article,
     key_terms,
@@ -243,3 +244,33 @@ def test_rarity_is_positive_and_falls_with_frequency(idf_of: int) -> None:
     stats = TermStats(chunks=200, holding={"word": idf_of})
     assert stats.idf("word") > 0
     assert stats.idf("word") <= stats.idf("unseen")
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "close"),
+    [
+        ("forgot", "forgotten", True),  # irregular: no stemmer joins them
+        ("print", "printer", True),
+        ("task", "taskbar", False),  # too short to be sure
+        ("cooki", "cookiejar", False),  # too many letters more
+        ("password", "password", True),
+        ("log", "logo", False),
+    ],
+)
+def test_close_forms(one: str, other: str, close: bool) -> None:
+    assert close_forms(one, other) is close
+    assert close_forms(other, one) is close
+
+
+def test_a_forgotten_password_article_answers_i_forgot_my_password() -> None:
+    """The shared stack's demo question that the stemmer alone failed ("forgot" is not
+    "forgotten"); "log in" is worded "sign in" by the article and stays missing."""
+    terms = key_terms("I forgot my password and can't log in", None)
+    verdict = judge(terms, "Reset a forgotten account password", ["Sign in to the portal."])
+    assert verdict.sufficient
+    assert verdict.missing == ("log",)
+
+
+def test_when_and_how_urgently_are_not_key_terms() -> None:
+    words = [t.word for t in key_terms("is there an outage right now? urgently please", None)]
+    assert words == ["outage"]
