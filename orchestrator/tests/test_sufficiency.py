@@ -274,3 +274,19 @@ def test_a_forgotten_password_article_answers_i_forgot_my_password() -> None:
 def test_when_and_how_urgently_are_not_key_terms() -> None:
     words = [t.word for t in key_terms("is there an outage right now? urgently please", None)]
     assert words == ["outage"]
+
+
+def test_a_retrieval_carries_the_collections_term_statistics_and_its_best_documents(
+    encoder: QueryEncoder,
+) -> None:
+    retrieval, _ = answer_for(TASK_QUESTION, list(PAGES), encoder)
+    stats = retrieval.terms
+    assert stats is not None
+    assert stats.chunks == len(PAGES)
+    assert stats.holding["task"] == 1  # only the background-tasks page says "task(s)"
+    assert stats.holding["response"] >= 3
+    assert stats.idf("task") > stats.idf("response")
+    # The best three documents' chunks are there to quote any of them whole.
+    firsts = list(dict.fromkeys(hit.url for hit in retrieval.hits))[:3]
+    assert retrieval.best_document[0].url == firsts[0]
+    assert set(retrieval.documents) == set(firsts[1:])
