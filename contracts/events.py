@@ -420,6 +420,13 @@ class ContextInsufficient(Event):
     """
 
     question: str = Field(description="Redacted question; empty means breadth-first order.")
+    focus: list[str] = Field(
+        default_factory=list,
+        description="Words of the question that no similar article of the knowledge base is "
+        "about (its key terms the sufficiency check found missing), heaviest first: links "
+        "naming them are read first.",
+        examples=[["cookie"]],
+    )
     seed_urls: list[str]
     allowed_domains: list[str] = Field(
         default_factory=list,

@@ -7,7 +7,8 @@ The frontier is best-first. A link's score is
 * similarity: cosine of the question and the link's anchor text, URL words and surrounding text
   under the packaged sentence model (0 when embeddings are off);
 * keywords: the share of the question's words found in the anchor or URL (full weight) or in the
-  surrounding text (half weight);
+  surrounding text (half weight); the job's *focus* words (those no article of the knowledge base
+  is about) count :data:`FOCUS_WEIGHT` times, so a link naming them comes first;
 * novelty: 1 / (1 + links of the same URL pattern already queued), so a site's hundredth
   calendar page ranks below its first article;
 * depth: links far from the seeds cost a little.
@@ -36,6 +37,8 @@ W_SIMILARITY = 0.50
 W_KEYWORDS = 0.35
 W_NOVELTY = 0.15
 DEPTH_PENALTY = 0.05
+FOCUS_WEIGHT = 3.0
+"""How many question words a focus word counts as (``ContextInsufficient.focus``)."""
 
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9\-]+")
 STOPWORDS = frozenset(
@@ -111,31 +114,48 @@ def _strong_terms(candidate: Candidate) -> set[str]:
     return terms(f"{candidate.anchor} {' '.join(url_words(candidate.url))}")
 
 
+def term_weights(question: str, focus: Sequence[str] = ()) -> dict[str, float]:
+    """The question's content words, each weighing 1, and the ``focus`` words
+    :data:`FOCUS_WEIGHT`."""
+    weights = dict.fromkeys(terms(question), 1.0)
+    weights.update(dict.fromkeys(terms(" ".join(focus)), FOCUS_WEIGHT))
+    return weights
+
+
 class LinkPlanner:
     def __init__(self, encoder: Encoder | None) -> None:
         self.encoder = encoder
 
     def shortlist(
-        self, question: str, candidates: Sequence[Candidate], limit: int
+        self,
+        question: str,
+        candidates: Sequence[Candidate],
+        limit: int,
+        focus: Sequence[str] = (),
     ) -> list[Candidate]:
-        """The ``limit`` candidates sharing the most words of anchor and URL with the question,
-        in their order among equals (all of them, in order, up to ``limit`` without question
-        words): what :meth:`plan` then scores in full."""
-        question_terms = terms(question)
-        if not question_terms or len(candidates) <= limit:
+        """The ``limit`` candidates sharing the most words of anchor and URL with the question
+        (``focus`` words weighing more), in their order among equals (all of them, in order, up
+        to ``limit`` without question words): what :meth:`plan` then scores in full."""
+        weights = term_weights(question, focus)
+        if not weights or len(candidates) <= limit:
             return list(candidates[:limit])
-        overlap = [len(question_terms & _strong_terms(c)) for c in candidates]
+        overlap = [sum(weights.get(t, 0.0) for t in _strong_terms(c)) for c in candidates]
         order = sorted(range(len(candidates)), key=lambda i: -overlap[i])
         return [candidates[i] for i in order[:limit]]
 
     def plan(
-        self, question: str, candidates: Sequence[Candidate], pattern_counts: Sequence[int]
+        self,
+        question: str,
+        candidates: Sequence[Candidate],
+        pattern_counts: Sequence[int],
+        focus: Sequence[str] = (),
     ) -> list[PlannedLink]:
         """Score ``candidates`` (``pattern_counts[i]``: URLs of the i-th one's pattern already
-        queued), best first."""
+        queued), best first; ``focus`` words weigh :data:`FOCUS_WEIGHT` times."""
         if not candidates:
             return []
-        question_terms = terms(question)
+        weights = term_weights(question, focus)
+        question_terms = set(weights)
         if not question_terms:
             # Breadth first; within a depth, in the order the page lists them.
             return [
@@ -155,8 +175,9 @@ class LinkPlanner:
             strong = _strong_terms(candidate)
             weak = terms(candidate.context)
             matched = tuple(sorted(question_terms & (strong | weak)))
-            hits = len(question_terms & strong) + 0.5 * len(question_terms & (weak - strong))
-            keywords = min(1.0, hits / len(question_terms))
+            hits = sum(weights[t] for t in question_terms & strong)
+            hits += 0.5 * sum(weights[t] for t in question_terms & (weak - strong))
+            keywords = min(1.0, hits / sum(weights.values()))
             seen = earlier + on_page.get(candidate.pattern, 0)
             on_page[candidate.pattern] = on_page.get(candidate.pattern, 0) + 1
             novelty = 1.0 / (1.0 + seen)

@@ -317,9 +317,12 @@ class CrawlService:
                 for e in entries
             ],
             self.settings.max_links_per_page,
+            spec.focus,
         )
         counts = await self.jobs.pattern_counts(spec.job_id, [c.pattern for c in candidates])
-        planned = await asyncio.to_thread(self.planner.plan, spec.question, candidates, counts)
+        planned = await asyncio.to_thread(
+            self.planner.plan, spec.question, candidates, counts, spec.focus
+        )
         log.info(
             "sitemap plan",
             extra={
@@ -855,7 +858,9 @@ class CrawlService:
             for link in links
         ]
         counts = await self.jobs.pattern_counts(spec.job_id, [c.pattern for c in candidates])
-        planned = await asyncio.to_thread(self.planner.plan, spec.question, candidates, counts)
+        planned = await asyncio.to_thread(
+            self.planner.plan, spec.question, candidates, counts, spec.focus
+        )
         planned = await self.reranker.rerank(spec.question, planned)
         here = url_pattern(task.url)
         log.info(

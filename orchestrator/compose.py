@@ -8,8 +8,8 @@ only as good as the knowledge base and never invents a step.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from contracts.events import Action, AnswerBody, Checklist, Citation
 from orchestrator.dialogue import OS_NAMES
@@ -17,6 +17,11 @@ from orchestrator.retrieval import Hit, Retrieval
 
 NO_ANSWER_TEXT = (
     "I couldn't find this in the IT knowledge base, so I'd rather not guess. "
+    'Shall I create a ticket for a technician? Reply "yes" and I\'ll pass on what you told '
+    "me, or rephrase the question if it is about something else."
+)
+NOT_COVERED_TEXT = (
+    "I couldn't find an article about {terms} in the IT knowledge base, so I'd rather not guess. "
     'Shall I create a ticket for a technician? Reply "yes" and I\'ll pass on what you told '
     "me, or rephrase the question if it is about something else."
 )
@@ -195,15 +200,86 @@ def condensed(text: str) -> str:
     return "\n".join(f"{n}. {step}" for n, step in enumerate(steps, start=1))
 
 
-def see_also_hits(relevant: Sequence[Hit], best: Hit, margin: float, limit: int) -> list[Hit]:
+@dataclass(frozen=True)
+class Article:
+    """The one article an answer names, quotes and cites, and whose steps a checklist follows:
+    retrieved chunks of one document, best first.
+
+    Every part of an answer is taken from here (the title it names, the passage it quotes, the
+    citation [1], a checklist's steps), and an article cannot hold two documents' chunks, so
+    no ranking can make an answer name one article and quote another.
+    """
+
+    chunks: tuple[Hit, ...]
+
+    def __post_init__(self) -> None:
+        if not self.chunks:
+            raise ValueError("an article needs at least one chunk; it has no chunk")
+        if len({hit.url for hit in self.chunks}) > 1:
+            raise ValueError("an article's chunks all come from one document")
+
+    @property
+    def url(self) -> str:
+        return self.chunks[0].url
+
+    @property
+    def title(self) -> str:
+        return self.chunks[0].title
+
+    @property
+    def best(self) -> Hit:
+        """The chunk that matched the question best (by similarity)."""
+        return max(self.chunks, key=lambda hit: hit.score)
+
+    def passage(self, os: str | None = None) -> Hit:
+        """What an answer quotes: the section with the steps (the user's OS's, if any), whole."""
+        chosen = choose_passage(self.chunks, margin=PASSAGE_MARGIN, os=os) or self.chunks[0]
+        return whole_section(self.chunks, chosen)
+
+
+PASSAGE_MARGIN = 0.15
+"""How much less similar than the article's best chunk a passage with steps may be and still
+be quoted in its place (:func:`choose_passage`)."""
+
+
+def article_of(retrieval: Retrieval, url: str) -> Article:
+    """The retrieved chunks of ``url``'s document as an article."""
+    return Article(tuple(sorted(retrieval.document(url), key=lambda hit: -hit.score)))
+
+
+def answering_article(
+    retrieval: Retrieval,
+    threshold: float,
+    answers: Callable[[Article], bool] | None = None,
+) -> Article | None:
+    """The article to answer from: the best ranked document with a chunk at least ``threshold``
+    similar to the question that ``answers`` it (every one, without ``answers``); ``None`` when
+    no document does."""
+    tried: set[str] = set()
+    for hit in retrieval.hits:
+        if hit.score < threshold or hit.url in tried:
+            continue
+        tried.add(hit.url)
+        article = article_of(retrieval, hit.url)
+        if answers is None or answers(article):
+            return article
+    return None
+
+
+def see_also_hits(
+    retrieval: Retrieval, article: Article, threshold: float, margin: float, limit: int
+) -> list[Hit]:
+    """Other documents about as similar as the article answered from, one hit each."""
+    best = article.best.score
     see_also: list[Hit] = []
-    seen = {best.url}
-    for hit in relevant[1:]:
-        if len(see_also) >= limit or hit.score < best.score - margin:
+    seen = {article.url}
+    for hit in retrieval.hits:
+        if len(see_also) >= limit:
             break
-        if hit.url not in seen:
-            seen.add(hit.url)
-            see_also.append(hit)
+        if hit.score < max(threshold, best - margin) or hit.url in seen:
+            continue
+        seen.add(hit.url)
+        see_also.append(hit)
     return see_also
 
 
@@ -215,24 +291,25 @@ def compose_answer(
     max_citations: int,
     os: str | None = None,
     technical: bool = False,
+    article: Article | None = None,
 ) -> AnswerBody:
-    """Quote the best-matching article and cite it, plus closely related articles as see-also.
+    """Quote one article and cite it, plus closely related articles as see-also.
 
-    Returns ``no_answer`` when nothing reaches ``threshold``.
+    The article is ``article`` when given (the turn chose it), else the best ranked document
+    that reaches ``threshold`` (:func:`answering_article`). Returns ``no_answer`` when there is
+    none.
     """
-    relevant = [hit for hit in retrieval.hits if hit.score >= threshold]
-    if not relevant:
+    article = article or answering_article(retrieval, threshold)
+    if article is None:
         return AnswerBody(answer=NO_ANSWER_TEXT, action=Action.NO_ANSWER)
 
-    best = relevant[0]
-    document = retrieval.best_document or [best]
-    passage = whole_section(document, choose_passage(document, margin=0.15, os=os) or best)
+    passage = article.passage(os)
     citations = [citation(1, passage)]
-    see_also = see_also_hits(relevant, best, see_also_margin, max_citations - 1)
+    see_also = see_also_hits(retrieval, article, threshold, see_also_margin, max_citations - 1)
     citations += [citation(n, hit) for n, hit in enumerate(see_also, start=2)]
 
-    parts = [f"From “{best.title}” [1]:"]
-    for quoted in [passage, *os_supplement(document, passage, os)]:
+    parts = [f"From “{article.title}” [1]:"]
+    for quoted in [passage, *os_supplement(article.chunks, passage, os)]:
         if heading := subsection(quoted):
             parts.append(f"{heading}:")
         body = condensed(quoted.text) if technical else quoted.text
@@ -243,11 +320,19 @@ def compose_answer(
     return AnswerBody(answer="\n\n".join(parts), action=Action.ANSWER, citations=citations)
 
 
-def compose_checklist(passage: Hit, steps: Sequence[str], current: int) -> AnswerBody:
-    """Offer one step at a time; the user reports back after each."""
+def checklist_steps(passage: Hit) -> list[str]:
+    """The steps a checklist from ``passage`` walks through, at most
+    :data:`MAX_CHECKLIST_STEPS`."""
+    return steps_of(passage.text)[:MAX_CHECKLIST_STEPS]
+
+
+def compose_checklist(article: Article, current: int, os: str | None = None) -> AnswerBody:
+    """Offer the article's steps one at a time; the user reports back after each."""
+    passage = article.passage(os)
+    steps = checklist_steps(passage)
     total = len(steps)
     lines = [
-        f"Let's work through this together, one step at a time, following “{passage.title}” [1].",
+        f"Let's work through this together, one step at a time, following “{article.title}” [1].",
         f"Step {current + 1} of {total}: {cite_lines(steps[current], '[1]')}",
         'When you have tried it, reply "done, still broken" for the next step, or "that fixed it".',
     ]
@@ -281,6 +366,16 @@ def compose_clarify(questions: Sequence[str], preface: str | None = None) -> Ans
     lines = [preface or "To point you to the right steps, I need a little more detail:"]
     lines += [f"- {question}" for question in questions]
     return AnswerBody(answer="\n".join(lines), action=Action.CLARIFY, questions=list(questions))
+
+
+def not_covered_text(missing: Sequence[str]) -> str:
+    """The honest no-answer, naming what no article covers (the question's key terms no
+    similar article has) when that is known."""
+    if not missing:
+        return NO_ANSWER_TEXT
+    quoted = [f"“{term}”" for term in missing[:3]]
+    terms = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return NOT_COVERED_TEXT.format(terms=terms)
 
 
 def compose_text(text: str, action: Action) -> AnswerBody:

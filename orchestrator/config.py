@@ -23,6 +23,13 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         le=1,
         description="Cosine similarity below which the knowledge base is taken not to cover it.",
     )
+    sufficiency_check: bool = Field(
+        True,
+        description="Answer only from an article whose title, heading or text covers the "
+        "question's key terms (its words weighed by their rarity in the knowledge base), not "
+        "from one that is merely similar; a question no article covers is crawled for, or "
+        "answered honestly as not covered.",
+    )
     see_also_margin: float = Field(
         0.08,
         ge=0,

@@ -41,6 +41,9 @@ What a caller can rely on:
   the chunks the reader (:class:`~contracts.readers.Principals`) may read, *before* ranking: a
   chunk they may not read never takes a place in any top ``k``, so the readable ones rank
   exactly as if it did not exist. The default reader is anonymous (public chunks only).
+* A retrieval holds the chunks of its best :data:`ANSWER_DOCUMENTS` documents (an answer quotes
+  one of them whole) and the snapshot's keyword statistics (:class:`TermStats`, ``None``
+  without a snapshot), which the sufficiency check weighs a question's words by.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from contracts.live import LiveReader
@@ -98,12 +101,38 @@ class Hit:
 
 
 @dataclass(frozen=True)
+class TermStats:
+    """How many of the knowledge base's chunks hold each keyword token: the BM25 index's own
+    statistics, for telling the words a question is about from the words every page has."""
+
+    chunks: int
+    holding: Mapping[str, int]
+    """Token (as :func:`keyword_tokens` gives it) -> how many chunks hold it."""
+
+    def idf(self, token: str) -> float:
+        """The token's inverse document frequency, as BM25 weighs it (always positive; a token
+        no chunk holds gets the highest value)."""
+        held = self.holding.get(token, 0)
+        return math.log(1.0 + (self.chunks - held + 0.5) / (held + 0.5))
+
+
+@dataclass(frozen=True)
 class Retrieval:
     """The best chunks overall (by fused rank), and every chunk of the best document, both best
-    first."""
+    first; the chunks of the next best documents too (``documents``, by URL), so an answer can
+    quote any of them whole, and the keyword statistics of the collection searched."""
 
     hits: list[Hit]
     best_document: list[Hit]
+    documents: Mapping[str, list[Hit]] = field(default_factory=dict)
+    terms: TermStats | None = None
+
+    def document(self, url: str) -> list[Hit]:
+        """The chunks of ``url``'s document, best first: as fetched for the best documents,
+        else its chunks among the hits."""
+        if self.best_document and self.best_document[0].url == url:
+            return self.best_document
+        return self.documents.get(url) or [hit for hit in self.hits if hit.url == url]
 
     @property
     def confidence(self) -> float | None:
@@ -375,10 +404,23 @@ class _Snapshot:
         self.by_user = {user: np.asarray(rows, dtype=np.int64) for user, rows in by_user.items()}
         self.by_group = {name: np.asarray(rows, dtype=np.int64) for name, rows in by_group.items()}
         self._bm25: Any = None
+        self._terms: TermStats | None = None
         corpus = [keyword_tokens(f"{record.section}\n{record.text}") or [""] for record in records]
         if records:
             self._bm25 = bm25s.BM25(method="lucene")  # ``_masked`` rescales Lucene's IDF
             self._bm25.index(corpus, show_progress=False)
+
+    @property
+    def terms(self) -> TermStats | None:
+        """How many chunks hold each token, from the BM25 index (made on first use, once)."""
+        if self._terms is None and self._bm25 is not None:
+            import numpy as np
+
+            held = np.diff(self._bm25.scores["indptr"])
+            vocabulary = self._bm25.vocab_dict
+            holding = {token: int(held[column]) for token, column in vocabulary.items() if token}
+            self._terms = TermStats(len(self.records), holding)
+        return self._terms
 
     def readable(self, principals: Principals) -> Any | None:
         """Which records ``principals`` may read, as a boolean mask over the records; None when
@@ -482,6 +524,21 @@ def _top(scores: Any, limit: int, *, positive: bool = False) -> list[tuple[int, 
     top = np.argpartition(-scores, count - 1)[:count]
     ranked = sorted(top.tolist(), key=lambda i: (-float(scores[i]), i))
     return [(i, float(scores[i])) for i in ranked if not positive or scores[i] > 0]
+
+
+ANSWER_DOCUMENTS = 3
+"""Documents a retrieval fetches the chunks of (the best ranked ones): an answer quotes one of
+them whole, the best that answers the question (:mod:`orchestrator.sufficiency`)."""
+
+
+def _first_of_each_document(hits: list[Hit], limit: int) -> list[Hit]:
+    """The best ranked hit of each of the first ``limit`` documents among ``hits``."""
+    first: dict[str, Hit] = {}
+    for hit in hits:
+        if len(first) >= limit:
+            break
+        first.setdefault(hit.url, hit)
+    return list(first.values())
 
 
 _STABLE_ATTEMPTS = 3
@@ -628,14 +685,20 @@ class Retriever:
                 # alone would see neither version. Rebuild (at most once a second).
                 snapshot = self._rebuilt(snapshot)
             hits = self._hybrid(question, vector, k, normalise_os(os), snapshot, gate)
-            document: list[Hit] = []
+            documents: dict[str, list[Hit]] = {}
             if hits:
                 if snapshot is not None:
                     snapshot = self._index or snapshot  # rebuilt by ``_hybrid`` when stale
-                document = self._document(vector, hits[0], document_chunks, snapshot, gate)
+                for best in _first_of_each_document(hits, ANSWER_DOCUMENTS):
+                    documents[best.url] = self._document(
+                        vector, best, document_chunks, snapshot, gate
+                    )
             if gate.stable or attempt == _STABLE_ATTEMPTS:
                 break
-        return Retrieval(hits, document) if hits else Retrieval([], [])
+        if not hits:
+            return Retrieval([], [])
+        terms = snapshot.terms if snapshot is not None else None
+        return Retrieval(hits, documents.pop(hits[0].url), documents, terms)
 
     def search(
         self,

@@ -51,6 +51,11 @@ class TurnState(BaseModel):
     crawl_question: str | None = Field(
         None, description="What the crawl looks for: the question with its conversation's topic."
     )
+    crawl_focus: list[str] = Field(
+        default_factory=list,
+        description="The question's key terms no similar article is about: what the crawl "
+        "looks for first.",
+    )
     crawl_urls: list[str] = Field(
         default_factory=list, description="Crawled pages indexed for this turn so far."
     )

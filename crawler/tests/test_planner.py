@@ -67,3 +67,28 @@ def test_similarity_counts_when_an_encoder_is_given() -> None:
 
 def test_terms_drop_stopwords_and_fold_plurals() -> None:
     assert terms("How do I add printers to my laptop?") == {"add", "printer", "laptop"}
+
+
+TASK_LINKS = [
+    candidate("https://docs.example/responses", "Responses", "What is sent after your function"),
+    candidate("https://docs.example/background-tasks", "Background tasks", "Work after returning"),
+]
+TASK_QUESTION = "How can I run a task after the response has been sent?"
+
+
+def test_the_focus_words_lead_the_plan() -> None:
+    """Both links share one word with the question; the one naming what no article of the
+    knowledge base is about ("task") is read first, and it is listed in the shortlist first."""
+    plain = LinkPlanner(None).plan(TASK_QUESTION, TASK_LINKS, [0, 0])
+    focused = LinkPlanner(None).plan(TASK_QUESTION, TASK_LINKS, [0, 0], focus=["task"])
+    assert plain[0].candidate.anchor == "Responses"  # page order decides a tie
+    assert focused[0].candidate.anchor == "Background tasks"
+    assert focused[0].keywords > plain[1].keywords
+    shortlisted = LinkPlanner(None).shortlist(TASK_QUESTION, TASK_LINKS, 1, focus=["tasks"])
+    assert [c.anchor for c in shortlisted] == ["Background tasks"]
+
+
+def test_focus_words_alone_or_odd_still_plan() -> None:
+    assert LinkPlanner(None).plan("", TASK_LINKS, [0, 0], focus=["task"])[0].keywords > 0
+    for odd in ([""], ["???"], ["a" * 500]):
+        assert len(LinkPlanner(None).plan(TASK_QUESTION, TASK_LINKS, [0, 0], focus=odd)) == 2

@@ -78,6 +78,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--misses", action="store_true", help="also list queries whose page is not ranked first"
     )
     parser.add_argument(
+        "--answers",
+        action="store_true",
+        help="also count which page an answer would cite, with similarity alone and with the "
+        "sufficiency check, with the right page indexed and without it",
+    )
+    parser.add_argument(
         "--feedback",
         metavar="SOURCE",
         help="rating counts to apply (redis://... or a JSONL of {url, positive, negative, "
@@ -107,7 +113,14 @@ def run_eval_retrieval(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             print(f"deskpilot eval retrieval: --feedback {args.feedback}: {exc}", file=sys.stderr)
             return 2
-    result = evaluate(args.corpus, queries, mode=args.mode, misses=args.misses, tallies=tallies)
+    result = evaluate(
+        args.corpus,
+        queries,
+        mode=args.mode,
+        misses=args.misses,
+        tallies=tallies,
+        answers=args.answers,
+    )
     if args.json:
         print(json.dumps(result))
     else:
@@ -149,10 +162,12 @@ def evaluate(
     mode: str = "hybrid",
     misses: bool = False,
     tallies: Mapping[str, Any] | None = None,
+    answers: bool = False,
 ) -> dict[str, Any]:
     """Index ``corpus`` into a throw-away collection, run ``queries``, return the figures; with
     rating ``tallies`` (URL or path name -> ``orchestrator.feedback.Tally``), run them again
-    with the adjustments those give and report both (``feedback``)."""
+    with the adjustments those give and report both (``feedback``); with ``answers``, which
+    page an answer would cite (:mod:`deploy.evals.answers`)."""
     from indexer.config import IndexerSettings
     from indexer.embedding import Embedder
     from indexer.service import Ingestor
@@ -191,7 +206,19 @@ def evaluate(
                 tallies, paths, queries, rankings, collection, settings, mode
             )
 
+        answered = None
+        if answers:
+            from deploy.evals.answers import answer_figures
+
+            answered = answer_figures(
+                retriever,
+                queries,
+                lambda query, url: is_relevant(url, paths.get(url), query.relevant),
+            )
+
     result = score(queries, rankings, paths)
+    if answered is not None:
+        result["answers"] = answered
     if with_feedback is not None:
         result["feedback"] = with_feedback
     result.update(
@@ -344,5 +371,10 @@ def _print_human(result: dict[str, Any]) -> None:
             f"(delta {feedback['delta']['recall_at_1']:+.3f} / {feedback['delta']['mrr']:+.3f}): "
             f"{verdict}"
         )
+    if "answers" in result:
+        from deploy.evals.answers import format_answer_figures
+
+        for line in format_answer_figures(result["answers"]):
+            print(line)
     for miss in result.get("misses", []):
         print(f"  rank {miss['rank']}: {miss['query']!r} -> {miss['first']}")

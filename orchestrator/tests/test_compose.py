@@ -5,6 +5,7 @@ from __future__ import annotations
 from contracts.events import Action
 from orchestrator.compose import (
     NO_ANSWER_TEXT,
+    Article,
     choose_passage,
     cite_lines,
     compose_answer,
@@ -149,7 +150,7 @@ def test_technical_users_get_only_steps_and_commands() -> None:
 
 def test_checklist_offers_one_step_with_its_citation() -> None:
     source = hit("https://kb/a", 0.8, text=STEPS)
-    body = compose_checklist(source, steps_of(STEPS), 0)
+    body = compose_checklist(Article((source,)), 0)
     assert body.action is Action.CHECKLIST
     assert body.checklist is not None
     assert body.checklist.current == 0

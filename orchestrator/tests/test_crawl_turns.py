@@ -331,3 +331,56 @@ async def test_a_finished_crawl_waits_for_its_last_pages_to_be_indexed(
     (answer,) = replies.answers
     assert answer.citations[0].url == PAGE
     assert fleet.stops == []  # it had ended already
+
+
+TONER_QUESTION = "How do I change the toner cartridge of the shared laser printer?"
+TONER_PAGE = "http://help.example/printers/toner.html"
+TONER_BODY = (
+    "Change the toner cartridge when the printer's display asks for it:\n"
+    "1. Open the front door of the printer.\n"
+    "2. Pull the empty toner cartridge out by its handle.\n"
+    "3. Shake the new toner cartridge and push it in until it clicks."
+)
+
+
+async def test_a_similar_article_that_is_not_about_the_question_sends_a_crawl_toward_it(
+    orchestrator: Orchestrator,
+    fleet: RecordingFleet,
+    collection: Any,
+    encoder: QueryEncoder,
+) -> None:
+    """The knowledge base's printer article is similar (above the relevance threshold) but
+    says nothing about toner: the turn crawls, planned toward the words it lacks, and is
+    answered from the page about them."""
+    event, replies = query(TONER_QUESTION), RecordingReplies()
+    retrieval = orchestrator.deps.retriever.retrieve(TONER_QUESTION, 5)
+    assert retrieval.hits[0].url == "https://kb.example/printer"
+    assert retrieval.confidence >= OrchestratorSettings().relevance_threshold
+
+    await orchestrator.handle_query(event, replies)
+
+    assert replies.answers == []
+    (request,) = fleet.requests
+    assert "toner" in request.focus
+    assert "cartridge" in request.focus
+    assert "printer" not in request.focus  # the article's title has it
+    assert request.question.startswith(TONER_QUESTION)
+
+    add(collection, encoder, TONER_PAGE, "Change the toner cartridge", "Toner", TONER_BODY)
+    await orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, TONER_PAGE))
+    (answer,) = replies.answers
+    assert answer.citations[0].url == TONER_PAGE
+    assert "front door" in answer.answer
+
+
+async def test_without_a_crawl_the_similar_article_is_not_given_as_the_answer(
+    orchestrator: Orchestrator, fleet: RecordingFleet
+) -> None:
+    orchestrator.settings = orchestrator.settings.model_copy(update={"crawl_enabled": False})
+    replies = RecordingReplies()
+    await orchestrator.handle_query(query(TONER_QUESTION), replies)
+    (answer,) = replies.answers
+    assert answer.action is Action.NO_ANSWER
+    assert answer.citations == []
+    assert "“toner”" in answer.answer or "“cartridge”" in answer.answer
+    assert fleet.requests == []

@@ -22,13 +22,14 @@ from contracts.events import (
 )
 from contracts.readers import Principals
 from orchestrator.attachments import StoredAttachment
-from orchestrator.compose import compose_text
+from orchestrator.compose import Article, compose_text
 from orchestrator.config import OrchestratorSettings
 from orchestrator.escalation import EscalationCheckpoint
 from orchestrator.intent import Intent
 from orchestrator.memory import Conversation
 from orchestrator.retrieval import Retrieval
 from orchestrator.state import TurnState
+from orchestrator.sufficiency import Verdict
 from orchestrator.turn.deps import AuditDetail, AuditNote, Replies, TurnDeps
 
 log = logging.getLogger("deskpilot.orchestrator")
@@ -258,6 +259,11 @@ class Turn:
     similar_cases: asyncio.Task[list[SimilarCase]] | None = field(default=None, init=False)
     read_intent: Intent | None = field(default=None, init=False)
     retrieved: Retrieval | None = field(default=None, init=False)
+    answering: Article | None = field(default=None, init=False)
+    """The article that answers the question (similar enough and covering its key terms,
+    :mod:`orchestrator.sufficiency`); ``None`` when none does."""
+    verdict: Verdict | None = field(default=None, init=False)
+    """What the sufficiency check said of the best similar article (``None`` without one)."""
 
     def note(self, action: str, reason: str, **details: AuditDetail) -> None:
         """Record ``action`` in the audit trail with the turn's outcome, not now: one write
@@ -298,10 +304,26 @@ class Turn:
         return not self.follow_up and not self.intent.in_scope
 
     @property
-    def covered(self) -> bool:
+    def similar(self) -> bool:
         """The knowledge base's best match clears the relevance threshold."""
         best = self.retrieval.confidence
         return best is not None and best >= self.settings.relevance_threshold
+
+    @property
+    def covered(self) -> bool:
+        """An article of the knowledge base answers the question: similar enough, and about
+        what it asks (:attr:`answering`)."""
+        if self.retrieved is None:
+            raise StepOrderError("the retrieval step must run before this one")
+        return self.answering is not None
+
+    @property
+    def not_covered(self) -> str:
+        """Why the knowledge base does not answer, for reasons and the audit trail."""
+        if not self.similar:
+            return f"{self.confidence} below threshold {self.settings.relevance_threshold}"
+        verdict = self.verdict.reason if self.verdict is not None else "no article answers"
+        return f"{self.confidence}, but {verdict}"
 
     @property
     def confidence(self) -> str:

@@ -189,6 +189,7 @@ async def start_crawl(turn: Turn, reason: str) -> None:
             correlation_id=state.correlation_id,
             conversation_id=state.conversation_id,
             question=state.crawl_question or state.question,
+            focus=state.crawl_focus,
             seed_urls=settings.crawl_seed_urls,
             allowed_domains=settings.crawl_allowed_domains,
             budget=CrawlBudget(

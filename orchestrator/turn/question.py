@@ -20,19 +20,19 @@ from contracts.events import Action, AnswerBody, Citation, EscalationReason, Sim
 from orchestrator.compose import (
     CAP_TEXT,
     GREETING_TEXT,
-    MAX_CHECKLIST_STEPS,
     REFUSE_TEXT,
-    choose_passage,
+    Article,
+    answering_article,
+    checklist_steps,
     compose_answer,
     compose_checklist,
     compose_checklist_step,
     compose_clarify,
     compose_text,
+    not_covered_text,
     os_sections,
     section_os,
     snippet,
-    steps_of,
-    whole_section,
 )
 from orchestrator.dialogue import (
     checklist_feedback,
@@ -48,6 +48,7 @@ from orchestrator.intent import Intent
 from orchestrator.llm import generate_answer, read_message
 from orchestrator.memory import ChecklistState, Conversation, StepOutcome
 from orchestrator.retrieval import Hit
+from orchestrator.sufficiency import Verdict, judge_article
 from orchestrator.turn.base import Answer, Crawl, Escalate, Reader, Reply, Step, Turn
 
 VAGUE_QUESTIONS = (
@@ -209,14 +210,18 @@ class RetrievalStep(Step):
         turn.retrieved = await search
         retrieval = turn.retrieval
         best = retrieval.confidence
+        find_answer(turn)
+        verdict = turn.verdict
         turn.note(
             "retrieval",
-            turn.confidence,
+            turn.confidence if verdict is None else f"{turn.confidence}; {verdict.reason}",
             hits=len(retrieval.hits),
             best=None if best is None else round(best, 4),
             top_url=retrieval.hits[0].url if retrieval.hits else None,
+            answered_from=turn.answering.url if turn.answering else None,
+            missing=", ".join(verdict.missing) if verdict else None,
         )
-        if turn.off_topic and not turn.covered:
+        if turn.off_topic and not turn.similar:
             reason = f"outside IT support (scope score {turn.intent.scope_score:.2f}; "
             reason += f"{turn.confidence})"
             return Answer(body=compose_text(REFUSE_TEXT, Action.REFUSE), reason=reason + turn.by)
@@ -225,6 +230,27 @@ class RetrievalStep(Step):
             # own. (The model read it with the topic already.)
             turn.read_intent = await asyncio.to_thread(deps.intents.classify, turn.search_text)
         return None
+
+
+def find_answer(turn: Turn) -> None:
+    """Note the article that answers the question (:attr:`Turn.answering`): the best ranked
+    one similar enough that covers the question's key terms (:mod:`orchestrator.sufficiency`;
+    any similar one with the check switched off). A question with attachments is judged by
+    similarity alone: the files' words (error codes, log lines) are not what an article is
+    about."""
+    settings, retrieval = turn.settings, turn.retrieval
+    verdicts: list[Verdict] = []
+
+    def answers(article: Article) -> bool:
+        verdict = judge_article(turn.search_text, article, retrieval.terms, os=turn.os)
+        verdicts.append(verdict)
+        return verdict.sufficient
+
+    check = settings.sufficiency_check and not turn.attached and not turn.state.attachment_note
+    turn.answering = answering_article(
+        retrieval, settings.relevance_threshold, answers if check else None
+    )
+    turn.verdict = verdicts[0] if verdicts else None
 
 
 def similar_cases_early(turn: Turn) -> asyncio.Task[list[SimilarCase]] | None:
@@ -267,54 +293,51 @@ class CrawlStep(Step):
         if turn.covered or not turn.allow_crawl or not turn.deps.may_crawl(turn.settings):
             return None
         turn.state.crawl_question = turn.search_text
-        reason = f"{turn.confidence} below threshold {turn.settings.relevance_threshold}"
-        return Crawl(reason=f"{reason}; crawling" + turn.by)
+        turn.state.crawl_focus = list(turn.verdict.missing) if turn.verdict is not None else []
+        return Crawl(reason=f"{turn.not_covered}; crawling" + turn.by)
 
 
 class AnswerStep(Step):
-    """Below the relevance threshold, an honest ``no_answer``. Otherwise: when the best article
-    has separate steps per operating system and the user's is unknown, the question which one
-    (once per topic); a troubleshooting request with a procedure of three or more steps becomes
-    a checklist; anything else is answered by quoting the article's steps with citations (worded
-    by the LLM when one is configured), with similar resolved cases."""
+    """When no article answers (none similar enough, or none about the question's key terms),
+    an honest ``no_answer`` that names what is missing. Otherwise, all from that one article
+    (:attr:`Turn.answering`): when it has separate steps per operating system and the user's
+    is unknown, the question which one (once per topic); a troubleshooting request with a
+    procedure of three or more steps becomes a checklist; anything else is answered by quoting
+    the article's steps with citations (worded by the LLM when one is configured), with similar
+    resolved cases."""
 
     name = "answer"
 
     async def __call__(self, turn: Turn) -> Reply | None:
         settings, conversation, retrieval = turn.settings, turn.conversation, turn.retrieval
-        if not turn.covered:
-            body = compose_answer(
-                retrieval,
-                threshold=settings.relevance_threshold,
-                see_also_margin=settings.see_also_margin,
-                max_citations=settings.max_citations,
-            )
-            reason = f"{turn.confidence} below threshold {settings.relevance_threshold}"
-            return Answer(body=body, reason=reason + turn.by)
+        article = turn.answering
+        if article is None:
+            missing = turn.verdict.missing if turn.verdict is not None else ()
+            body = compose_text(not_covered_text(missing), Action.NO_ANSWER)
+            return Answer(body=body, reason=turn.not_covered + turn.by)
         intent = turn.intent
         if not turn.follow_up:
             conversation.new_topic(turn.text, intent.category)
 
-        document = retrieval.best_document or retrieval.hits[:1]
-        if ask_for_os(turn, document):
+        if ask_for_os(turn, article.chunks):
             conversation.asked.append("os")
             conversation.clarify_rounds += 1
             body = compose_clarify([OS_QUESTION])
             return Answer(body=body, reason="the steps differ per operating system" + turn.by)
 
         await turn.replies.progress(turn.state, "composing")
-        passage = choose_passage(document, margin=0.15, os=turn.os) or retrieval.hits[0]
-        passage = whole_section(document, passage)
-        steps = steps_of(passage.text)[:MAX_CHECKLIST_STEPS]
+        passage = article.passage(turn.os)
+        steps = checklist_steps(passage)
         if intent.kind == "troubleshooting" and len(steps) >= 3:
             conversation.checklist = ChecklistState(
-                url=passage.url,
-                title=passage.title,
+                url=article.url,
+                title=article.title,
                 steps=steps,
                 citation_snippet=snippet(passage.text),
             )
             reason = f"troubleshooting, {len(steps)} steps; {turn.confidence}"
-            return Answer(body=compose_checklist(passage, steps, 0), reason=reason + turn.by)
+            body = compose_checklist(article, 0, turn.os)
+            return Answer(body=body, reason=reason + turn.by)
 
         body = compose_answer(
             retrieval,
@@ -323,6 +346,7 @@ class AnswerStep(Step):
             max_citations=settings.max_citations,
             os=turn.os,
             technical=conversation.technical,
+            article=article,
         )
         if turn.deps.llm.enabled:
             body = await written_by_the_model(turn, passage, body)

@@ -122,6 +122,32 @@ def test_an_informational_question_is_answered_with_cited_steps(stack: Stack) ->
     assert all(line.endswith("[1]") for line in numbered)
 
 
+DEMO_QUESTIONS = {
+    "How do I reset my VPN password?": "/kb/vpn-password-reset",
+    "How do I connect to the office Wi-Fi?": "/kb/office-wifi-nw-corp",
+    "How do I unlock my account?": "/kb/unlock-locked-account",
+    "How do I enrol in an IT training course?": "/kb/enrol-in-it-training-course",
+    "How do I find the IT policy documents?": "/kb/find-it-policy-documents",
+    "How do I change my display name?": "/kb/change-display-or-legal-name",
+    "my certificate for the course is missing": "/kb/missing-course-certificate",
+}
+
+
+@pytest.mark.parametrize("question", list(DEMO_QUESTIONS))
+def test_the_demo_questions_are_answered_at_once_from_one_article(
+    stack: Stack, question: str
+) -> None:
+    """The sufficiency check (the article must be about the question's key terms) leaves the
+    knowledge base's own questions answered at once; the article the answer names is the one it
+    quotes and cites first."""
+    body = Chat(stack).say(question)
+    assert body["action"] in {"answer", "checklist"}, body
+    first = body["citations"][0]
+    assert first["url"].endswith(DEMO_QUESTIONS[question])
+    assert f"“{first['title']}”" in body["answer"].split("\n", 1)[0]
+    assert not body["crawled"]
+
+
 def test_similar_resolved_cases_follow_the_knowledge_base_answer(
     stack: Stack, tmp_path: Path
 ) -> None:

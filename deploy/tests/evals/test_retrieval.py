@@ -128,3 +128,29 @@ def test_relevance_is_a_path_suffix(
     url: str, path: str | None, names: list[str], expected: bool
 ) -> None:
     assert is_relevant(url, path, names) is expected
+
+
+def test_answers_counts_the_page_an_answer_would_cite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = write_corpus(tmp_path)
+    queries = tmp_path / "queries.jsonl"
+    lines = [
+        {"query": "How do I reset my VPN password?", "relevant": ["vpn-password.md"]},
+        {"query": "How do I add the network printer?", "relevant": ["hardware/printer.md"]},
+    ]
+    queries.write_text("\n".join(json.dumps(line) for line in lines))
+
+    code = run_eval_retrieval(
+        _parse(["--corpus", str(corpus), "--queries", str(queries), "--json", "--answers"])
+    )
+
+    assert code == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    for rule in ("similarity", "sufficiency"):
+        assert answers[rule] == {"right": 2, "wrong": 0, "declined": 0}
+        without = answers[f"{rule}_without_page"]
+        assert without["right"] == 0
+        assert without["wrong"] + without["declined"] == 2
+    # Without their pages, nothing else in this corpus is about a VPN password or a printer.
+    assert answers["sufficiency_without_page"]["declined"] == 2

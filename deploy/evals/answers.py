@@ -1,0 +1,89 @@
+"""``deskpilot eval retrieval --answers``: which page an answer would cite, not only how pages rank.
+
+Each query is retrieved as a turn retrieves it (``ORCHESTRATOR_TOP_K`` chunks) and the article
+the orchestrator would answer from is chosen (:func:`orchestrator.compose.answering_article`):
+
+* **similarity alone**: the best ranked document with a chunk at least
+  ``ORCHESTRATOR_RELEVANCE_THRESHOLD`` similar (the rule before the sufficiency check);
+* **with the sufficiency check**: the best ranked such document that also covers the question's
+  key terms (:mod:`orchestrator.sufficiency`).
+
+Each is counted as answered citing the right page, answered citing another page, or declined
+(``no_answer``, or a crawl where help sites are configured). Then again **without the right
+page**: its chunks are taken out of each retrieval, as if the knowledge base did not hold it;
+every answer is then from a wrong page, and declining (so that the help site is read) is right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+Relevant = Callable[[Any, str], bool]
+
+
+def answer_figures(retriever: Any, queries: Sequence[Any], relevant: Relevant) -> dict[str, Any]:
+    """Answered right / wrong / declined with similarity alone and with the check, with the
+    right page and without it; ``relevant(query, url)`` says whether a page answers a query."""
+    from orchestrator.compose import Article, answering_article
+    from orchestrator.config import OrchestratorSettings
+    from orchestrator.retrieval import Retrieval
+    from orchestrator.sufficiency import judge_article
+
+    settings = OrchestratorSettings()
+    threshold = settings.relevance_threshold
+    counts: dict[str, dict[str, int]] = {
+        f"{rule}{case}": {"right": 0, "wrong": 0, "declined": 0}
+        for rule in ("similarity", "sufficiency")
+        for case in ("", "_without_page")
+    }
+
+    def without(retrieval: Retrieval, query: Any) -> Retrieval:
+        hits = [hit for hit in retrieval.hits if not relevant(query, hit.url)]
+        documents = {u: d for u, d in retrieval.documents.items() if not relevant(query, u)}
+        best = retrieval.best_document
+        if best and relevant(query, best[0].url):
+            best = []
+        return replace(retrieval, hits=hits, best_document=best, documents=documents)
+
+    for query in queries:
+        full = retriever.retrieve(query.text, settings.top_k)
+        for case, retrieval in (("", full), ("_without_page", without(full, query))):
+
+            def answers(
+                article: Article, retrieval: Retrieval = retrieval, query: Any = query
+            ) -> bool:
+                return judge_article(query.text, article, retrieval.terms).sufficient
+
+            for rule, check in (("similarity", None), ("sufficiency", answers)):
+                article = answering_article(retrieval, threshold, check)
+                outcome = (
+                    "declined"
+                    if article is None
+                    else "right"
+                    if relevant(query, article.url)
+                    else "wrong"
+                )
+                counts[f"{rule}{case}"][outcome] += 1
+    return {"threshold": threshold, "top_k": settings.top_k, **counts}
+
+
+def format_answer_figures(figures: dict[str, Any]) -> list[str]:
+    """The figures as lines for a person."""
+
+    def line(name: str, label: str) -> str:
+        row = figures[name]
+        return (
+            f"  {label}: right page {row['right']}, another page {row['wrong']}, "
+            f"declined {row['declined']}"
+        )
+
+    return [
+        f"answers (threshold {figures['threshold']}, top {figures['top_k']} chunks):",
+        line("similarity", "similarity alone"),
+        line("sufficiency", "with the sufficiency check"),
+        "without the right page in the knowledge base (declining is right):",
+        line("similarity_without_page", "similarity alone"),
+        line("sufficiency_without_page", "with the sufficiency check"),
+    ]

@@ -1,0 +1,282 @@
+"""Sufficiency: whether an article answers *this* question, or is merely similar to it.
+
+Similarity is not an answer. "How do I set a cookie on a response?" is close to a page on CORS
+middleware (both are about responses, and the page says "cookies" once); "How can I run a task
+after the response has been sent?" is close to the page on responses. What the question asks
+about, its *key terms*, must be what the article is about.
+
+Without a language model, and cheaply (it runs on every turn):
+
+* **Key terms** are the question's words as the keyword ranker reads them
+  (:func:`orchestrator.retrieval.keyword_tokens`: stop words out, light stemming), less the words
+  of asking ("help", "please", "way"), each weighed by its rarity in the knowledge base: its
+  BM25 inverse document frequency over the collection's chunks (:class:`TermStats`). A word that
+  many chunks hold ("use", "open", "set" on most sites) weighs little, and one held by more than
+  :attr:`Policy.common_share` of the chunks never counts, so the "how do I" part of a question
+  decides nothing; a word no chunk holds weighs most.
+* **Coverage** of a term by an article: full when the article's title or the quoted section's
+  heading has it, or the article's text has it :attr:`Policy.central_mentions` times; partial
+  (:attr:`Policy.mention`) when the text mentions it fewer times; none otherwise. Words match
+  in any close form: the Snowball English stemmer's stems are compared ("calibrate" and
+  "calibration", "cookie" and "cookies"), and a stem of five letters or more matches one it
+  starts with up to three more ("forgot" and "forgotten", which no stemmer joins).
+* **Sufficient** when the weighted share of the key terms covered is more than
+  :attr:`Policy.min_share` (half), or the article is so similar to the question
+  (:attr:`Policy.similar_enough`) that the embedding model vouches for it where words differ
+  ("invisible" for "hidden"). A question with no key term left (all its words common) is
+  decided by similarity alone.
+
+The key terms no similar article is about are what a crawl is planned toward
+(``ContextInsufficient.focus``) and what an honest no-answer names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from orchestrator.retrieval import TermStats, keyword_tokens
+
+if TYPE_CHECKING:
+    from orchestrator.compose import Article
+
+ASKING_WORDS = frozenset(
+    [
+        "help",
+        "please",
+        "pls",
+        "plz",
+        "thank",
+        "thanks",
+        "way",
+        "best",
+        "possible",
+        "need",
+        "want",
+        "like",
+        "get",
+        "got",
+        "getting",
+        "make",
+        "know",
+        "tell",
+        "explain",
+        "able",
+        "anyone",
+        "someone",
+        "somebody",
+        "something",
+        "anything",
+        "thing",
+        "stuff",
+        "question",
+        "ask",
+        "trying",
+        "try",
+        "tried",
+        "work",
+        "working",
+        "issue",
+        "problem",
+        "hi",
+        "hello",
+        "hey",
+        "right",
+        "today",
+        "currently",
+        "suddenly",
+        "anymore",
+        "still",
+        "urgent",
+        "urgently",
+        "asap",
+        "quickly",
+    ]
+)
+"""Words of asking and of when or how urgently, not of the thing asked about ("please help,
+what's the best way to ...", "right now", "urgently"); the keyword ranker's stop list leaves
+them in."""
+
+_NEGATION = re.compile(r"\b(\w+)[’']t\b", re.IGNORECASE)
+_CONTRACTED = re.compile(r"[’'](?:m|re|ve|ll|d)\b", re.IGNORECASE)
+
+
+def _expanded(text: str) -> str:
+    """Contractions undone ("isn't" -> "is not", "can't" -> "can not", "I'm" -> "I"), so their
+    parts fall to the stop list instead of making a word ("isnt", "im") no page has."""
+
+    def spelt(match: re.Match[str]) -> str:
+        word = match.group(1)
+        irregular = {"can": "can", "won": "will", "shan": "shall"}.get(word.lower())
+        return f"{irregular or word.removesuffix('n')} not"
+
+    return _CONTRACTED.sub("", _NEGATION.sub(spelt, text))
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> object:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """The Snowball (Porter 2) English stem of a word, for matching close forms."""
+    return str(_stemmer().stemWord(word))  # type: ignore[attr-defined]
+
+
+CLOSE_PREFIX = 5
+"""Letters a stem must have to match a longer stem it starts ("forgot", "forgotten")."""
+CLOSE_EXTRA = 3
+"""Letters the longer stem may have beyond it ("print", "printer"; not "task", "taskbar")."""
+
+
+def close_forms(one: str, other: str) -> bool:
+    """Whether two stems are forms of one word: equal, or the shorter (of at least
+    :data:`CLOSE_PREFIX` letters) starts the longer, which has at most :data:`CLOSE_EXTRA`
+    more. The stemmer leaves irregular forms apart ("forgot", "forgotten")."""
+    if one == other:
+        return True
+    short, long = sorted((one, other), key=len)
+    return (
+        len(short) >= CLOSE_PREFIX
+        and len(long) - len(short) <= CLOSE_EXTRA
+        and (long.startswith(short))
+    )
+
+
+def stems(text: str) -> list[str]:
+    """The stems of ``text``'s keyword tokens, in order, repeats kept."""
+    return [stem(token) for token in keyword_tokens(text)]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How much of a question an article must cover (see the module's description).
+
+    The defaults were chosen on the GNOME help development queries (``deskpilot eval
+    retrieval --answers``): the most questions whose page is absent declined for the fewest
+    questions whose page is there left unanswered.
+    """
+
+    common_share: float = 0.2
+    """A word held by more than this share of the knowledge base's chunks never counts."""
+    central_mentions: int = 2
+    """Mentions in the article's text that make a term what it is about."""
+    mention: float = 0.5
+    """Coverage of a term the text mentions fewer times (in passing)."""
+    min_share: float = 0.5
+    """Weighted share of the key terms an article must cover more than."""
+    similar_enough: float = 0.65
+    """Cosine similarity at which an article answers whatever words it uses: the embedding
+    model knows synonyms ("invisible" for "hidden") that words alone do not."""
+
+
+DEFAULT_POLICY = Policy()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTerm:
+    """A word of the question and its weight (its rarity in the knowledge base)."""
+
+    word: str
+    stem: str
+    weight: float
+
+
+def key_terms(
+    question: str, terms: TermStats | None, policy: Policy = DEFAULT_POLICY
+) -> list[KeyTerm]:
+    """The question's key terms, heaviest first. Without statistics every term weighs 1."""
+    found: dict[str, KeyTerm] = {}
+    for word in keyword_tokens(_expanded(question)):
+        if word in ASKING_WORDS or len(word) < 2:
+            continue
+        if terms is not None and terms.chunks:
+            if terms.holding.get(word, 0) > policy.common_share * terms.chunks:
+                continue
+            weight = terms.idf(word)
+        else:
+            weight = 1.0
+        key = stem(word)
+        if key not in found or found[key].weight < weight:
+            found[key] = KeyTerm(word, key, weight)
+    return sorted(found.values(), key=lambda term: (-term.weight, term.word))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether an article answers the question, and which key terms it lacks."""
+
+    sufficient: bool
+    share: float
+    """Weighted share of the key terms covered (1 when the question has none)."""
+    covered: tuple[str, ...]
+    """Key terms the article is about (in its title or heading, or repeated in its text)."""
+    missing: tuple[str, ...]
+    """Key terms it is not about (absent, or mentioned in passing), heaviest first."""
+    terms: tuple[KeyTerm, ...] = ()
+
+    @property
+    def reason(self) -> str:
+        if not self.terms:
+            return "no key term to check"
+        state = "answers" if self.sufficient else "does not answer"
+        missing = f"; missing {', '.join(self.missing)}" if self.missing else ""
+        return f"{state} the question (key terms covered {self.share:.2f}{missing})"
+
+
+def judge(
+    terms: Sequence[KeyTerm],
+    heading: str,
+    texts: Iterable[str],
+    policy: Policy = DEFAULT_POLICY,
+    similarity: float = 0.0,
+) -> Verdict:
+    """Whether a page with ``heading`` (title and section) and body ``texts``, ``similarity``
+    similar to the question, covers ``terms``."""
+    if not terms:
+        return Verdict(True, 1.0, (), (), ())
+    in_heading = set(stems(heading))
+    in_text = Counter(s for text in texts for s in stems(text))
+    coverage = {}
+    for term in terms:
+        mentions = sum(n for found, n in in_text.items() if close_forms(term.stem, found))
+        headed = any(close_forms(term.stem, found) for found in in_heading)
+        if headed or mentions >= policy.central_mentions:
+            coverage[term.stem] = 1.0
+        elif mentions:
+            coverage[term.stem] = policy.mention
+        else:
+            coverage[term.stem] = 0.0
+    total = sum(term.weight for term in terms)
+    share = sum(term.weight * coverage[term.stem] for term in terms) / total if total else 1.0
+    return Verdict(
+        sufficient=share > policy.min_share or similarity >= policy.similar_enough,
+        share=share,
+        covered=tuple(t.word for t in terms if coverage[t.stem] == 1.0),
+        missing=tuple(t.word for t in terms if coverage[t.stem] < 1.0),
+        terms=tuple(terms),
+    )
+
+
+def judge_article(
+    question: str,
+    article: Article,
+    terms: TermStats | None,
+    os: str | None = None,
+    policy: Policy = DEFAULT_POLICY,
+) -> Verdict:
+    """Whether ``article`` answers ``question``: its title, the heading of the passage an
+    answer would quote, the text of its retrieved chunks, and its best chunk's similarity."""
+    passage = article.passage(os)
+    heading = f"{article.title}\n{passage.section}"
+    texts = {hit.chunk_id: hit.text for hit in article.chunks}
+    texts[passage.chunk_id] = passage.text
+    terms_asked = key_terms(question, terms, policy)
+    return judge(terms_asked, heading, texts.values(), policy, article.best.score)
