@@ -24,11 +24,13 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         description="Cosine similarity below which the knowledge base is taken not to cover it.",
     )
     sufficiency_check: bool = Field(
-        True,
+        False,
         description="Answer only from an article whose title, heading or text covers the "
         "question's key terms (its words weighed by their rarity in the knowledge base), not "
         "from one that is merely similar; a question no article covers is crawled for, or "
-        "answered honestly as not covered.",
+        "answered honestly as not covered. Off by default for now: on messages with context "
+        "around the question (a greeting, details the redactor replaced, 'since this morning') "
+        "it declines articles that answer them.",
     )
     see_also_margin: float = Field(
         0.08,

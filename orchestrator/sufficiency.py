@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from orchestrator.dialogue import PLACEHOLDER
 from orchestrator.retrieval import TermStats, keyword_tokens
 
 if TYPE_CHECKING:
@@ -192,9 +193,10 @@ class KeyTerm:
 def key_terms(
     question: str, terms: TermStats | None, policy: Policy = DEFAULT_POLICY
 ) -> list[KeyTerm]:
-    """The question's key terms, heaviest first. Without statistics every term weighs 1."""
+    """The question's key terms, heaviest first. Without statistics every term weighs 1. The
+    redactor's placeholders (``<EMAIL_ADDRESS_1>``) are not what the question is about."""
     found: dict[str, KeyTerm] = {}
-    for word in keyword_tokens(_expanded(question)):
+    for word in keyword_tokens(_expanded(PLACEHOLDER.sub(" ", question))):
         if word in ASKING_WORDS or len(word) < 2:
             continue
         if terms is not None and terms.chunks:

@@ -352,6 +352,7 @@ async def test_a_similar_article_that_is_not_about_the_question_sends_a_crawl_to
     """The knowledge base's printer article is similar (above the relevance threshold) but
     says nothing about toner: the turn crawls, planned toward the words it lacks, and is
     answered from the page about them."""
+    orchestrator.settings = orchestrator.settings.model_copy(update={"sufficiency_check": True})
     event, replies = query(TONER_QUESTION), RecordingReplies()
     retrieval = orchestrator.deps.retriever.retrieve(TONER_QUESTION, 5)
     assert retrieval.hits[0].url == "https://kb.example/printer"
@@ -376,7 +377,9 @@ async def test_a_similar_article_that_is_not_about_the_question_sends_a_crawl_to
 async def test_without_a_crawl_the_similar_article_is_not_given_as_the_answer(
     orchestrator: Orchestrator, fleet: RecordingFleet
 ) -> None:
-    orchestrator.settings = orchestrator.settings.model_copy(update={"crawl_enabled": False})
+    orchestrator.settings = orchestrator.settings.model_copy(
+        update={"crawl_enabled": False, "sufficiency_check": True}
+    )
     replies = RecordingReplies()
     await orchestrator.handle_query(query(TONER_QUESTION), replies)
     (answer,) = replies.answers

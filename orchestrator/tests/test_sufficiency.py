@@ -290,3 +290,16 @@ def test_a_retrieval_carries_the_collections_term_statistics_and_its_best_docume
     firsts = list(dict.fromkeys(hit.url for hit in retrieval.hits))[:3]
     assert retrieval.best_document[0].url == firsts[0]
     assert set(retrieval.documents) == set(firsts[1:])
+
+
+def test_the_redactors_placeholders_are_not_key_terms() -> None:
+    # What the redactor took out of "Hi, I'm Ana (ana@…, card on file 4111…)" says nothing about
+    # the question: as key terms, they made the Wi-Fi article look insufficient (a crawl, then
+    # no answer) for a question it answers.
+    redacted = (
+        "Hi, I'm <PERSON_1> (<EMAIL_ADDRESS_1>, card on file <CREDIT_CARD_1>). "
+        "How do I connect to the office Wi-Fi?"
+    )
+    words = {term.word for term in key_terms(redacted, None)}
+    assert {"connect", "office", "wifi"} <= words
+    assert not words & {"person", "email", "address", "credit"}

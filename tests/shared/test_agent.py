@@ -137,9 +137,8 @@ DEMO_QUESTIONS = {
 def test_the_demo_questions_are_answered_at_once_from_one_article(
     stack: Stack, question: str
 ) -> None:
-    """The sufficiency check (the article must be about the question's key terms) leaves the
-    knowledge base's own questions answered at once; the article the answer names is the one it
-    quotes and cites first."""
+    """The knowledge base's own questions are answered at once, and the article the answer names
+    is the one it quotes and cites first."""
     body = Chat(stack).say(question)
     assert body["action"] in {"answer", "checklist"}, body
     first = body["citations"][0]
