@@ -621,6 +621,15 @@ class Bus:
             yield Batch(self, pipe)
             await pipe.execute()
 
+    async def publish_replacing(self, delivery: Delivery, *published: tuple[str, Event]) -> None:
+        """Publish ``published`` (topic and event pairs) in place of the delivered entry, and
+        delete that entry, in one transaction (:meth:`Delivery.delete_with`): how a handler of
+        a raw topic hands on what it made of raw content."""
+        async with self.batch(transaction=True) as batch:
+            for topic, event in published:
+                await batch.publish(topic, event)
+            delivery.delete_with(batch)
+
     async def _publish(self, topic: str, event: Event, pipeline: Pipeline | None) -> Any:
         if event.traceparent is None:
             traceparent, tracestate = current_traceparent()

@@ -56,9 +56,7 @@ def register(bus: Bus, reader: AttachmentReader, concurrency: int, max_deliverie
                 kind="attachment_error",
                 error=AttachmentError(error_code=refused.error_code, detail=refused.detail),
             )
-            async with bus.batch(transaction=True) as batch:
-                await batch.publish(event.reply_to, reply)
-                delivery.delete_with(batch)
+            await bus.publish_replacing(delivery, (event.reply_to, reply))
             log.info(
                 "attachment refused",
                 extra={
@@ -69,8 +67,9 @@ def register(bus: Bus, reader: AttachmentReader, concurrency: int, max_deliverie
             )
             return
         # Attachment bytes are raw user data: they live only until they are read.
-        async with bus.batch(transaction=True) as batch:
-            await batch.publish(
+        await bus.publish_replacing(
+            delivery,
+            (
                 Topic.ATTACHMENT_EXTRACTED,
                 AttachmentExtracted(
                     event_id=extracted_event_id(event.event_id),
@@ -86,8 +85,8 @@ def register(bus: Bus, reader: AttachmentReader, concurrency: int, max_deliverie
                     first_error_at=extracted.first_error_at,
                     reply_to=event.reply_to,
                 ),
-            )
-            delivery.delete_with(batch)
+            ),
+        )
         log.info(
             "attachment read",
             extra={

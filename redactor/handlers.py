@@ -142,9 +142,7 @@ def register(
             authenticated=event.authenticated,
         )
         # Raw text lives only until it is redacted.
-        async with bus.batch(transaction=True) as batch:
-            await batch.publish(Topic.QUERY_RECEIVED, query)
-            delivery.delete_with(batch)
+        await bus.publish_replacing(delivery, (Topic.QUERY_RECEIVED, query))
         log.info(
             "redacted", extra={"redactions": redaction.summary(), "flagged": redaction.flagged}
         )
@@ -169,29 +167,24 @@ def register(
             "correlation_id": event.correlation_id,
             "conversation_id": event.conversation_id,
         }
-        async with bus.batch(transaction=True) as batch:
-            await batch.publish(
-                Topic.ATTACHMENT_REDACTED,
-                AttachmentRedacted(
-                    event_id=derived_event_id("attachment", event.event_id),
-                    attachment=summary,
-                    user_id=event.user_id,
-                    text=text,
-                    redactions=counts(redacted),
-                    **envelope,
-                ),
-            )
-            # The orchestrator has it before the user can reference it in a message.
-            await batch.publish(
-                event.reply_to,
-                TurnReply(
-                    event_id=derived_event_id("attachment-reply", event.event_id),
-                    kind="attachment",
-                    attachment=summary,
-                    **envelope,
-                ),
-            )
-            delivery.delete_with(batch)
+        redacted_event = AttachmentRedacted(
+            event_id=derived_event_id("attachment", event.event_id),
+            attachment=summary,
+            user_id=event.user_id,
+            text=text,
+            redactions=counts(redacted),
+            **envelope,
+        )
+        reply = TurnReply(
+            event_id=derived_event_id("attachment-reply", event.event_id),
+            kind="attachment",
+            attachment=summary,
+            **envelope,
+        )
+        # The orchestrator has it before the user can reference it in a message.
+        await bus.publish_replacing(
+            delivery, (Topic.ATTACHMENT_REDACTED, redacted_event), (event.reply_to, reply)
+        )
         log.info(
             "attachment redacted",
             extra={
@@ -206,39 +199,32 @@ def register(
         if event.comment is not None and event.comment.strip():
             (redaction,) = await texts.redact(event.conversation_id, [event.comment])
             comment = redaction.text
-        async with bus.batch(transaction=True) as batch:
-            await batch.publish(
-                Topic.FEEDBACK_RECORDED,
-                FeedbackRecorded(
-                    event_id=derived_event_id("feedback", event.event_id),
-                    correlation_id=event.correlation_id,
-                    conversation_id=event.conversation_id,
-                    # When the rating was given: the newer of two ratings of a turn wins everywhere.
-                    occurred_at=event.occurred_at,
-                    rating_id=event.event_id,
-                    comment=comment,
-                    **event.model_dump(
-                        include={"turn_id", "user_id", "score", "cited_urls", "action", "category"}
-                    ),
-                ),
-            )
-            delivery.delete_with(batch)
+        recorded = FeedbackRecorded(
+            event_id=derived_event_id("feedback", event.event_id),
+            correlation_id=event.correlation_id,
+            conversation_id=event.conversation_id,
+            # When the rating was given: the newer of two ratings of a turn wins everywhere.
+            occurred_at=event.occurred_at,
+            rating_id=event.event_id,
+            comment=comment,
+            **event.model_dump(
+                include={"turn_id", "user_id", "score", "cited_urls", "action", "category"}
+            ),
+        )
+        await bus.publish_replacing(delivery, (Topic.FEEDBACK_RECORDED, recorded))
         log.info("rating redacted", extra={"with_comment": comment is not None})
 
     async def on_incident(event: IncidentReceived, delivery: Delivery) -> None:
         incident, redactions = await redact_incident(texts, event.conversation_id, event.incident)
-        await bus.publish(
-            Topic.INCIDENT_REPORTED,
-            IncidentReported(
-                event_id=derived_event_id("incident", event.event_id),
-                correlation_id=event.correlation_id,
-                conversation_id=event.conversation_id,
-                occurred_at=event.occurred_at,  # the order of an incident's reports
-                incident=incident,
-                source=event.source,
-            ),
+        reported = IncidentReported(
+            event_id=derived_event_id("incident", event.event_id),
+            correlation_id=event.correlation_id,
+            conversation_id=event.conversation_id,
+            occurred_at=event.occurred_at,  # the order of an incident's reports
+            incident=incident,
+            source=event.source,
         )
-        await delivery.delete_entry()
+        await bus.publish_replacing(delivery, (Topic.INCIDENT_REPORTED, reported))
         log.info(
             "incident redacted",
             extra={
@@ -249,18 +235,15 @@ def register(
 
     async def on_search(event: SearchReceived, delivery: Delivery) -> None:
         (redaction,) = await texts.redact(event.conversation_id, [event.query])
-        await bus.publish(
-            Topic.SEARCH_REQUESTED,
-            SearchRequested(
-                event_id=derived_event_id("search", event.event_id),
-                correlation_id=event.correlation_id,
-                conversation_id=event.conversation_id,
-                query=redaction.text,
-                redactions=counts([redaction]),
-                **event.model_dump(include={"user_id", "groups", "limit", "reply_to"}),
-            ),
+        request = SearchRequested(
+            event_id=derived_event_id("search", event.event_id),
+            correlation_id=event.correlation_id,
+            conversation_id=event.conversation_id,
+            query=redaction.text,
+            redactions=counts([redaction]),
+            **event.model_dump(include={"user_id", "groups", "limit", "reply_to"}),
         )
-        await delivery.delete_entry()
+        await bus.publish_replacing(delivery, (Topic.SEARCH_REQUESTED, request))
         log.info("search redacted", extra={"redactions": redaction.summary()})
 
     async def on_purge(event: ConversationPurged, _: Delivery) -> None:

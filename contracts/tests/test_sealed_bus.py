@@ -258,3 +258,24 @@ async def test_the_redacted_event_and_the_raw_entrys_deletion_are_one_write(
     # The first delivery wrote neither; the redelivery wrote both at once: one redacted event,
     # and the raw entry gone.
     assert seen == [(0, 1)]
+
+
+async def test_publish_replacing_hands_on_every_event_and_removes_the_raw_entry(
+    buses: Callable[..., Bus], redis: aioredis.Redis
+) -> None:
+    publisher, consumer = buses("gateway", OLD), buses("redactor", OLD)
+    await publisher.broker.connect()
+    done: list[bool] = []
+
+    async def redact(event: MessageReceived, delivery: Delivery) -> None:
+        plain = event.model_copy(update={"text": "[redacted]"})
+        await consumer.publish_replacing(delivery, ("query.test", plain), ("reply.test", plain))
+        done.append(True)
+
+    consumer.subscribe(Topic.MESSAGE_RECEIVED, MessageReceived, redact, group="redactor")
+    await publisher.publish(Topic.MESSAGE_RECEIVED, message())
+    await consumer.start()
+
+    await eventually(lambda: asyncio.sleep(0, bool(done)))
+    assert await redis.xlen(Topic.MESSAGE_RECEIVED) == 0
+    assert await redis.xlen("query.test") == await redis.xlen("reply.test") == 1
