@@ -29,8 +29,10 @@ from orchestrator.memory import ConversationStore
 from orchestrator.retrieval import HybridConfig, Retriever
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState, TurnStatus, TurnStore
+from orchestrator.sufficiency import Verdict, judge_article
 from orchestrator.tests.test_retrieval import ARTICLES, add
 from orchestrator.turn import TurnDeps
+from orchestrator.turn import question as question_steps
 from tests.support import wait_until
 
 SEED = "http://help.example/index.html"
@@ -387,3 +389,35 @@ async def test_without_a_crawl_the_similar_article_is_not_given_as_the_answer(
     assert answer.citations == []
     assert "“toner”" in answer.answer or "“cartridge”" in answer.answer
     assert fleet.requests == []
+
+
+async def test_what_the_redactor_replaced_is_not_asked_about(
+    orchestrator: Orchestrator,
+    collection: Any,
+    encoder: QueryEncoder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check weighs what the user asked about, not the details the redactor took out:
+    it gets the question with the placeholders (which it leaves out), not with the words they
+    read as to the models ("an email address", "a card number")."""
+    orchestrator.settings = orchestrator.settings.model_copy(
+        update={"crawl_enabled": False, "sufficiency_check": True}
+    )
+    add(collection, encoder, TONER_PAGE, "Change the toner cartridge", "Toner", TONER_BODY)
+    judged: list[list[str]] = []
+
+    def judge(question: str, *args: Any, **kwargs: Any) -> Verdict:
+        verdict = judge_article(question, *args, **kwargs)
+        judged.append([term.word for term in verdict.terms])
+        return verdict
+
+    monkeypatch.setattr(question_steps, "judge_article", judge)
+    replies = RecordingReplies()
+    text = f"Hi, I'm <PERSON_1> (<EMAIL_ADDRESS_1>, card <CREDIT_CARD_1>). {TONER_QUESTION}"
+    await orchestrator.handle_query(query(text), replies)
+
+    (answer,) = replies.answers
+    assert answer.citations[0].url == TONER_PAGE
+    assert judged
+    assert all("toner" in words for words in judged)
+    assert not {word for words in judged for word in words} & {"email", "address", "number"}

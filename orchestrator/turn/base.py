@@ -24,6 +24,7 @@ from contracts.readers import Principals
 from orchestrator.attachments import StoredAttachment
 from orchestrator.compose import Article, compose_text
 from orchestrator.config import OrchestratorSettings
+from orchestrator.dialogue import readable
 from orchestrator.escalation import EscalationCheckpoint
 from orchestrator.intent import Intent
 from orchestrator.memory import Conversation
@@ -252,8 +253,9 @@ class Turn:
     # What the question steps find out, for the steps after them.
     follow_up: bool = field(default=False, init=False)
     """The message follows up on the conversation's topic ("im on linux")."""
-    search_text: str = field(default="", init=False)
-    """What is searched: the message, with the topic for a follow-up."""
+    asked: str = field(default="", init=False)
+    """What is asked: the message, with the topic for a follow-up, as redacted (placeholders
+    such as ``<EMAIL_ADDRESS_1>`` left in: the sufficiency check leaves them out)."""
     reader: Reader = field(default=Reader.CLASSIFIER, init=False)
     early_search: asyncio.Task[Retrieval] | None = field(default=None, init=False)
     similar_cases: asyncio.Task[list[SimilarCase]] | None = field(default=None, init=False)
@@ -297,6 +299,12 @@ class Turn:
     def os(self) -> str | None:
         """The user's operating system, when they said it."""
         return self.conversation.facts.get("os")
+
+    @property
+    def search_text(self) -> str:
+        """What is searched and classified: :attr:`asked` with the placeholders read as plain
+        words (:func:`orchestrator.dialogue.readable`)."""
+        return readable(self.asked)
 
     @property
     def off_topic(self) -> bool:

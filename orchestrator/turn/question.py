@@ -144,7 +144,7 @@ class IntentStep(Step):
     async def __call__(self, turn: Turn) -> Reply | None:
         deps, settings, text, conversation = turn.deps, turn.settings, turn.text, turn.conversation
         turn.follow_up = is_follow_up(text, conversation)
-        turn.search_text = readable(search_text(text, conversation))
+        turn.asked = search_text(text, conversation)
         if deps.llm.enabled:
             # The model's reading is the slow part: search meanwhile (most messages are searched).
             turn.early_search = turn.background.soon(
@@ -242,7 +242,7 @@ def find_answer(turn: Turn) -> None:
     verdicts: list[Verdict] = []
 
     def answers(article: Article) -> bool:
-        verdict = judge_article(turn.search_text, article, retrieval.terms, os=turn.os)
+        verdict = judge_article(turn.asked, article, retrieval.terms, os=turn.os)
         verdicts.append(verdict)
         return verdict.sufficient
 
