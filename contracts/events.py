@@ -244,6 +244,10 @@ class TurnReply(Event):
     )
 
 
+MAX_SEARCH_PASSAGES = 20
+"""The most passages one knowledge-base search returns."""
+
+
 class SearchReceived(Event):
     """A knowledge-base search as its caller typed it (the MCP tool ``search_knowledge_base``).
 
@@ -253,10 +257,17 @@ class SearchReceived(Event):
 
     user_id: str = Field(description="Who searches: retrieval shows what they may read.")
     groups: list[str] = Field(
-        default_factory=list, description="The caller's groups, for the same purpose."
+        default_factory=list,
+        max_length=MAX_GROUPS,
+        description="The caller's groups, for the same purpose.",
+    )
+    authenticated: bool = Field(
+        False,
+        description="The gateway verified the caller (a signed token): only then do its user "
+        "id and groups open restricted documents.",
     )
     query: str = Field(description="Raw query text; deleted from the stream once redacted.")
-    limit: int = Field(5, ge=1, le=20, description="How many passages at most.")
+    limit: int = Field(5, ge=1, le=MAX_SEARCH_PASSAGES, description="How many passages at most.")
     reply_to: str = Field(description="The reply stream of the gateway instance that waits.")
 
 
@@ -266,10 +277,11 @@ class SearchRequested(Event):
     ``search`` (same correlation id)."""
 
     user_id: str
-    groups: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list, max_length=MAX_GROUPS)
+    authenticated: bool = False
     query: str = Field(description="Redacted query with placeholders such as <EMAIL_ADDRESS_1>.")
     redactions: list[RedactionCount] = Field(default_factory=list)
-    limit: int = Field(5, ge=1, le=20)
+    limit: int = Field(5, ge=1, le=MAX_SEARCH_PASSAGES)
     reply_to: str
 
 

@@ -175,6 +175,11 @@ class TicketRead(TicketRecord):
     )
 
 
+INCIDENT_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+"""An incident's id: stable per incident, letters, digits and ``_.:-`` (the MCP tools check
+ids against it before they look one up)."""
+
+
 class IncidentCreate(Incident):
     """An incident reported by a status page or monitoring system."""
 
@@ -183,7 +188,7 @@ class IncidentCreate(Incident):
     id: str = Field(
         min_length=1,
         max_length=128,
-        pattern=r"^[A-Za-z0-9_.:-]+$",
+        pattern=INCIDENT_ID_PATTERN,
         examples=["inc-2026-031"],
         description="Stable per incident: later reports with the same id update it.",
     )

@@ -23,8 +23,6 @@ from gateway.turns import TurnService
 
 log = logging.getLogger("deskpilot.gateway.search")
 
-MAX_LIMIT = 20
-
 
 class SearchService:
     def __init__(self, bus: Bus, turns: TurnService) -> None:
@@ -38,22 +36,22 @@ class SearchService:
         groups: Sequence[str],
         limit: int,
         timeout_s: float,
+        *,
+        authenticated: bool,
     ) -> list[Passage]:
-        """The passages best answering ``query`` that ``user_id`` may read, best first.
+        """The passages best answering ``query`` that ``user_id`` may read, best first (its
+        ``groups`` count only when ``authenticated``: a verified token's).
 
         ``ApiError`` for an empty or too long query (422, 413) or an unavailable bus (503);
         ``TimeoutError`` when no answer came within ``timeout_s``."""
         text = self.turns.validate_text(query)
-        if not 1 <= limit <= MAX_LIMIT:
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST, f"limit is {limit}; it must be 1 to {MAX_LIMIT}."
-            )
         search_id = new_id()
         request = SearchReceived(
             correlation_id=search_id,
             conversation_id=search_id,
             user_id=user_id,
-            groups=list(groups),
+            groups=list(groups) if authenticated else [],
+            authenticated=authenticated,
             query=text,
             limit=limit,
             reply_to=self.turns.reply_to,

@@ -31,9 +31,7 @@ async def search(retriever: Retriever, request: SearchRequested) -> list[Passage
     Who searches is ``request.user_id`` with ``request.groups``: only what they may read is
     searched. Searches come from the gateway's MCP clients, each verified by its token; an
     anonymous id (never sent today) would read public documents only."""
-    reader = Principals.of(
-        request.user_id, request.groups, authenticated=not request.user_id.startswith("anon:")
-    )
+    reader = Principals.of(request.user_id, request.groups, authenticated=request.authenticated)
     hits = await asyncio.to_thread(
         retriever.search, request.query, request.limit, principals=reader
     )

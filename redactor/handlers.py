@@ -241,7 +241,7 @@ def register(
             conversation_id=event.conversation_id,
             query=redaction.text,
             redactions=counts([redaction]),
-            **event.model_dump(include={"user_id", "groups", "limit", "reply_to"}),
+            **event.model_dump(include={"user_id", "groups", "authenticated", "limit", "reply_to"}),
         )
         await bus.publish_replacing(delivery, (Topic.SEARCH_REQUESTED, request))
         log.info("search redacted", extra={"redactions": redaction.summary()})

@@ -139,13 +139,3 @@ def test_upload_readers_are_checked_before_the_file_is_read() -> None:
     with pytest.raises(ApiError):
         check_readers([], [f"g{i}" for i in range(MAX_GROUPS + 1)])
 
-
-def test_an_mcp_callers_search_carries_the_groups_of_its_token() -> None:
-    from gateway.channels.mcp.server import groups_of
-    from gateway.identity import Identity
-
-    assert groups_of(Identity(user_id="alice", groups=("it-staff", "finance"))) == [
-        "finance",
-        "it-staff",
-    ]
-    assert groups_of(Identity(user_id="anon:x", authenticated=False, source="anonymous")) == []

@@ -188,6 +188,7 @@ async def test_search_asks_the_orchestrator_and_returns_its_passages(
     assert result == {"results": [PASSAGE.model_dump(mode="json")]}
     # The caller, for retrieval's permissions; the query only sealed, for the redactor.
     assert (search.user_id, search.groups, search.limit) == ("mcp:itsm", [], 3)
+    assert search.authenticated is True
     assert search.query == query
     assert search.reply_to == reply_stream(settings.instance_id)
     [(_, stored)] = raw.xrange(Topic.SEARCH_RECEIVED)
@@ -201,6 +202,24 @@ async def test_search_asks_the_orchestrator_and_returns_its_passages(
         "caller": "service",
     }
     assert "vpn" not in record.model_dump_json()
+
+
+async def test_a_users_ask_and_search_carry_the_groups_of_their_token(
+    gateway: str, settings: GatewaySettings, raw: Redis
+) -> None:
+    """Retrieval's permissions: an employee's MCP calls read what their groups may read, as
+    their web chat does."""
+    token = user_token("emp-7", groups=["it-staff", "finance"])
+    async with session(gateway, token) as client:
+        call = asyncio.create_task(client.call_tool("ask", {"question": "Where is the budget?"}))
+        message = await asyncio.to_thread(answer_next, settings, raw, 1)
+        structured(await call)
+        call = asyncio.create_task(client.call_tool("search_knowledge_base", {"query": "budget"}))
+        search = await asyncio.to_thread(found_next, settings, raw, [PASSAGE])
+        structured(await call)
+    assert (message.user_id, sorted(message.groups)) == ("emp-7", ["finance", "it-staff"])
+    assert (search.user_id, sorted(search.groups)) == ("emp-7", ["finance", "it-staff"])
+    assert message.authenticated and search.authenticated
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ def request(query: str, limit: int = 3, reply_to: str = REPLIES, **fields: Any) 
         correlation_id="search-1",
         conversation_id="search-1",
         user_id="mcp:itsm",
+        authenticated=True,
         query=query,
         limit=limit,
         reply_to=reply_to,
@@ -138,7 +139,7 @@ async def test_a_search_shows_only_what_its_caller_may_read(
     anonymous = await search.search(
         retriever,
         request(question, limit=5, groups=["printer-admins"]).model_copy(
-            update={"user_id": "anon:x"}
+            update={"authenticated": False}
         ),
     )
     assert admins[0].url == "https://wiki.example/it/printer-admin"

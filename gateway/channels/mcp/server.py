@@ -54,16 +54,16 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contracts.bus import Bus
-from contracts.events import AuditRecorded, new_id
+from contracts.events import MAX_SEARCH_PASSAGES, AuditRecorded, new_id
 from contracts.topics import Topic
 from gateway.config import GatewaySettings, mcp_clients
 from gateway.conversations import ConversationIndex
 from gateway.errors import ApiError
 from gateway.identity import Identity, IdentityResolver
 from gateway.incidents import IncidentBoard, IncidentService, KnownIncident
-from gateway.models import ChatRead, IncidentCreate
+from gateway.models import INCIDENT_ID_PATTERN, ChatRead, IncidentCreate
 from gateway.ratelimit import LimitKind, RateLimiter
-from gateway.search import MAX_LIMIT, SearchService
+from gateway.search import SearchService
 from gateway.tickets import TicketReadModel
 from gateway.turns import TurnService
 
@@ -185,14 +185,7 @@ def _answer(answer: ChatRead) -> dict[str, Any]:
 
 
 STAFF: frozenset[str] = frozenset({"technician", "admin"})
-INCIDENT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-"""What :class:`gateway.models.IncidentCreate` accepts as an incident id."""
-
-
-def groups_of(caller: Identity) -> list[str]:
-    """The caller's groups (its token's groups claim, :class:`gateway.identity.GroupReader`),
-    for retrieval's permissions; none for a configured client token or an anonymous caller."""
-    return sorted(caller.groups)
+INCIDENT_ID = re.compile(INCIDENT_ID_PATTERN)
 
 
 def _incident(known: KnownIncident, staff: bool) -> dict[str, Any]:
@@ -283,6 +276,7 @@ def build(services: McpServices) -> MCPServer:
                 services.settings.turn_timeout_s,
                 request_ticket=ticket,
                 authenticated=True,
+                groups=caller.groups,
             )
         await audit(caller, tool, answer.action.value, answer.conversation_id)
         return answer
@@ -299,7 +293,7 @@ def build(services: McpServices) -> MCPServer:
     async def search_knowledge_base(
         query: str,
         ctx: Context,
-        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 5,
+        limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_PASSAGES)] = 5,
     ) -> dict[str, Any]:
         """Search the IT knowledge base (only what the caller may read): the passages that
         best answer `query`, best first, each with its title, URL, section, an excerpt and its
@@ -311,9 +305,10 @@ def build(services: McpServices) -> MCPServer:
             passages = await services.search.search(
                 query,
                 caller.user_id,
-                groups_of(caller),
+                caller.groups,
                 limit,
                 services.settings.turn_timeout_s,
+                authenticated=caller.authenticated,
             )
         await audit(caller, tool, "found" if passages else "nothing")
         return {"results": [p.model_dump(mode="json") for p in passages]}
@@ -371,10 +366,6 @@ def build(services: McpServices) -> MCPServer:
                 latest_update=latest_update,
                 resolved=resolved,
             )
-            accepted = await services.incidents.report(report, source="mcp")
-        except ApiError as exc:
-            await audit(caller, "report_incident", exc.code.value)
-            raise ToolError(exc.detail) from None
         except ValidationError as exc:
             await audit(caller, "report_incident", "invalid")
             # Fields and rules only: the SDK logs a tool's error, and the values are the caller's.
@@ -383,6 +374,8 @@ def build(services: McpServices) -> MCPServer:
                 for error in exc.errors()
             )
             raise ToolError(f"Not a valid incident: {problems}") from None
+        async with failures(caller, "report_incident", "acknowledgement"):
+            accepted = await services.incidents.report(report, source="mcp")
         await audit(caller, "report_incident", "accepted")
         return {"id": accepted.id, "accepted": True}
 
