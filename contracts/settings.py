@@ -39,6 +39,9 @@ class ServiceSettings(BaseSettings):
         extra="ignore",
         validate_by_name=True,
         validate_by_alias=True,
+        # A refused setting's error (printed when a service does not start) names the setting
+        # and the rule, never the value: values hold webhook URLs, passwords and tokens.
+        hide_input_in_errors=True,
     )
 
     environment: Literal["development", "production"] = Field(

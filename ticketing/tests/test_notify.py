@@ -304,10 +304,31 @@ def test_settings_refuse_unknown_categories_bad_addresses_and_missing_smtp(
         )
     with pytest.raises(ValidationError, match="TICKETING_SMTP_HOST"):
         TicketingSettings.model_validate(base | {"notify_routes": {"account": {"emails": [TEAM]}}})
-    with pytest.raises(ValidationError, match="https URL"):
+    for url in ("file:///etc/passwd", "http://hooks.slack.com/services/T1/B2/plainhttp7"):
+        with pytest.raises(ValidationError, match="https URL") as refused:
+            TicketingSettings.model_validate(
+                base | {"notify_routes": {"account": {"slack_webhook_url": url}}}
+            )
+        assert "plainhttp7" not in str(refused.value)
+    with pytest.raises(ValidationError, match="needs e-mail addresses or a slack_webhook_url"):
+        TicketingSettings.model_validate(base | {"notify_routes": {"account": {}}})
+    # A refused setting's error, printed when the service does not start, quotes no value: not
+    # the webhook's secret path, not the SMTP password.
+    secrets = {
+        "smtp_password": "hunter2-secret",
+        "notify_routes": {
+            "hr": {"slack_webhook_url": "https://hooks.slack.com/services/T/B/SECRETHOOK"},
+            "account": {"emails": [TEAM]},
+        },
+    }
+    with pytest.raises(ValidationError) as refused:
+        TicketingSettings.model_validate(base | secrets)
+    assert "SECRETHOOK" not in str(refused.value)
+    with pytest.raises(ValidationError) as refused:
         TicketingSettings.model_validate(
-            base | {"notify_routes": {"account": {"slack_webhook_url": "file:///etc/passwd"}}}
+            base | secrets | {"notify_routes": {"account": {"emails": [TEAM]}}}
         )
+    assert "hunter2-secret" not in str(refused.value)
     hidden = TicketingSettings.model_validate(
         base
         | {
