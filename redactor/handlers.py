@@ -98,26 +98,33 @@ def counts(redactions: Sequence[Redaction]) -> list[RedactionCount]:
 
 INCIDENT_TEXTS = ("title", "status", "url", "latest_update", "ticket_key", "category")
 """An incident's free-text fields, redacted with its lists (services, error signatures). Its
-id is not: it is the incident's key, limited by the gateway to letters, digits and ``_.:-``. A
-link the redactor changed is dropped."""
+id is not: it is the incident's key, limited by the gateway to letters, digits and ``_.:-``."""
 
 
 async def redact_incident(
-    texts: ConversationRedactor, conversation_id: str, incident: Incident
+    texts: ConversationRedactor, incident: Incident
 ) -> tuple[Incident, list[Redaction]]:
     """``incident`` with every text a caller typed redacted, in one call (one placeholder per
-    value across its fields), and the redactions made."""
+    value across its fields), and the redactions made.
+
+    Its placeholders are numbered in a namespace of the incident's own (``incident:<id>``),
+    never a conversation's: the id is the caller's choice, and a conversation's numbering would
+    tell whether a guessed value was in that conversation. Its status link is kept when the
+    only thing found in it is the link itself (a status page's address is no one's data), and
+    dropped when anything else is (an address or a token in its query): a link with a
+    placeholder in it leads nowhere."""
     fields = {name: getattr(incident, name) for name in INCIDENT_TEXTS}
     present = [name for name, value in fields.items() if value]
     services, signatures = incident.affected_services, incident.error_signatures
     given = [fields[name] for name in present] + services + signatures
-    redactions = await texts.redact(conversation_id, given)
+    redactions = await texts.redact(f"incident:{incident.id}", given)
     done = [r.text for r in redactions]
     updates: dict[str, object] = dict(zip(present, done, strict=False))
     updates["affected_services"] = done[len(present) : len(present) + len(services)]
     updates["error_signatures"] = done[len(present) + len(services) :]
-    if updates.get("url") != incident.url:
-        updates["url"] = None  # a link with a placeholder in it leads nowhere: none instead
+    if "url" in present:
+        found_in_link = set(redactions[present.index("url")].summary())
+        updates["url"] = incident.url if found_in_link <= {"URL"} else None
     return incident.model_copy(update=updates), redactions
 
 
@@ -215,7 +222,7 @@ def register(
         log.info("rating redacted", extra={"with_comment": comment is not None})
 
     async def on_incident(event: IncidentReceived, delivery: Delivery) -> None:
-        incident, redactions = await redact_incident(texts, event.conversation_id, event.incident)
+        incident, redactions = await redact_incident(texts, event.incident)
         reported = IncidentReported(
             event_id=derived_event_id("incident", event.event_id),
             correlation_id=event.correlation_id,

@@ -13,6 +13,8 @@ from contracts.events import (
     Incident,
     IncidentReceived,
     IncidentReported,
+    MessageReceived,
+    QueryReceived,
     SearchReceived,
     SearchRequested,
     utcnow,
@@ -92,6 +94,69 @@ async def test_a_redelivered_report_gives_the_same_event(
 async def _count_at_least(client: aioredis.Redis, topic: str, count: int) -> list[object]:
     entries = await client.xrange(topic)
     return entries if len(entries) >= count else []
+
+
+async def test_a_status_link_is_kept_unless_something_else_is_in_it(
+    running: tuple[Bus, aioredis.Redis],
+) -> None:
+    bus, client = running
+    link = "https://status.northwind.example/incidents/inc-2026-031"
+    for incident_id, url in (("inc-8", link), ("inc-9", f"{link}?token={API_KEY}")):
+        incident = Incident(id=incident_id, title="VPN down", status="investigating", url=url)
+        await bus.publish(Topic.INCIDENT_RECEIVED, reported(incident))
+    entries = await eventually(lambda: _reported_count(client, 2))
+    shown = {e.incident.id: e.incident.url for e in entries}
+    assert shown == {"inc-8": link, "inc-9": None}
+
+
+async def _reported_count(client: aioredis.Redis, n: int) -> list[IncidentReported] | None:
+    entries = await client.xrange(Topic.INCIDENT_REPORTED)
+    events = [decode_entry(fields, IncidentReported) for _, fields in entries]
+    return events if len(events) >= n else None
+
+
+async def test_an_incident_named_like_a_conversation_numbers_its_placeholders_apart(
+    running: tuple[Bus, aioredis.Redis],
+) -> None:
+    """An incident's id is its reporter's choice: named after someone's conversation, its
+    placeholders must not be numbered in that conversation (a <EMAIL_ADDRESS_1> would confirm
+    that a guessed address was the first one there), nor add to its numbering."""
+    bus, client = running
+    victim = "9f1c2e7a4b5d6c8e9f0a1b2c3d4e5f60"
+    await bus.publish(
+        Topic.MESSAGE_RECEIVED,
+        MessageReceived(
+            correlation_id="turn-1",
+            conversation_id=victim,
+            user_id="emp-1",
+            text=f"my address is {EMAIL}",
+            reply_to="reply.test",
+        ),
+    )
+    await eventually(lambda: client.xrange(Topic.QUERY_RECEIVED))
+    guess = "other.person@example.org"
+    incident = Incident(id=victim, title=f"VPN down for {guess}", status="investigating")
+    await bus.publish(Topic.INCIDENT_RECEIVED, reported(incident))
+    [event] = await eventually(lambda: _reported_count(client, 1))
+    assert event.incident.title == "VPN down for <EMAIL_ADDRESS_1>"  # not _2: its own numbering
+    await bus.publish(
+        Topic.MESSAGE_RECEIVED,
+        MessageReceived(
+            correlation_id="turn-2",
+            conversation_id=victim,
+            user_id="emp-1",
+            text="or third.person@example.net",
+            reply_to="reply.test",
+        ),
+    )
+    queries = await eventually(lambda: _queries_count(client, 2))
+    assert queries[-1].text == "or <EMAIL_ADDRESS_2>"  # the conversation's numbering, untouched
+
+
+async def _queries_count(client: aioredis.Redis, n: int) -> list[QueryReceived] | None:
+    entries = await client.xrange(Topic.QUERY_RECEIVED)
+    events = [decode_entry(fields, QueryReceived) for _, fields in entries]
+    return events if len(events) >= n else None
 
 
 async def test_a_search_is_redacted_and_keeps_who_asks_and_where_to_answer(
