@@ -50,6 +50,7 @@ def build(
     teams_on = bool(settings.teams_app_id)
     if not (slack_on or teams_on):
         return None
+    from gateway import directory
     from gateway.channels.delivery import ChannelTurns
 
     channel_turns = ChannelTurns(
@@ -58,6 +59,7 @@ def build(
         client,
         delivery_ttl_s=settings.channel_delivery_ttl_s,
         conversation_ttl_s=settings.turn_ttl_s,
+        directory=directory.build(settings, client),
     )
     built = Channels(channel_turns)
     if slack_on:
