@@ -4,6 +4,7 @@ per hour and redelivery."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,69 @@ async def test_the_cap_per_hour_holds_back_a_flood(make: Make, smtp: LocalSmtp) 
     ]
     assert outcomes == ["sent", "sent", "rate_limited", "rate_limited"]
     assert len(smtp.messages) == 2
+
+
+async def test_a_question_held_back_by_the_cap_is_not_a_duplicate_and_goes_out_later(
+    make: Make, smtp: LocalSmtp, redis: aioredis.Redis
+) -> None:
+    notifier, _ = make(smtp, None, notify_max_per_hour=1)
+    assert (await notifier.on_notice(notice("first question"), last_attempt=False)).admission == (
+        "sent"
+    )
+    held = await notifier.on_notice(notice(), last_attempt=False)
+    again = await notifier.on_notice(notice(), last_attempt=False)  # same words, new turn
+    assert (held.admission, again.admission) == ("rate_limited", "rate_limited")
+    # The next hour: the question was never reported, so it goes out now.
+    rates = [key async for key in redis.scan_iter(match="deskpilot:ticketing:*rate:*")]
+    assert len(rates) == 1
+    await redis.delete(*rates)
+    later = await notifier.on_notice(notice(), last_attempt=False)
+    assert later.admission == "sent"
+    assert [QUESTION in mail.text for mail in smtp.messages] == [False, True]
+
+
+async def test_replicas_racing_on_one_question_report_it_once(
+    tmp_path: Path, redis_url: str, redis: aioredis.Redis, smtp: LocalSmtp, http: httpx.AsyncClient
+) -> None:
+    del redis  # (its fixture empties the database)
+    replicas = [aioredis.from_url(redis_url) for _ in range(3)]
+    try:
+        chosen = settings(tmp_path, redis_url, smtp, None)
+        notifiers = [notifier_for(chosen, client, http)[0] for client in replicas]
+        results = await asyncio.gather(
+            *(n.on_notice(notice(), last_attempt=False) for n in notifiers for _ in range(4))
+        )
+    finally:
+        for client in replicas:
+            await client.aclose()
+    assert sorted(r.admission for r in results) == ["duplicate"] * 11 + ["sent"]
+    assert len(smtp.messages) == 1
+
+
+async def test_a_notice_every_channel_gave_up_on_does_not_mute_its_question(
+    make: Make, smtp: LocalSmtp, slack: FakeSlackWebhook
+) -> None:
+    notifier, _ = make(smtp, slack)
+    smtp.defer_next(1)  # the SMTP server is out...
+    slack.fail_next(3)  # ...and so is Slack
+    slack.throttle_next(0)
+    failed = await notifier.on_notice(notice(), last_attempt=True)
+    assert [o.endswith("(gave up)") for o in failed.channels.values()] == [True, True]
+    assert (smtp.messages, slack.posts) == ([], [])
+    retold = await notifier.on_notice(notice(), last_attempt=False)  # the question again
+    assert (retold.admission, retold.channels) == ("sent", {"email": "sent", "slack": "sent"})
+    # One channel told someone: the question is reported, and not again within the window.
+    assert (await notifier.on_notice(notice(), last_attempt=False)).admission == "duplicate"
+
+
+async def test_a_notice_one_channel_delivered_still_counts_as_reported(
+    make: Make, smtp: LocalSmtp, slack: FakeSlackWebhook
+) -> None:
+    notifier, _ = make(smtp, slack)
+    slack.revoke()
+    partly = await notifier.on_notice(notice(), last_attempt=True)
+    assert partly.channels["email"] == "sent"
+    assert (await notifier.on_notice(notice(), last_attempt=False)).admission == "duplicate"
 
 
 async def test_a_redelivered_notice_sends_only_what_failed(
