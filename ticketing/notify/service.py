@@ -77,6 +77,8 @@ OUTCOME_WORDS = {
     "low_confidence": "answered with low confidence",
 }
 Publish = Callable[[str, Event], Awaitable[object]]
+# Sends on one channel; its outcome when it has more to say than "sent".
+Send = Callable[[], Awaitable[str | None]]
 
 
 @dataclass
@@ -91,6 +93,11 @@ def question_key(category: str, question: str) -> str:
     """The de-duplication key of a question in a category: its words, lower-cased."""
     words = " ".join(re.findall(r"\w+", question.lower()))
     return hashlib.sha256(f"{category}\n{words}".encode()).hexdigest()[:32]
+
+
+def delivered(outcome: str) -> bool:
+    """Whether a channel's outcome is a delivery (``sent``, perhaps with a remark)."""
+    return outcome.startswith("sent")
 
 
 class Notifier:
@@ -132,12 +139,12 @@ class Notifier:
         result = NoticeResult("sent")
         later: list[str] = []
         for name, send in self._channels(route, notice):
-            if done.get(name.encode()) == b"sent":
-                result.channels[name] = "sent"
+            recorded = done.get(name.encode(), b"").decode()
+            if delivered(recorded):
+                result.channels[name] = recorded
                 continue
             try:
-                await send()
-                outcome = "sent"
+                outcome = await send() or "sent"
             except Undeliverable as exc:
                 outcome = f"failed: {exc}"
             except TryLater as exc:
@@ -149,7 +156,7 @@ class Notifier:
             await self.client.hset(state, name, outcome)
         if later:
             raise TryLater("; ".join(later))
-        if result.channels and "sent" not in result.channels.values():
+        if result.channels and not any(map(delivered, result.channels.values())):
             # Nobody was told: the next notice of this question may go out.
             await self._release_script(keys=[self._seen(notice)], args=[notice.event_id])
         await self._audit(notice, result)
@@ -173,10 +180,8 @@ class Notifier:
     def _seen(self, notice: UnansweredNotice) -> str:
         return f"{PREFIX}seen:{question_key(notice.category or '', notice.question)}"
 
-    def _channels(
-        self, route: NotifyRoute, notice: UnansweredNotice
-    ) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
-        channels: list[tuple[str, Callable[[], Awaitable[None]]]] = []
+    def _channels(self, route: NotifyRoute, notice: UnansweredNotice) -> list[tuple[str, Send]]:
+        channels: list[tuple[str, Send]] = []
         email, slack = self.email, self.slack
         if route.emails and email is not None:
             subject, text = self.email_message(notice)
@@ -240,7 +245,7 @@ class Notifier:
         }
 
     async def _audit(self, notice: UnansweredNotice, result: NoticeResult) -> None:
-        failed = [name for name, outcome in result.channels.items() if outcome != "sent"]
+        failed = [name for name, outcome in result.channels.items() if not delivered(outcome)]
         details: dict[str, str | int | float | bool | None] = {
             "category": notice.category,
             "outcome": notice.outcome,

@@ -332,6 +332,26 @@ async def test_a_refused_recipient_is_a_failure_not_a_retry(make: Make, smtp: Lo
     assert result.channels["email"] == "failed: the SMTP server refused every recipient (550)"
 
 
+async def test_a_recipient_refused_among_others_is_in_the_outcome_without_its_address(
+    make: Make, smtp: LocalSmtp
+) -> None:
+    gone = "left-the-company@northwind.example"
+    notifier, published = make(smtp, None, notify_routes={"account": {"emails": [TEAM, gone]}})
+    smtp.refuse(gone)
+    event = notice()
+    result = await notifier.on_notice(event, last_attempt=False)
+    assert result.channels == {"email": "sent (1 of 2 refused: 550)"}
+    [mail] = smtp.messages
+    assert mail.recipients == (TEAM,)
+    [audit] = published.audits
+    assert (audit.reason, audit.details["email"]) == ("sent", "sent (1 of 2 refused: 550)")
+    assert gone not in str(audit.model_dump())
+    # Delivered again: the outcome is as recorded, and nobody gets a second e-mail.
+    again = await notifier.on_notice(event, last_attempt=False)
+    assert again.channels == result.channels
+    assert len(smtp.messages) == 1
+
+
 async def test_starttls_and_login_then_a_wrong_password_fails_without_echoing_it(
     tmp_path: Path, redis_url: str, redis: aioredis.Redis, http: httpx.AsyncClient
 ) -> None:
