@@ -76,6 +76,7 @@ OUTCOME_WORDS = {
     "no_answer": "could not answer",
     "low_confidence": "answered with low confidence",
 }
+UNITS = (("week", 604_800), ("day", 86_400), ("hour", 3600), ("minute", 60), ("second", 1))
 Publish = Callable[[str, Event], Awaitable[object]]
 # Sends on one channel; its outcome when it has more to say than "sent".
 Send = Callable[[], Awaitable[str | None]]
@@ -98,6 +99,19 @@ def question_key(category: str, question: str) -> str:
 def delivered(outcome: str) -> bool:
     """Whether a channel's outcome is a delivery (``sent``, perhaps with a remark)."""
     return outcome.startswith("sent")
+
+
+def once_per(seconds: float) -> str:
+    """The de-duplication window in words, as the admission script applies it (whole seconds):
+    ``once a day``, ``once an hour``, ``once every 90 minutes``."""
+    whole = max(1, int(seconds))
+    for unit, size in UNITS:
+        if whole % size == 0:
+            count = whole // size
+            if count == 1:
+                return f"once {'an' if unit == 'hour' else 'a'} {unit}"
+            return f"once every {count} {unit}s"
+    raise AssertionError("a second divides every window")
 
 
 class Notifier:
@@ -166,7 +180,7 @@ class Notifier:
         category = notice.category or ""
         hour = f"{PREFIX}rate:{category}:{int(time.time() // 3600)}"
         keys = [state, self._seen(notice), hour]
-        window = max(1, int(self.dedup_s))
+        window = max(1, int(self.dedup_s))  # as once_per() words it
         args: list[str | int] = [
             notice.event_id,
             window,
@@ -217,7 +231,7 @@ class Notifier:
             f"Conversation: {link or notice.conversation_id}",
             "",
             f"You receive this as one of the people responsible for {category!r}. The same "
-            "question is reported once a day at most.",
+            f"question is reported at most {once_per(self.dedup_s)}.",
         ]
         label = "Unanswered" if notice.outcome == "no_answer" else "Low-confidence answer"
         return f"[Deskpilot] {label}: {category} question", "\n".join(lines)

@@ -149,6 +149,26 @@ async def test_a_configured_category_is_told_by_email_and_slack_with_the_redacte
     assert audit.conversation_id == "conv-42"
 
 
+@pytest.mark.parametrize(
+    ("window", "words"),
+    [
+        (86_400, "once a day"),
+        (3600, "once an hour"),
+        (7200, "once every 2 hours"),
+        (5400, "once every 90 minutes"),
+        (129_600, "once every 36 hours"),
+        (1_209_600, "once every 2 weeks"),
+        (0.5, "once a second"),
+    ],
+)
+def test_the_email_states_the_configured_window(
+    make: Make, smtp: LocalSmtp, window: float, words: str
+) -> None:
+    notifier, _ = make(smtp, None, notify_dedup_s=window)
+    _, text = notifier.email_message(notice())
+    assert f"The same question is reported at most {words}." in " ".join(text.split())
+
+
 async def test_other_categories_and_recurring_questions_are_not_reported_again(
     make: Make, smtp: LocalSmtp
 ) -> None:
