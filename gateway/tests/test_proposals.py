@@ -36,6 +36,7 @@ from gateway.tests.conftest import (
     JWT_SECRET,
     admin,
     admin_page,
+    handled_by_the_gateway,
     publish,
     serve,
     stream_events,
@@ -323,30 +324,35 @@ def test_approve_with_a_target_asks_the_indexer_for_a_draft_and_keeps_its_link(
 
     # Outcomes that answer no request of this proposal change nothing: another request's id
     # (forged or stale), another source, another proposal.
+    pending = new_id()
+    drafted(settings, draft(pending))
+    wait_until_sync(shown(client, pending))
     forged = outcome(request, correlation_id=new_id(), url="https://evil.example/")
     elsewhere = outcome(request, source="other", url="https://evil.example/2")
-    publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [forged, elsewhere, outcome(request)])
+    misdirected = outcome(request, proposal_id=pending, url="https://evil.example/3")
+    publish(
+        settings, Topic.SOURCE_DRAFT_COMPLETED, [forged, elsewhere, misdirected, outcome(request)]
+    )
     created = wait_until_sync(draft_is(client, proposal_id, "created"))
     assert created["url"] == "https://wiki.example/pages/resumedraft.action?draftId=5001"
     assert created["completed_at"]
-    # Replayed once done: ignored (the draft stays as it was).
+    # Replayed once done: ignored (the draft stays as it was, nothing more is audited).
     publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [outcome(request, status="failed", error="x")])
-    records = wait_until_sync(
-        lambda: [
-            r
-            for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
-            if r.details.get("decision") == "draft_created"
-        ]
-    )
-    assert [r.details["draft_url"] for r in records] == [created["url"]]
-    assert client.get(url, headers=admin()).json()["draft"]["status"] == "created"
+    wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.SOURCE_DRAFT_COMPLETED))
+    records = [
+        r
+        for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
+        if r.details.get("decision", "").startswith("draft_")
+    ]
+    assert [(r.details["decision"], r.details.get("draft_url")) for r in records] == [
+        ("draft_created", created["url"])
+    ]
+    assert client.get(url, headers=admin()).json()["draft"] == created
+    assert client.get(f"/api/admin/proposals/{pending}", headers=admin()).json()["draft"] is None
 
     # A draft exists in that source: asking again is a conflict; a not-approved proposal too.
     again = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
     assert again.status_code == 409
-    pending = new_id()
-    drafted(settings, draft(pending))
-    wait_until_sync(shown(client, pending))
     early = client.post(
         f"/api/admin/proposals/{pending}/draft", json={"target": "it-wiki"}, headers=admin()
     )
