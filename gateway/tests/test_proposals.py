@@ -18,6 +18,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 from playwright.sync_api import expect
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from contracts.events import (
     AuditRecorded,
@@ -31,6 +32,7 @@ from contracts.events import (
 )
 from contracts.sources import CATALOGUE_KEY, SourceStatus
 from contracts.topics import Topic
+from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import (
     JWT_SECRET,
@@ -395,6 +397,43 @@ def test_a_failed_draft_says_what_permission_is_missing_and_can_be_asked_again(
         client.post(f"{url}/draft", json={"target": "intranet"}, headers=user([])).status_code
         == 403
     )
+
+
+def test_an_outcome_whose_audit_record_was_not_published_records_it_when_redelivered(
+    make_settings: Callable[..., GatewaySettings], raw: redis.Redis
+) -> None:
+    settings = make_settings(reclaim_idle_ms=300)  # the failed delivery comes back at once
+    with TestClient(create_app(settings)) as client:
+        proposal_id, url = pending_for(client, settings, raw, "it-wiki", "confluence")
+        assert client.post(f"{url}/approve", json={"target": "it-wiki"}, headers=admin()).is_success
+        [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+        bus = client.app.state.proposals.bus  # type: ignore[attr-defined]
+        publish_for_real = bus.publish
+        refused: list[AuditRecorded] = []
+
+        async def audit_down_once(topic: str, event: Any) -> str:
+            if topic == Topic.AUDIT and not refused:
+                refused.append(event)
+                raise RedisConnectionError("the audit stream is unreachable")
+            return str(await publish_for_real(topic, event))
+
+        bus.publish = audit_down_once
+        done = outcome(request)
+        publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [done])
+        wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.SOURCE_DRAFT_COMPLETED))
+        # Redelivered the same outcome again (a consumer that died before acknowledging it).
+        publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [done])
+        wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.SOURCE_DRAFT_COMPLETED))
+        assert client.get(url, headers=admin()).json()["draft"]["status"] == "created"
+    [record] = [
+        r
+        for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
+        if r.details.get("decision") == "draft_created"
+    ]
+    assert [e.details["decision"] for e in refused] == ["draft_created"]
+    assert record.event_id == refused[0].event_id
+    assert record.details == refused[0].details
+    assert record.details["proposal_id"] == proposal_id
 
 
 def publish_aside(settings: GatewaySettings, topic: str, events: list[Any]) -> None:
