@@ -249,6 +249,7 @@ class ProposalService:
         targeted = {"target": target} if target else {}
         await self._audit(proposal_id, actor, "approved", document_id=accepted.id, **targeted)
         if target is not None:
+            # Not queued: the approval stands all the same, and its draft says "failed".
             await self._request_draft(proposal, actor, target, expected="")
         return await self.get(proposal_id)
 
@@ -272,7 +273,10 @@ class ProposalService:
                 ErrorCode.VERSION_CONFLICT,
                 f"A draft in {current['source']} is {current['status']}; see `draft`.",
             )
-        await self._request_draft(proposal, actor, target, expected=stored)
+        if not await self._request_draft(proposal, actor, target, expected=stored):
+            raise ApiError(
+                ErrorCode.BUS_UNAVAILABLE, "The draft request could not be queued; ask again."
+            )
         return await self.get(proposal_id)
 
     async def _source(self, name: str) -> None:
@@ -281,7 +285,9 @@ class ProposalService:
 
     async def _request_draft(
         self, proposal: ProposalRead, actor: str, target: str, *, expected: str
-    ) -> None:
+    ) -> bool:
+        """Keep a new draft request on the proposal and queue it for the indexer; False when it
+        could not be queued (the draft is then "failed", and may be asked for again)."""
         request_id = new_id()
         draft = {
             "source": target,
@@ -306,10 +312,11 @@ class ProposalService:
         try:
             await self.bus.publish(Topic.SOURCE_DRAFT_REQUESTED, request)
         except Exception:
-            # The approval stands; the draft can be asked for again (POST .../draft).
+            log.warning("draft request not queued", extra={"source": target}, exc_info=True)
             failed = draft | {"status": "failed", "error": "the request could not be queued"}
             await self.store.swap_draft(proposal.id, json.dumps(draft), failed)
-            raise
+            return False
+        return True
 
     async def on_draft_completed(self, event: SourceDraftCompleted) -> bool:
         """Keep the outcome on the proposal and the audit stream; an outcome that answers no

@@ -436,6 +436,44 @@ def test_an_outcome_whose_audit_record_was_not_published_records_it_when_redeliv
     assert record.details["proposal_id"] == proposal_id
 
 
+def test_an_approval_whose_draft_request_cannot_be_queued_stands_with_the_draft_failed(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proposal_id, url = pending_for(client, settings, raw, "it-wiki", "confluence")
+    bus = client.app.state.proposals.bus  # type: ignore[attr-defined]
+    publish_for_real = bus.publish
+
+    async def requests_down(topic: str, event: Any) -> str:
+        if topic == Topic.SOURCE_DRAFT_REQUESTED:
+            raise RedisConnectionError("the stream is unreachable")
+        return str(await publish_for_real(topic, event))
+
+    monkeypatch.setattr(bus, "publish", requests_down)
+    approved = client.post(f"{url}/approve", json={"target": "it-wiki"}, headers=admin())
+    assert approved.status_code == 200, approved.text
+    body = approved.json()
+    assert (body["status"], body["document_id"] is not None) == ("approved", True)
+    assert body["draft"]["status"] == "failed"
+    assert body["draft"]["error"] == "the request could not be queued"
+    [record] = [
+        r
+        for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
+        if r.details.get("proposal_id") == proposal_id
+    ]
+    assert (record.details["decision"], record.details["target"]) == ("approved", "it-wiki")
+    # Asked again while the bus still refuses: 503, and the draft still says failed.
+    refused = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
+    assert (refused.status_code, refused.json()["error_code"]) == (503, "bus_unavailable")
+    assert client.get(url, headers=admin()).json()["draft"]["status"] == "failed"
+    # Once it is back, the draft is asked for again.
+    monkeypatch.setattr(bus, "publish", publish_for_real)
+    again = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
+    assert again.status_code == 202, again.text
+    assert again.json()["draft"]["status"] == "requested"
+    [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+    assert request.proposal_id == proposal_id
+
+
 def publish_aside(settings: GatewaySettings, topic: str, events: list[Any]) -> None:
     """:func:`publish` from a thread of its own: the browser's driver runs an event loop here."""
     with ThreadPoolExecutor(1) as pool:
