@@ -84,7 +84,8 @@ class Readers:
 
     def fingerprint(self) -> str:
         """Changes whenever who may read changes (a sync compares it to decide on a rewrite)."""
-        return f"{int(self.public)};{','.join(sorted(self.users))};{','.join(sorted(self.groups))}"
+        # Lists joined by the separator no id may contain: ("hr", "it") and ("hr,it",) differ.
+        return f"{int(self.public)};{_joined(self.users)};{_joined(self.groups)}"
 
     @classmethod
     def of(cls, metadata: Mapping[str, Any] | None) -> Readers:

@@ -54,7 +54,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -112,8 +112,7 @@ class TermStats:
     def idf(self, token: str) -> float:
         """The token's inverse document frequency, as BM25 weighs it (always positive; a token
         no chunk holds gets the highest value)."""
-        held = self.holding.get(token, 0)
-        return math.log(1.0 + (self.chunks - held + 0.5) / (held + 0.5))
+        return _lucene_idf(self.holding.get(token, 0), self.chunks)
 
 
 @dataclass(frozen=True)
@@ -404,23 +403,19 @@ class _Snapshot:
         self.by_user = {user: np.asarray(rows, dtype=np.int64) for user, rows in by_user.items()}
         self.by_group = {name: np.asarray(rows, dtype=np.int64) for name, rows in by_group.items()}
         self._bm25: Any = None
-        self._terms: TermStats | None = None
         corpus = [keyword_tokens(f"{record.section}\n{record.text}") or [""] for record in records]
         if records:
             self._bm25 = bm25s.BM25(method="lucene")  # ``_masked`` rescales Lucene's IDF
             self._bm25.index(corpus, show_progress=False)
 
-    @property
-    def terms(self) -> TermStats | None:
-        """How many chunks hold each token, from the BM25 index (made on first use, once)."""
-        if self._terms is None and self._bm25 is not None:
-            import numpy as np
-
-            held = np.diff(self._bm25.scores["indptr"])
-            vocabulary = self._bm25.vocab_dict
-            holding = {token: int(held[column]) for token, column in vocabulary.items() if token}
-            self._terms = TermStats(len(self.records), holding)
-        return self._terms
+    def terms(self, mask: Any = None) -> TermStats | None:
+        """How many of the chunks ``mask`` keeps (all, without one) hold each token, read from
+        the BM25 index when a token is asked about: a reader's statistics count only what they
+        may read, so a restricted page's words weigh nothing in what they are told."""
+        if self._bm25 is None:
+            return None
+        chunks = len(self.records) if mask is None else int(mask.sum())
+        return TermStats(chunks, _Holding(self._bm25, mask))
 
     def readable(self, principals: Principals) -> Any | None:
         """Which records ``principals`` may read, as a boolean mask over the records; None when
@@ -507,6 +502,31 @@ class _Snapshot:
             return []
         scores = self.cosines(vector, rows)
         return [(int(rows[i]), score) for i, score in _top(scores, limit)]
+
+
+class _Holding(Mapping[str, int]):
+    """Token -> how many chunks hold it (of those ``mask`` keeps), counted from a BM25 index's
+    postings when asked: a question asks about a few words of a large vocabulary."""
+
+    def __init__(self, bm25: Any, mask: Any) -> None:
+        self._bm25 = bm25
+        self._mask = mask
+
+    def __getitem__(self, token: str) -> int:
+        column = self._bm25.vocab_dict.get(token) if token else None
+        if column is None:
+            raise KeyError(token)
+        index = self._bm25.scores
+        start, end = int(index["indptr"][column]), int(index["indptr"][column + 1])
+        if self._mask is None:
+            return end - start
+        return int(self._mask[index["indices"][start:end]].sum())
+
+    def __iter__(self) -> Iterator[str]:
+        return (token for token in self._bm25.vocab_dict if token)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _lucene_idf(frequency: int, records: int) -> float:
@@ -697,7 +717,7 @@ class Retriever:
                 break
         if not hits:
             return Retrieval([], [])
-        terms = snapshot.terms if snapshot is not None else None
+        terms = snapshot.terms(snapshot.readable(principals)) if snapshot is not None else None
         return Retrieval(hits, documents.pop(hits[0].url), documents, terms)
 
     def search(
@@ -771,6 +791,17 @@ class Retriever:
         candidates: dict[str, _Candidate] = {}
         mask = snapshot.readable(gate.principals) if snapshot is not None else None
         if dense_weight > 0 or keyword_weight == 0 or snapshot is None:
+            nearest: list[_Candidate] = []
+            if mask is None:
+                nearest = self._dense(vector, depth, snapshot=snapshot)
+                if snapshot is not None and any(
+                    c.record.chunk_id not in snapshot.position for c in nearest
+                ):
+                    # Chunks written since the snapshot: rebuild it now (at most once a
+                    # second), so that they get their keyword and document ranks in this very
+                    # answer.
+                    snapshot = self._rebuilt(snapshot)
+                    mask = snapshot.readable(gate.principals)
             if mask is not None and snapshot is not None:
                 # A reader who may not read every chunk: exact dense search over the readable
                 # ones in the snapshot, so none they may not read takes a place of the top.
@@ -780,16 +811,9 @@ class Retriever:
                     _Candidate(snapshot.records[position], cosine=cosine)
                     for position, cosine in snapshot.nearest(vector, depth, mask)
                 ]
-            else:
-                nearest = self._dense(vector, depth, snapshot=snapshot)
-                if snapshot is not None and any(
-                    c.record.chunk_id not in snapshot.position for c in nearest
-                ):
-                    # Chunks written since the snapshot: rebuild it now (at most once a
-                    # second), so that they get their keyword and document ranks in this very
-                    # answer. (What this reader may not read of them, the gate drops below.)
-                    snapshot = self._rebuilt(snapshot)
-                    mask = snapshot.readable(gate.principals)
+            # Of what Chroma found, a chunk this reader may not read (written since the
+            # snapshot, or found while it could not be rebuilt) takes no rank either.
+            nearest = [c for c in nearest if gate.principals.may_read(c.record.readers)]
             for rank, candidate in enumerate(nearest, 1):
                 candidate.dense_rank = rank if dense_weight > 0 else None
                 candidates[candidate.record.chunk_id] = candidate

@@ -138,4 +138,3 @@ def test_upload_readers_are_checked_before_the_file_is_read() -> None:
         assert refused.value.code is ErrorCode.INVALID_REQUEST
     with pytest.raises(ApiError):
         check_readers([], [f"g{i}" for i in range(MAX_GROUPS + 1)])
-

@@ -219,7 +219,8 @@ async def test_a_users_ask_and_search_carry_the_groups_of_their_token(
         structured(await call)
     assert (message.user_id, sorted(message.groups)) == ("emp-7", ["finance", "it-staff"])
     assert (search.user_id, sorted(search.groups)) == ("emp-7", ["finance", "it-staff"])
-    assert message.authenticated and search.authenticated
+    assert message.authenticated
+    assert search.authenticated
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,14 @@ import redis
 from contracts.live import EPOCH_KEY, LIVE_KEY, LiveReader
 from contracts.readers import ANONYMOUS, EVERYONE, PUBLIC, Principals, Readers
 from orchestrator.embedding import QueryEncoder
-from orchestrator.retrieval import HybridConfig, Retriever, _Record, _Snapshot, keyword_tokens
+from orchestrator.retrieval import (
+    HybridConfig,
+    Retriever,
+    _Gate,
+    _Record,
+    _Snapshot,
+    keyword_tokens,
+)
 from orchestrator.tests.test_retrieval import ARTICLES, collection  # noqa: F401 - fixture
 
 SALARY_URL = "https://wiki.example/hr/salary-bands"
@@ -342,3 +349,68 @@ def test_the_keyword_scores_of_a_reader_weigh_no_word_of_a_chunk_they_may_not_re
     assert with_kiosk._masked(tokens, everyone) == pytest.approx(
         with_kiosk._bm25.get_scores(tokens), rel=1e-5
     )
+
+
+def test_a_chunk_written_since_an_all_public_snapshot_takes_no_dense_rank(
+    collection: Any,  # noqa: F811 - the fixture above
+    encoder: QueryEncoder,
+) -> None:
+    """With nothing restricted in the snapshot, a reader's dense search asks Chroma, which also
+    has the restricted chunks written since: they are dropped before ranks are given (the last
+    door of the gate alone would drop them after, shifting every readable chunk's rank)."""
+    for url, title, section, body in ARTICLES:
+        put(collection, encoder, url, title, section, body, None)
+    config = HybridConfig(refresh_interval_s=3600, rebuild_min_interval_s=3600)
+    question = "How do I reset my VPN password?"
+    before = Retriever(encoder, collection, config).retrieve(question, 3, principals=IT)
+    retriever = Retriever(encoder, collection, config)
+    retriever.search("printer", 1, principals=IT)  # the snapshot: all public; no rebuild
+    hidden = [
+        put(
+            collection,
+            encoder,
+            f"https://wiki.example/it/vpn-admin-{n}",
+            "VPN password reset for admins",
+            "VPN password reset for admins",
+            f"Reset a VPN password from the admin console, step {n}: open Accounts, Reset.",
+            Readers(public=False, groups=("vpn-admins",)),
+        )
+        for n in range(3)
+    ]
+    after = retriever.retrieve(question, 3, principals=IT)
+    assert not {h.chunk_id for h in after.hits} & set(hidden)
+    assert [h.url for h in after.hits] == [h.url for h in before.hits]
+    assert [h.fused_score for h in after.hits] == pytest.approx(
+        [h.fused_score for h in before.hits]
+    )
+
+
+def test_a_readers_word_statistics_count_only_what_they_may_read(
+    kb: Any, encoder: QueryEncoder
+) -> None:
+    """What the sufficiency check weighs a question's words by: a word only restricted chunks
+    hold is, for a reader who may not read them, a word no chunk holds."""
+    hr, it = (Retriever(encoder, kb).retrieve(QUESTION, 3, principals=p) for p in (HR, IT))
+    assert hr.terms is not None
+    assert it.terms is not None
+    (orbis,) = keyword_tokens("Orbis")
+    assert hr.terms.holding.get(orbis, 0) == 2
+    assert it.terms.holding.get(orbis, 0) == 0
+    assert it.terms.chunks == hr.terms.chunks - 2
+    assert it.terms.idf(orbis) == it.terms.idf("never-written-anywhere")
+
+
+def test_the_gate_shows_no_chunk_its_reader_may_not_read_whatever_found_it() -> None:
+    def record(chunk_id: str, readers: Readers) -> _Record:
+        return _Record(
+            chunk_id, "text", f"https://kb/{chunk_id}", "t", "s", 0, frozenset(), readers=readers
+        )
+
+    records = [
+        record("public", PUBLIC),
+        record("hr", Readers(public=False, groups=("hr-team",))),
+        record("ivan", Readers(public=False, users=("u-ivan",))),
+    ]
+    assert _Gate(None, IT).keep(records) == [True, False, True]
+    assert _Gate(None, HR).keep(records) == [True, True, False]
+    assert _Gate(None, ANONYMOUS).keep(records) == [True, False, False]
