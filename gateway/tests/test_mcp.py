@@ -32,8 +32,9 @@ from contracts.events import (
     TicketRef,
     TurnReply,
 )
-from contracts.topics import Topic, reply_stream
+from contracts.topics import Group, Topic, reply_stream
 from gateway.config import GatewaySettings
+from gateway.incidents import NAMESPACE as INCIDENT_BOARD
 from gateway.tests.conftest import (
     ADMIN_TOKEN,
     JWT_SECRET,
@@ -591,3 +592,17 @@ def test_without_mcp_enabled_there_is_no_endpoint(make_settings: Any) -> None:
 
     app = create_app(make_settings(mcp_enabled=False))
     assert "/mcp" not in {getattr(route, "path", "") for route in app.routes}
+
+
+def test_without_mcp_enabled_no_incident_is_kept(make_settings: Any, raw: Redis) -> None:
+    """MCP is the incident board's only reader: with MCP off the gateway keeps no incident and
+    leaves incident.reported unread in its group (for the board, should MCP be switched on)."""
+    settings = make_settings(mcp_enabled=False)
+    with serve(settings):
+        incident_on_the_bus(settings)
+        linked(settings, "inc-9", "IT-7")
+        wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.TICKET_EVENTS))
+    groups: Any = raw.xinfo_groups(Topic.INCIDENT_REPORTED)
+    [gateway] = [g for g in groups if g["name"] == Group.GATEWAY.encode()]
+    assert (gateway["lag"], gateway["pending"]) == (1, 0)
+    assert not list(raw.scan_iter(match=f"{INCIDENT_BOARD}*"))
