@@ -78,7 +78,15 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     # incident.reported still exists (contracts.topics.SUBSCRIPTIONS): switched on later, the
     # board catches up on the incidents the stream still holds (not on the tickets linked
     # meanwhile: the ticket events were read without it).
-    incident_board = IncidentBoard(bus.redis) if settings.mcp_enabled else None
+    incident_board = (
+        IncidentBoard(
+            bus.redis,
+            resolved_keep_s=settings.incident_resolved_keep_s,
+            stale_after_s=settings.incident_stale_after_s,
+        )
+        if settings.mcp_enabled
+        else None
+    )
     handlers.register_tickets(bus, tickets, incident_board)
     if incident_board is not None:
         handlers.register_incidents(bus, incident_board)

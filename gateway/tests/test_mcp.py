@@ -427,6 +427,20 @@ async def listed(client: ClientSession, count: int, **arguments: Any) -> list[di
     raise AssertionError(f"never {count} incidents")
 
 
+def test_incidents_are_kept_as_long_as_the_gateway_settings_say(
+    monkeypatch: pytest.MonkeyPatch, make_settings: Any, raw: Redis
+) -> None:
+    monkeypatch.setenv("GATEWAY_INCIDENT_RESOLVED_KEEP_S", "120")
+    monkeypatch.setenv("GATEWAY_INCIDENT_STALE_AFTER_S", "600")
+    settings = make_settings()
+    with serve(settings):
+        incident_on_the_bus(settings)
+        incident_on_the_bus(settings, id="inc-10", status="resolved")
+        wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.INCIDENT_REPORTED))
+    assert 590 < raw.ttl(f"{INCIDENT_BOARD}:record:inc-9") <= 600
+    assert 110 < raw.ttl(f"{INCIDENT_BOARD}:record:inc-10") <= 120
+
+
 async def test_anyone_admitted_reads_ongoing_incidents_as_a_status_page_shows_them(
     gateway: str, settings: GatewaySettings, raw: Redis
 ) -> None:
