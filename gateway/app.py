@@ -74,9 +74,23 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
     handlers.register_documents(bus, documents)
     tickets = TicketReadModel(bus.redis)
-    incident_board = IncidentBoard(bus.redis)
+    # The incidents on the bus are read back over MCP only. With MCP off the gateway's group on
+    # incident.reported still exists (contracts.topics.SUBSCRIPTIONS): switched on later, the
+    # board catches up on the incidents the stream still holds (not on the tickets linked
+    # meanwhile: the ticket events were read without it).
+    incident_board = (
+        IncidentBoard(
+            bus.redis,
+            resolved_keep_s=settings.incident_resolved_keep_s,
+            stale_after_s=settings.incident_stale_after_s,
+        )
+        if settings.mcp_enabled
+        else None
+    )
     handlers.register_tickets(bus, tickets, incident_board)
-    handlers.register_incidents(bus, incident_board)
+    if incident_board is not None:
+        handlers.register_incidents(bus, incident_board)
+    incidents = IncidentService(bus)
     proposal_store = ProposalStore(bus.redis)
     handlers.register_proposals(bus, proposal_store)
     analytics.register(bus, recorder)
@@ -85,7 +99,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     identities = IdentityResolver.from_settings(settings)
 
     mcp_server = None
-    if settings.mcp_enabled:
+    if incident_board is not None:
         # Deferred: the mcp SDK is only needed where the MCP server is on.
         from gateway.channels.mcp import server as mcp
 
@@ -96,7 +110,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
                 turns,
                 index,
                 tickets,
-                IncidentService(bus),
+                incidents,
                 incident_board,
                 SearchService(bus, turns),
                 rate_limiter,
@@ -141,7 +155,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.tickets = tickets
     app.state.proposals = ProposalService(bus, proposal_store, documents)
     handlers.register_drafts(bus, app.state.proposals)
-    app.state.incidents = IncidentService(bus)
+    app.state.incidents = incidents
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
     app.state.feedback = feedback_service
     feedback.register(bus, app.state.feedback)

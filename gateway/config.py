@@ -19,6 +19,7 @@ from pydantic import (
 )
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from contracts.events import INCIDENT_RESOLVED_KEEP_S, INCIDENT_STALE_AFTER_S
 from contracts.settings import ServiceSettings
 
 PLACEHOLDER_SECRETS = frozenset({"change-me", "changeme"})
@@ -429,6 +430,20 @@ class GatewaySettings(ServiceSettings):
         description='JSON object of the MCP server\'s service clients: `{"<name>": {"token": '
         '"<at least 32 characters>", "roles": ["employee"]}}`; a client acts as the user '
         "`mcp:<name>` with those roles (technician to read any ticket and report incidents).",
+    )
+    # The incidents MCP lists (gateway/incidents.py); the orchestrator forgets them after its
+    # own two settings, whose defaults these share (contracts.events).
+    incident_resolved_keep_s: int = Field(
+        INCIDENT_RESOLVED_KEEP_S,
+        ge=60,
+        description="How long MCP still shows a resolved incident; match "
+        "ORCHESTRATOR_INCIDENT_RESOLVED_KEEP_S.",
+    )
+    incident_stale_after_s: int = Field(
+        INCIDENT_STALE_AFTER_S,
+        ge=60,
+        description="An ongoing incident not updated for this long leaves MCP's list; match "
+        "ORCHESTRATOR_INCIDENT_STALE_AFTER_S.",
     )
     channel_delivery_ttl_s: int = Field(
         24 * 3600,

@@ -200,9 +200,7 @@ class GroupReader:
         return tuple(kept)
 
 
-def _identity_of(
-    claims: Mapping[str, Any], roles: RoleMapper, groups: GroupReader | None = None
-) -> Identity:
+def _identity_of(claims: Mapping[str, Any], roles: RoleMapper, groups: GroupReader) -> Identity:
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject.strip():
         raise InvalidToken("claims")
@@ -211,7 +209,7 @@ def _identity_of(
     return Identity(
         user_id=subject,
         roles=roles.roles(claims),
-        groups=(groups or GroupReader()).groups(claims),
+        groups=groups.groups(claims),
     )
 
 

@@ -42,7 +42,14 @@ from datetime import UTC, datetime, timedelta
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from contracts.events import Incident, IncidentRef, IncidentReported, utcnow
+from contracts.events import (
+    INCIDENT_RESOLVED_KEEP_S,
+    INCIDENT_STALE_AFTER_S,
+    Incident,
+    IncidentRef,
+    IncidentReported,
+    utcnow,
+)
 
 log = logging.getLogger("deskpilot.orchestrator.incidents")
 
@@ -113,8 +120,8 @@ class IncidentStore:
         client: aioredis.Redis,
         *,
         cache_s: float = 2.0,
-        resolved_keep_s: int = 6 * 3600,
-        stale_after_s: int = 7 * 24 * 3600,
+        resolved_keep_s: int = INCIDENT_RESOLVED_KEEP_S,
+        stale_after_s: int = INCIDENT_STALE_AFTER_S,
         prefix: str = KEY_PREFIX,
     ) -> None:
         self.client = client
