@@ -22,7 +22,7 @@ from contracts.bus import Bus, create_group
 from contracts.heartbeat import Heartbeat
 from contracts.metrics import serve_metrics
 from contracts.topics import Group
-from gateway import analytics, channels, feedback, handlers
+from gateway import analytics, channels, directory, feedback, handlers
 from gateway.api import api_router
 from gateway.api.config import ConfigService
 from gateway.attachments import AttachmentRecords, AttachmentService
@@ -67,7 +67,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     )
     feedback_service = FeedbackService(bus, store, recorder)
     rate_limiter = RateLimiter.from_settings(bus.redis, settings)
-    channel_set = channels.build(settings, turns, index, bus.redis, feedback_service, rate_limiter)
+    # Where Teams and Slack users' groups come from, and those of users with too many groups
+    # for their token.
+    readers_directory = directory.build(settings, bus.redis)
+    channel_set = channels.build(
+        settings, turns, index, bus.redis, feedback_service, rate_limiter, readers_directory
+    )
     handlers.register(bus, turns, attachments, channel_set.turns if channel_set else None)
     purge = PurgeService(bus, index, recorder)
     handlers.register_purge(bus, purge)
@@ -147,6 +152,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.directory = readers_directory
     app.state.turns = turns
     app.state.documents = documents
     app.state.attachments = attachments
@@ -174,7 +180,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     if mcp_server is not None:
         from gateway.channels.mcp.server import asgi_app
 
-        endpoint = asgi_app(mcp_server, identities, settings, rate_limiter)
+        endpoint = asgi_app(mcp_server, identities, settings, rate_limiter, readers_directory)
         app.router.routes.append(Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]))
     if channel_set is not None:
         for name, value in channel_set.state.items():

@@ -23,12 +23,17 @@ fewer groups, never more:
   valid principals (:func:`contracts.readers.valid_principal`), at most
   :data:`contracts.readers.MAX_GROUPS`, and paging links are followed only on Graph's own origin.
 
+The web chat and MCP callers bring their groups in their token, except a user in more groups
+than Entra puts in a token (200): the token then carries an "overage" claim instead, and
+:func:`with_directory_groups` asks the directory for that user's groups by their object id.
+
 The principal is never logged: a Slack principal is a person's e-mail address.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -43,6 +48,7 @@ import redis.asyncio as aioredis
 
 from contracts.readers import MAX_GROUPS, valid_principal
 from gateway.config import GatewaySettings, secret_value
+from gateway.identity import OBJECT_ID, Identity
 
 log = logging.getLogger("deskpilot.gateway.directory")
 
@@ -54,7 +60,6 @@ PAGE_SIZE = 999
 FAILURE_PAUSE_S = 30.0
 DENIED_PAUSE_S = 60.0
 MAX_PAUSE_S = 300.0
-OBJECT_ID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 EMAIL = re.compile(r"[^@\s/\\?#%\"<>]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
 
@@ -286,6 +291,15 @@ class GraphDirectory:
                 http_client=self._login,
             )
         return self._app
+
+
+async def with_directory_groups(identity: Identity | None, directory: Directory) -> Identity | None:
+    """``identity`` with the directory's groups when its token's did not fit in it (Entra's
+    overage claim, :attr:`Identity.overage_id`); as it is otherwise."""
+    if identity is None or identity.overage_id is None:
+        return identity
+    groups = await directory.groups_of(identity.overage_id)
+    return dataclasses.replace(identity, groups=groups, overage_id=None)
 
 
 def build(settings: GatewaySettings, client: aioredis.Redis) -> GraphDirectory | NoDirectory:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis.asyncio as aioredis
 from pydantic import ValidationError
@@ -19,7 +20,9 @@ from redis import Redis
 from contracts.readers import MAX_GROUPS
 from gateway.config import GatewaySettings
 from gateway.directory import GraphDirectory, NoDirectory, Unavailable, build
-from gateway.tests.conftest import gateway_settings, serve
+from gateway.identity import GroupReader
+from gateway.tests.conftest import JWT_SECRET, bearer, gateway_settings, serve, user_token
+from gateway.tests.test_mcp import answer_next, session, structured
 from gateway.tests.test_slack import one_question
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
 from tests.support.fake_slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
@@ -288,3 +291,57 @@ def test_teams_and_slack_turns_carry_the_directorys_groups(
     assert sorted(in_slack.groups) == sorted([PAYROLL, HR, STAFF])
     assert (guest.authenticated, guest.groups) == (True, [])
     assert len(list(raw.scan_iter("deskpilot:gateway:directory:*"))) == 3  # one per person
+
+
+# -- users in more groups than their token holds (Entra's overage claim) -------------------------
+
+OVERAGE = {"_claim_names": {"groups": "src1"}, "_claim_sources": {"src1": {"endpoint": "x"}}}
+
+
+@pytest.mark.parametrize(
+    ("claims", "expected"),
+    [
+        ({**OVERAGE, "oid": ALICE.upper()}, ALICE),
+        ({**OVERAGE, "oid": ALICE, "groups": ["it-staff"]}, None),  # the token's list counts
+        ({**OVERAGE, "oid": "not-an-object-id"}, None),
+        ({**OVERAGE}, None),
+        ({"_claim_names": {"roles": "src1"}, "oid": ALICE}, None),
+        ({"_claim_names": "groups", "oid": ALICE}, None),
+        ({"oid": ALICE}, None),
+    ],
+)
+def test_only_an_overage_claim_with_an_object_id_asks_the_directory(
+    claims: dict[str, Any], expected: str | None
+) -> None:
+    assert GroupReader().overage(claims) == expected
+
+
+def test_a_web_chat_user_in_too_many_groups_for_a_token_gets_the_directorys(
+    make_settings: Any, graph: FakeGraph, raw: Redis
+) -> None:
+    settings = make_settings(jwt_secret=JWT_SECRET, turn_timeout_s=0.2)
+    overage = user_token("emp-alice", oid=ALICE, **OVERAGE)
+    listed = user_token("emp-bob", oid=BOB, groups=["listed-group"])
+    with serve(settings) as url:
+        for token in (overage, listed):
+            asked = httpx.post(
+                f"{url}/api/chat", json={"text": "Where is the HR handbook?"}, headers=bearer(token)
+            )
+            assert asked.status_code == 504, asked.text  # nobody answers here
+    alice, bob = one_question(raw), one_question(raw, 2)
+    assert (alice.user_id, sorted(alice.groups)) == ("emp-alice", sorted([PAYROLL, HR, STAFF]))
+    assert (bob.user_id, bob.groups) == ("emp-bob", ["listed-group"])
+    assert len(graph.directory_requests) == 1
+
+
+async def test_an_mcp_caller_in_too_many_groups_for_a_token_gets_the_directorys(
+    make_settings: Any, graph: FakeGraph, raw: Redis
+) -> None:
+    settings = make_settings(jwt_secret=JWT_SECRET, mcp_enabled=True)
+    token = user_token("emp-bob", oid=BOB, **OVERAGE)
+    with serve(settings) as url:
+        async with session(url, token) as client:
+            call = asyncio.create_task(client.call_tool("ask", {"question": "Budget?"}))
+            message = await asyncio.to_thread(answer_next, settings, raw, 1)
+            structured(await call)
+    assert (message.user_id, message.groups) == ("emp-bob", [STAFF])
