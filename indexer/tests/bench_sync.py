@@ -271,6 +271,9 @@ INTRO = (
     "The {thing} behaves differently on {os2}, so check which system you use first.",
     "Colleagues in {office} reported that this takes about {wait} the first time.",
     "If you only want to {task2}, there is a separate article for that.",
+    "Everything here also works on a {device}, though the menus are named differently.",
+    "Read the whole page once before you start: the order of the steps matters.",
+    "The screenshots were taken on {os} in {month}.",
 )
 BEFORE = (
     "Make sure your {device} is on the company network or connected to the VPN.",
@@ -280,6 +283,9 @@ BEFORE = (
     "Close {system} on every other {device} you are signed in on.",
     "Administrator rights are not needed for any of this.",
     "Allow {wait} for the change to reach every office.",
+    "Keep your {device} plugged in: a battery below twenty percent stops the update.",
+    "Write down the {thing} you use today in case you need to go back to it.",
+    "Contractors need a sponsor from the {team} before they can do this.",
 )
 STEPS = (
     "Open {menu}.",
@@ -294,6 +300,11 @@ STEPS = (
     "Approve the prompt on your phone within sixty seconds.",
     "Type the error code, for example {error}, into the search box of the help centre.",
     "Sign out of {system} completely and sign in again.",
+    "Check that the {thing2} now shows a green tick next to your name.",
+    "Close the window and open {system} from the start menu again.",
+    "Pick {option} from the drop-down list; leave the other fields as they are.",
+    "Confirm the change in the e-mail the {team} sends you within {wait}.",
+    "Test it: send yourself a message or open an internal page.",
 )
 TROUBLE = (
     "If {system} shows the error {error}, the {thing} is out of date: repeat the steps above.",
@@ -304,6 +315,9 @@ TROUBLE = (
     "If colleagues in {office} have the same problem, it is probably an outage: check the "
     "status page before you raise a ticket.",
     "Still stuck? Raise a ticket and attach a screenshot of the error {error}.",
+    "A {device} that was offline for more than thirty days must be brought to the {team}.",
+    "Clearing the {thing2} fixes most cases where {system} keeps asking for a password.",
+    "If the error {error} appears only in {office}, the local {thing} may be down.",
 )
 WHY = (
     "Since the {month} change, the {thing} is checked every time you sign in.",
@@ -311,18 +325,24 @@ WHY = (
     "A stale {thing} is the most common cause, especially after a holiday.",
     "Security policy asks for a fresh {thing} whenever a {device} changes hands.",
     "The {thing} is tied to your device, not to your account.",
+    "{system} caches the {thing2} for {wait}, so changes do not show at once.",
+    "Older {device}s cannot run the current version, which is why the {team} replaces them.",
 )
 CONTACT = (
     "The {team} owns {system}; raise a ticket in the service desk portal for them.",
     "For urgent problems call the service desk; outside office hours the {team} is on call.",
     "Office {office} has a walk-in desk on {weekday} mornings.",
     "Requests for more than ten people go to the {team} through a bulk request.",
+    "Mention the article number in your ticket so the right queue picks it up.",
+    "Managers can ask for a change on behalf of their team in the same portal.",
 )
 ADMINS = (
     "Administrators find the {thing} settings under {menu}.",
     "Changes to the {thing2} need approval from the {team}.",
     "Check the audit log before you reset a {thing} for somebody else.",
     "Never send a {thing} by chat or e-mail; use the secure share instead.",
+    "Bulk changes run overnight; schedule them before six in the evening.",
+    "The {thing2} report in {menu} lists every account still on the old setting.",
 )
 PANELS = (
     (
@@ -383,25 +403,25 @@ def generate_page(rng: random.Random, number: int) -> tuple[str, str, list[str]]
         return "<p>" + " ".join(_sentences(rng, pool, rng.randint(low, high), slots)) + "</p>"
 
     def steps() -> str:
-        items = _sentences(rng, STEPS, rng.randint(3, 7), slots)
+        items = _sentences(rng, STEPS, rng.randint(4, 10), slots)
         return "<ol>" + "".join(f"<li>{item}</li>" for item in items) + "</ol>"
 
     sections = {
-        "Before you start": lambda: prose(BEFORE, 2, 4),
+        "Before you start": lambda: prose(BEFORE, 2, 5),
         "Steps": steps,
         f"Steps on {rng.choice(SYSTEMS_OS)}": steps,
-        "If it still fails": lambda: prose(TROUBLE, 2, 4),
-        "Why this happens": lambda: prose(WHY, 2, 3),
-        "Known issues": lambda: prose(TROUBLE, 2, 3),
-        "Who to contact": lambda: prose(CONTACT, 2, 3),
-        "For administrators": lambda: prose(ADMINS, 2, 3),
+        "If it still fails": lambda: prose(TROUBLE, 3, 7),
+        "Why this happens": lambda: prose(WHY, 2, 5),
+        "Known issues": lambda: prose(TROUBLE, 2, 5),
+        "Who to contact": lambda: prose(CONTACT, 2, 4),
+        "For administrators": lambda: prose(ADMINS, 2, 5),
     }
     chosen = [
         "Steps",
         *rng.sample([name for name in sections if name != "Steps"], rng.randint(2, 4)),
     ]
     order = list(sections)
-    parts = [f"<h1>{html.escape(title)}</h1>", prose(INTRO, 2, 4)]
+    parts = [f"<h1>{html.escape(title)}</h1>", prose(INTRO, 2, 5)]
     for name in sorted(chosen, key=order.index):
         parts.append(f"<h2>{html.escape(name)}</h2>")
         parts.append(sections[name]())
