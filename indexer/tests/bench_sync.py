@@ -18,7 +18,10 @@ with the default page size, 50 pages a listing request) twice:
 The indexer's settings are the service's defaults (chunk sizes, 32 texts a forward pass) and
 torch gets every core (``--torch-threads``, default the machine's cores), as a lone indexer
 replica does; the machine's cores and load average are printed, since figures on a shared
-machine are upper bounds.
+machine are upper bounds. On a machine busy with other work, ``--torch-threads 1``: two torch
+threads competing for a core wait for each other (embedding eight sentences took 0.8-2.8 s with
+two threads at load 10 on 2 cores, 0.09-0.17 s with one). The first sync's time includes the
+one-off loads of a fresh indexer's first document (spaCy's sentence segmenter, Chroma's index).
 
 The pages are generated from ``--seed`` (same seed, same space): IT-support articles about one of
 16 systems (VPN, mail, MFA, printers, Wi-Fi, laptops and the like), each with a task and a
@@ -29,8 +32,9 @@ paragraphs of two to four sentences and numbered lists of three to seven steps, 
 system's own nouns, menus and commands and from shared pools (operating systems, offices, teams,
 devices, error codes, durations), with a note, warning or tip panel on about a third of the pages
 and a code macro on about a fifth; one page in five is readable only by one or two of four
-groups (its read restriction). With seed 16 a page has 128-377 words (mean 240; 2,000 pages:
-479,000 words, 3.2 MB of storage XHTML), a few chunks each at the default sizes.
+groups (its read restriction). With seed 16 a page has 154-534 words (mean 321; 2,000 pages:
+643,000 words, 4.2 MB of storage XHTML) and makes about five chunks at the default sizes, the
+longer sections cut by the chunker where their sentences change topic.
 
 Not collected by pytest (timings on shared machines are measurements, not pass/fail signals);
 ``indexer/tests/test_bench_sync.py`` runs it on 5 pages and checks its counts.
@@ -406,7 +410,7 @@ def generate_page(rng: random.Random, number: int) -> tuple[str, str, list[str]]
         items = _sentences(rng, STEPS, rng.randint(4, 10), slots)
         return "<ol>" + "".join(f"<li>{item}</li>" for item in items) + "</ol>"
 
-    sections = {
+    sections: dict[str, Callable[[], str]] = {
         "Before you start": lambda: prose(BEFORE, 2, 5),
         "Steps": steps,
         f"Steps on {rng.choice(SYSTEMS_OS)}": steps,

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from indexer.embedding import Embedder
+from indexer.sources.state import SyncState
 from indexer.tests import bench_sync
 
 PAGES = 5
@@ -94,7 +95,7 @@ def test_the_bench_exits_non_zero_when_the_second_sync_embeds(
     embedder: Embedder, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A sync that forgot what it indexed (every page looks new again) fails the bench."""
-    monkeypatch.setattr(bench_sync.SyncState, "known", lambda self, key: None)
+    monkeypatch.setattr(SyncState, "known", lambda self, key: None)
     with pytest.raises(SystemExit) as stopped:
         bench_sync.main(["--pages", "2"], embedder=embedder)
     assert stopped.value.code == 1
