@@ -10,7 +10,8 @@ packaged embedding model, the last two in a temporary directory, and runs the in
 with the default page size, 50 pages a listing request) twice:
 
 1. **First sync**, every page new: wall time, pages/s, chunks/s and texts embedded (semantic
-   chunking embeds every sentence to place chunk boundaries, then every chunk).
+   chunking embeds the sentences and steps of every section long enough to be cut, to place
+   the boundaries, then every chunk: 3,038 texts for 1,017 chunks on 200 pages).
 2. **Second sync**, nothing changed: wall time, texts embedded and page bodies fetched, both of
    which must be 0, and the run's summary, whose ``unchanged`` must be the page count. The bench
    exits with status 1 when either run's counts are not what they must be.
