@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from indexer.sources.config import ConfluenceConfig
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.state import SyncState
 from indexer.sources.sync import SourceSync, SyncBusy, source_doc_id
+from indexer.tests.counting import CountingEmbedder
 from tests.support.fake_confluence import EMAIL, TOKEN, FakeConfluence
 
 VPN = (
@@ -42,18 +43,6 @@ PRINTER = (
     "centre.</p></ac:rich-text-body></ac:structured-macro>"
 )
 SALARY = "<h1>Salary bands</h1><p>HR only: the salary bands for 2026 are reviewed in March.</p>"
-
-
-class CountingEmbedder(Embedder):
-    """The session's embedder (same loaded model), counting the texts it embeds."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.__dict__.update(embedder.__dict__)
-        self.texts = 0
-
-    def encode(self, texts: Sequence[str]) -> list[list[float]]:
-        self.texts += len(texts)
-        return super().encode(texts)
 
 
 @pytest.fixture
