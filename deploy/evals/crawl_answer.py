@@ -54,6 +54,8 @@ TARGET_P50_AGAIN_S = 0.5
 POLL_LIMIT_S = 300.0
 """How long a turn past the gateway's wait is polled for before it counts as failed."""
 ASKINGS = ("first", "again")
+SETTLE_LIMIT_S = 600.0
+"""How long the indexer may take to catch up with the first asking's crawls."""
 
 
 class SiteQuestion(BaseModel):
@@ -258,6 +260,12 @@ def report_lines(report: dict[str, Any]) -> Iterator[str]:
         op = "≥" if key == "first_right_page_share" else "≤"
         verdict = {True: "met", False: "NOT met", None: "no figure"}[row["met"]]
         yield f"target {labels[key]}: {row['figure']} (target {op} {row['target']}): {verdict}"
+    settling = report.get("indexer_before_again")
+    if settling:
+        yield (
+            f"before asking again: {settling['pages_behind']} crawled pages were not indexed yet; "
+            f"waited {settling['waited_s']} s, {settling['pages_left']} left"
+        )
     yield f"load average (1 min) before / after: {report['load_avg_1m']}"
 
 
@@ -343,21 +351,25 @@ def _evaluate(args: argparse.Namespace) -> int:
         host = urlsplit(seed_url).netloc
         env = stack_env(seed_url, question_set.sitemap_hosts)
         say(f"starting the stack in {data_dir} with {seed_url} as its only help site ...")
-        with _running_stack(data_dir, env) as url:
+        with _running_stack(data_dir, env) as stack:
             askings: dict[str, list[dict[str, Any]]] = {}
+            settling: dict[str, Any] = {}
             for name in ASKINGS:
+                if name == "again":
+                    settling = settle_indexer(stack.redis_url)
                 say(f"asking {len(question_set.questions)} questions ({name}) ...")
                 askings[name] = [
-                    ask_one(url, q.question, q.page, host, lambda text: say(f"  {text}"))
+                    ask_one(stack.url, q.question, q.page, host, lambda text: say(f"  {text}"))
                     for q in question_set.questions
                 ]
         context = {
             "site": str(args.site),
             "seed_url": seed_url,
             "questions_file": str(args.questions),
-            "knowledge_base": "the bundled demo articles (INDEXER_SEED_DEMO_KB, the default)",
+            "knowledge_base": default_knowledge_base(),
             "settings": {k: v for k, v in env.items() if k != "DESKPILOT_ADMIN_TOKEN"},
             "logs": str(data_dir / "logs") if args.data_dir else None,
+            "indexer_before_again": settling,
             "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         }
         report = build_report(question_set.questions, askings, context)
@@ -367,6 +379,17 @@ def _evaluate(args: argparse.Namespace) -> int:
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         say(f"report written to {args.out}")
     return 0
+
+
+def default_knowledge_base() -> str:
+    """What a stack's knowledge base holds before its first question, by default."""
+    from indexer.service import demo_kb_path
+
+    articles = sum(1 for _ in demo_kb_path().glob("*.md"))
+    return (
+        f"the {articles} bundled demo articles (INDEXER_SEED_DEMO_KB, on by default); "
+        "no past cases, no other documents"
+    )
 
 
 def say(text: str) -> None:
@@ -397,8 +420,8 @@ def _data_dir(given: Path | None) -> Iterator[Path]:
 
 
 @contextmanager
-def _running_stack(data_dir: Path, env: dict[str, str]) -> Iterator[str]:
-    """The whole stack as ``deskpilot up`` starts it, crawler on; its gateway's URL."""
+def _running_stack(data_dir: Path, env: dict[str, str]) -> Iterator[Any]:
+    """The whole stack as ``deskpilot up`` starts it, crawler on."""
     from deploy.runner import RunnerSettings, Stack, free_port
 
     settings = RunnerSettings(data_dir=data_dir, crawler="on", ready_timeout_s=900)
@@ -410,9 +433,48 @@ def _running_stack(data_dir: Path, env: dict[str, str]) -> Iterator[str]:
                 f"the stack did not become healthy ({stack.not_ready()}); its logs: "
                 f"{data_dir / 'logs'}"
             )
-        yield stack.url
+        yield stack
     finally:
         stack.stop()
+
+
+def indexer_backlog(redis_url: str) -> int:
+    """Crawled pages the indexer has not indexed yet: its group's entries not yet delivered
+    (lag) and those delivered but not acknowledged (pending) on ``pages.crawled``."""
+    import redis
+
+    from contracts.topics import Group, Topic
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        groups = client.xinfo_groups(str(Topic.PAGES_CRAWLED))
+    except redis.ResponseError:
+        return 0  # no stream yet: nothing was crawled
+    finally:
+        client.close()
+    for group in groups:
+        name = group["name"].decode() if isinstance(group["name"], bytes) else group["name"]
+        if name == str(Group.INDEXER):
+            return int(group.get("lag") or 0) + int(group.get("pending") or 0)
+    return 0
+
+
+def settle_indexer(redis_url: str, limit_s: float = SETTLE_LIMIT_S) -> dict[str, Any]:
+    """Wait until the indexer has indexed every page the first asking's crawls read, so that
+    asking again measures what the stack learned; how many pages were behind and for how long
+    (a first asking's turn that ended while its pages waited was answered without them)."""
+    started = time.monotonic()
+    behind = remaining = indexer_backlog(redis_url)
+    if behind:
+        say(f"waiting for the indexer: {behind} crawled pages not indexed yet ...")
+    while remaining and time.monotonic() - started < limit_s:
+        time.sleep(0.5)
+        remaining = indexer_backlog(redis_url)
+    return {
+        "pages_behind": behind,
+        "waited_s": round(time.monotonic() - started, 1),
+        "pages_left": remaining,
+    }
 
 
 def ask_one(
