@@ -20,10 +20,12 @@ from deploy.evals.crawl_answer import (
     checked_inputs,
     cites_page,
     failure,
+    indexer_backlog,
     outcome,
     page_key,
     read_question_set,
     report_lines,
+    settle_indexer,
     stack_env,
     summary,
 )
@@ -87,7 +89,7 @@ def test_a_questions_file_is_read_with_its_seed_and_sitemap_hosts(tmp_path: Path
 def test_a_bad_questions_file_is_refused_saying_what_is_wrong(
     tmp_path: Path, text: str, complaint: str
 ) -> None:
-    with pytest.raises(ValueError, match="questions.yaml") as raised:
+    with pytest.raises(ValueError, match=r"questions\.yaml") as raised:
         read_question_set(write(tmp_path, text))
     assert complaint in str(raised.value)
 
@@ -134,7 +136,8 @@ def test_the_command_is_registered_under_eval() -> None:
     parser, runners = build_parser()
     args = parser.parse_args(["eval", "crawl-answer", "--site", "s", "--questions", "q"])
     assert runners[f"{args.command} {args.kind}"].__name__ == "run_eval_crawl_answer"
-    assert args.seed is None and args.out is None
+    assert args.seed is None
+    assert args.out is None
 
 
 def test_the_stack_gets_the_site_as_its_only_help_site() -> None:
@@ -287,9 +290,48 @@ def test_the_printed_report_shows_each_question_the_figures_and_the_targets() ->
     text = "\n".join(lines)
     rows = [line for line in lines if line.lstrip().startswith(("1 ", "2 "))]
     assert len(rows) == 2
-    assert "first" in rows[0] and "5.00" in rows[0]
-    assert " yes " in rows[1] and "12.00" in rows[1]  # cited, though not first
+    assert "first" in rows[0]
+    assert "5.00" in rows[0]
+    assert " yes " in rows[1]
+    assert "12.00" in rows[1]
     assert "first: right page first 1/2, cited at all 2/2 (100%)" in text
     assert "target first asking, p50 s: 8.5 (target ≤ 8.0): NOT met" in text
     assert "target asked again, p50 s: 0.25 (target ≤ 0.5): met" in text
     assert "target first asking, right page cited: 1.0 (target ≥ 0.9): met" in text
+
+
+# -- the indexer's backlog, on a real Redis ------------------------------------------------------
+
+
+def test_the_indexer_backlog_counts_pages_not_delivered_and_not_acknowledged(
+    fresh_redis_url: str,
+) -> None:
+    import redis
+
+    client = redis.Redis.from_url(fresh_redis_url)
+    assert indexer_backlog(fresh_redis_url) == 0  # nothing crawled yet: no stream
+    client.xgroup_create("pages.crawled", "indexer", id="0", mkstream=True)
+    client.xgroup_create("pages.crawled", "other", id="0")
+    ids = [client.xadd("pages.crawled", {"page": str(n)}) for n in range(3)]
+    assert indexer_backlog(fresh_redis_url) == 3
+    client.xreadgroup("indexer", "worker", {"pages.crawled": ">"}, count=2)
+    assert indexer_backlog(fresh_redis_url) == 3  # two being indexed, one waiting
+    client.xack("pages.crawled", "indexer", *ids[:2])
+    assert indexer_backlog(fresh_redis_url) == 1  # another group's backlog is not counted
+    client.xreadgroup("indexer", "worker", {"pages.crawled": ">"})
+    client.xack("pages.crawled", "indexer", ids[2])
+    assert indexer_backlog(fresh_redis_url) == 0
+    assert settle_indexer(fresh_redis_url) == {"pages_behind": 0, "waited_s": 0.0, "pages_left": 0}
+    client.close()
+
+
+def test_settling_gives_up_after_its_limit_and_says_what_is_left(fresh_redis_url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(fresh_redis_url)
+    client.xgroup_create("pages.crawled", "indexer", id="0", mkstream=True)
+    client.xadd("pages.crawled", {"page": "1"})
+    settled = settle_indexer(fresh_redis_url, limit_s=0.6)
+    assert (settled["pages_behind"], settled["pages_left"]) == (1, 1)
+    assert settled["waited_s"] >= 0.5
+    client.close()
