@@ -240,6 +240,14 @@ def test_a_summary_counts_right_pages_actions_and_times() -> None:
     assert figures["errors"] == 1
     # The failure's time is no answer time.
     assert (figures["p50_s"], figures["max_s"], figures["over_30_s"]) == (2.5, 40.0, 1)
+    assert (figures["crawled"], figures["crawled_p50_s"]) == (0, None)
+    crawling = outcome(answer("answer", crawled=True), PAGE, HOST, 12.0)
+    figures = summary([*results, crawling])
+    assert (figures["crawled"], figures["crawled_p50_s"], figures["crawled_max_s"]) == (
+        1,
+        12.0,
+        12.0,
+    )
 
 
 def test_an_asking_with_no_answer_at_all_has_no_times() -> None:
