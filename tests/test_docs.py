@@ -288,7 +288,7 @@ def _subcommands(parser: ArgumentParser) -> dict[str, Any]:
     return {}
 
 
-_INLINE_COMMAND = re.compile(r"`(?:\.venv/bin/)?deskpilot ([a-z][a-z ]*)")
+_INLINE_COMMAND = re.compile(r"`(?:\.venv/bin/)?deskpilot ([a-z][a-z-]*(?: [a-z][a-z-]*)*)")
 _COMMAND_LINE = re.compile(r"^[ \t]*(?:[^#\n]*\|\s*)?\.venv/bin/deskpilot (.+)$", re.MULTILINE)
 _SH_BLOCK = re.compile(r"^[ \t]*```sh\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL)
 
