@@ -303,7 +303,7 @@ class PagesAndLists:
             {"id": SITE_PAGES_DRIVE, "name": "Site Pages", "driveType": "documentLibrary"}
         )
 
-    def _item_json(self, made: FakeList, item: FakeListItem) -> dict[str, Any]:
+    def _list_item_json(self, made: FakeList, item: FakeListItem) -> dict[str, Any]:
         from tests.support.fake_graph import HOST, SITE_PATH
 
         if item.deleted:
@@ -333,7 +333,9 @@ class PagesAndLists:
                 key=lambda i: i.changed_at,
             )
             now = max((i.changed_at for i in made.items.values()), default=since_at)
-            values = [self._item_json(made, i) for i in changed[start : start + self.page_size]]
+            values = [
+                self._list_item_json(made, i) for i in changed[start : start + self.page_size]
+            ]
         base = f"{self.graph_url}/sites/{request.path_params['site']}/lists/{made.id}/items/delta"
         body: dict[str, Any] = {"value": values}
         if start + self.page_size < len(changed):
@@ -351,7 +353,7 @@ class PagesAndLists:
         if made is None or item is None or item.deleted:
             return graph_error(404, "itemNotFound", "Item does not exist.")
         self.list_item_reads.append(f"{made.id}/{item.id}")
-        return JSONResponse(self._item_json(made, item))
+        return JSONResponse(self._list_item_json(made, item))
 
     def _page_by_name(self, name: str) -> FakeSitePage | None:
         return next((p for p in self.pages.values() if p.name == name), None)
