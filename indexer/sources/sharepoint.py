@@ -35,6 +35,7 @@ from the list's configuration, as Graph v1.0 reports no permissions for list ite
 from __future__ import annotations
 
 import json
+import logging
 import re
 import ssl
 from collections.abc import Callable, Iterator
@@ -70,6 +71,8 @@ from indexer.sources.sharepoint_pages import (
     page_document,
     page_key,
 )
+
+logger = logging.getLogger(__name__)
 
 SYSTEM = "Microsoft Graph"
 SCOPES = ["https://graph.microsoft.com/.default"]
@@ -223,10 +226,16 @@ class SharePointSource(Source):
         return response
 
     def _json(self, url: str, what: str) -> dict[str, Any]:
+        return self._ok_json(self._response(url, what), what)
+
+    def _response(self, url: str, what: str) -> httpx.Response:
         try:
-            response = self._get(url, what)
+            return self._get(url, what)
         except TooLarge as exc:
             raise SourceError(f"a Graph response was too large: {exc}") from None
+
+    @staticmethod
+    def _ok_json(response: httpx.Response, what: str) -> dict[str, Any]:
         if response.status_code != 200:
             raise SourceError(f"Microsoft Graph answered HTTP {response.status_code} ({what})")
         return json_object(response, SYSTEM, SourceError)
@@ -363,9 +372,16 @@ class SharePointSource(Source):
         enumeration): changes, the next link, and after the last page its delta link."""
 
         def pages(link: str | None) -> Iterator[FeedPage]:
-            url = link or first
+            url, resynced = link or first, False
             while url:
-                body = self._json(url, what)
+                response = self._response(url, what)
+                if response.status_code == 410 and url != first and not resynced:
+                    # 410 resyncRequired: the kept link is too old. Enumerate afresh; what is
+                    # unchanged is then skipped by its version, so nothing is embedded again.
+                    logger.warning("%s: Graph asks for a full resync (HTTP 410)", self.name)
+                    url, resynced = first, True
+                    continue
+                body = self._ok_json(response, what)
                 self._listed_items = {}
                 changes: list[Change] = []
                 for item in body.get("value", []):
@@ -393,11 +409,12 @@ class SharePointSource(Source):
                 page_id = str(page.get("id", "")) if isinstance(page, dict) else ""
                 if not _ID.fullmatch(page_id):
                     continue
-                listed.add(page_id)
+                listed.add(page_id)  # kept, even if unusable now: not deleted for that
                 try:
                     change = page_change(page)
                 except DocumentError as exc:
-                    raise SourceError(str(exc)) from None
+                    logger.warning("%s: page %s skipped: %s", self.name, page_id, exc)
+                    continue
                 if change is not None:
                     changes.append(change)
             url = str(body.get("@odata.nextLink") or "")

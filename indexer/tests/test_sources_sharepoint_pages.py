@@ -219,3 +219,56 @@ def test_forged_keys_and_odd_listings_are_refused(graph: FakeGraph) -> None:
     assert page_change({"id": "x", "eTag": "1"}) is None
     with pytest.raises(DocumentError):
         page_change({"id": "x", "publishingState": {"level": "published"}})
+
+
+def test_a_run_stopped_in_a_list_resumes_there_without_reading_anything_twice(
+    graph: FakeGraph, embedder: Any, collection: Collection, settings: Any, client: redis.Redis
+) -> None:
+    counting = CountingEmbedder(embedder)
+    ingestor = Ingestor(counting, collection, settings)
+    graph.page_size = 1
+    page = graph.add_page("VPN setup", VPN_PAGE)
+    list_id, first_item = faq(graph)
+    second = graph.add_list_item(list_id, {"Title": "Printer jam", "Answer": "Open tray B."})
+    graph.add_file("vpn.md", libraries.VPN_MD)
+    graph.fail_list_deltas_after(1)  # the list's first delta page, then Graph goes down
+    stopped = Syncer(graph, ingestor, client, lists=[FAQ], max_retries=0).run()
+    assert stopped.error is not None
+    assert "503" in stopped.error
+    assert stopped.summary.new == 2  # the page, the list's first item
+    embedded = counting.texts
+
+    graph.fail_list_deltas_after(None)
+    resumed = Syncer(graph, ingestor, client, lists=[FAQ]).run()
+    assert resumed.error is None
+    assert resumed.resumed
+    assert (resumed.summary.new, resumed.summary.unchanged) == (4, 0)
+    assert graph.page_reads == [page.id]  # the pages were finished: not listed again
+    assert graph.downloads == [next(iter(graph.items))]
+    assert counting.texts > embedded
+    for item in (first_item, second.id):
+        assert item_chunks(collection, client, list_id, item)["ids"]
+
+
+def test_a_list_delta_token_graph_no_longer_honours_means_a_full_resync(
+    graph: FakeGraph, embedder: Any, collection: Collection, settings: Any, client: redis.Redis
+) -> None:
+    counting = CountingEmbedder(embedder)
+    syncer = Syncer(graph, Ingestor(counting, collection, settings), client, lists=[FAQ])
+    list_id, item = faq(graph)
+    try:
+        assert syncer.run().summary.new == 1
+        embedded = counting.texts
+        graph.expire_list_delta_tokens()
+        graph.edit_list_item(list_id, item, {"Answer": "Call the service desk on 4444."})
+        resync = syncer.run()
+        assert resync.error is None
+        assert resync.summary.changed == 1
+        assert "4444" in "\n".join(item_chunks(collection, client, list_id, item)["documents"])
+        assert counting.texts > embedded
+        graph.expire_list_delta_tokens()
+        embedded = counting.texts
+        again = syncer.run()  # everything re-listed, nothing changed: nothing embedded
+        assert (again.error, again.summary.unchanged, counting.texts) == (None, 1, embedded)
+    finally:
+        syncer.close()

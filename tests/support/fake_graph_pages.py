@@ -23,8 +23,9 @@ this in), with the shapes Microsoft documents for Graph v1.0:
   a page's file in the Site Pages library and who may read it.
 
 Knobs: :meth:`PagesAndLists.throttle_page_listing` (the next listings answer 429 with
-``Retry-After``), :meth:`PagesAndLists.delete_page`, :meth:`PagesAndLists.delete_list_item`;
-the logs :attr:`PagesAndLists.page_reads` and :attr:`PagesAndLists.list_item_reads`.
+``Retry-After``), :meth:`PagesAndLists.fail_list_deltas_after` (503 from then on),
+:meth:`PagesAndLists.expire_list_delta_tokens` (410 ``resyncRequired`` for delta links issued
+so far); the logs :attr:`PagesAndLists.page_reads` and :attr:`PagesAndLists.list_item_reads`.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ class PagesAndLists:
         self.list_item_reads: list[str] = []
         self._page_ids = itertools.count(1)
         self._throttled_listings = 0
+        self._list_deltas_left: int | None = None
+        self._token_floor = 0
 
     # -- content ------------------------------------------------------------------------------
 
@@ -154,6 +157,15 @@ class PagesAndLists:
     def throttle_page_listing(self, count: int) -> None:
         """The next ``count`` requests for the pages listing answer 429 with Retry-After."""
         self._throttled_listings = count
+
+    def expire_list_delta_tokens(self) -> None:
+        """Every list delta token issued so far answers 410 ``resyncRequired``."""
+        with self._lock:
+            self._token_floor = next(self._clock)
+
+    def fail_list_deltas_after(self, pages: int | None) -> None:
+        """List delta pages after the next ``pages`` answer 503 (a run stopped midway)."""
+        self._list_deltas_left = pages
 
     # -- routes -------------------------------------------------------------------------------
 
@@ -328,6 +340,17 @@ class PagesAndLists:
         since, _, page = token.partition(".")
         since_at, start = int(since or 0), int(page or 0)
         with self._lock:
+            if token and not page and since_at < self._token_floor:  # a delta link's token
+                return graph_error(
+                    410,
+                    "resyncRequired",
+                    "Resync required. Replace any local items with the server's version.",
+                    {"Location": f"{request.url.remove_query_params('token')}"},
+                )
+            if self._list_deltas_left is not None:
+                if self._list_deltas_left <= 0:
+                    return graph_error(503, "serviceNotAvailable", "Service unavailable", _RETRY)
+                self._list_deltas_left -= 1
             changed = sorted(
                 (i for i in made.items.values() if i.changed_at > since_at),
                 key=lambda i: i.changed_at,
