@@ -3,7 +3,9 @@ Chroma and the embedder: first sync, changed, unchanged, deleted, throttling, ba
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ import redis
 from chromadb.api.models.Collection import Collection
 from pydantic import ValidationError
 
+from indexer.config import IndexerSettings
 from indexer.service import Ingestor
 from indexer.sources.base import Change, DocumentError
 from indexer.sources.sharepoint import SharePointSource
@@ -272,3 +275,18 @@ def test_a_list_delta_token_graph_no_longer_honours_means_a_full_resync(
         assert (again.error, again.summary.unchanged, counting.texts) == (None, 1, embedded)
     finally:
         syncer.close()
+
+
+def test_the_indexer_refuses_to_start_with_a_list_nobody_is_said_to_read(
+    graph: FakeGraph, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    source = config(graph).model_dump(mode="json") | {
+        "client_secret": "graph-test-secret-value",
+        "lists": [{"list": "IT FAQ", "body": ["Answer"]}],
+    }
+    monkeypatch.setenv("INDEXER_SOURCES", json.dumps([source]))
+    with pytest.raises(ValidationError) as refused:
+        IndexerSettings(data_dir=tmp_path)
+    message = str(refused.value)
+    assert "the SharePoint list 'IT FAQ': say who may read it" in message
+    assert "graph-test-secret-value" not in message
