@@ -4,9 +4,10 @@ the indexer's extracted form.
 A site page (``sitePage`` with ``$expand=canvasLayout``) is its text web parts' ``innerHtml``,
 in reading order (horizontal sections, their columns, then the vertical section), under the
 page's title; it goes through the indexer's HTML extractor, so the page's headings become
-sections exactly as in an HTML file. Web parts without text (images, embeds, lists of links
-rendered by SharePoint) are skipped. Only published pages are indexed: a checked-out draft (such
-as one this project writes back) is nobody's knowledge yet.
+sections exactly as in an HTML file. Other web parts (quick links, a call to action) give the
+texts SharePoint marks for its own search index; those without text (an image) give nothing.
+Only published pages are indexed: a checked-out draft (such as one this project writes back) is
+nobody's knowledge yet.
 
 A list item is its title column and its body columns; rich-text columns arrive as HTML and are
 kept so, other values are escaped. With several body columns each is a section named after the
@@ -62,16 +63,34 @@ def _web_parts(page: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield from (layout.get("verticalSection") or {}).get("webparts") or []
 
 
+def _web_part_html(part: Any) -> str:
+    """A text web part's HTML; for another web part (quick links, a call to action) the texts
+    SharePoint itself search-indexes (``serverProcessedContent``: ``htmlStrings`` and
+    ``searchablePlainTexts``); nothing for one without text (an image)."""
+    if not isinstance(part, dict):
+        return ""
+    if str(part.get("@odata.type", "")).endswith(TEXT_WEB_PART):
+        return str(part.get("innerHtml") or "")
+    content = (part.get("data") or {}).get("serverProcessedContent") or {}
+    pairs = [
+        (kind, pair.get("value"))
+        for kind in ("htmlStrings", "searchablePlainTexts")
+        for pair in content.get(kind) or []
+        if isinstance(pair, dict)
+    ]
+    return "".join(
+        str(value) if kind == "htmlStrings" else f"<p>{html.escape(str(value))}</p>"
+        for kind, value in pairs
+        if value
+    )
+
+
 def page_document(page: dict[str, Any], fallback_url: str) -> ExtractedDocument:
     """The page's text, its headings as sections, titled and linked as Graph names it."""
     title = str(page.get("title") or page.get("name") or "Untitled page")
     url = str(page.get("webUrl") or fallback_url)
-    texts = [
-        str(part.get("innerHtml") or "")
-        for part in _web_parts(page)
-        if isinstance(part, dict) and str(part.get("@odata.type", "")).endswith(TEXT_WEB_PART)
-    ]
-    body = "\n".join(f"<div>{text}</div>" for text in texts)
+    texts = [_web_part_html(part) for part in _web_parts(page)]
+    body = "\n".join(f"<div>{text}</div>" for text in texts if text)
     document = extract_html(
         f"<article><h1>{html.escape(title)}</h1>{body}</article>",
         fallback_title=title,

@@ -31,6 +31,7 @@ VPN_PAGE = [
         [
             "<h2>Before you start</h2><p>Install GlobalProtect from the Company Portal.</p>",
             "image:diagram",
+            "links:Company Portal downloads|Badge office opening hours",
         ],
         ["<h2>Connect</h2><p>Sign in at vpn.example.com with your badge account.</p>"],
     ]
@@ -78,6 +79,7 @@ def test_pages_and_list_items_new_unchanged_changed_deleted(
         }
         assert all(m["title"] == "VPN setup" for m in chunks["metadatas"])
         assert "GlobalProtect" in "\n".join(chunks["documents"])
+        assert "Badge office opening hours" in "\n".join(chunks["documents"])  # quick links
         assert all(
             m["readers_public"] is False and m["readers_groups"] == "|it-staff|"
             for m in chunks["metadatas"]

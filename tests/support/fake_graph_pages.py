@@ -404,7 +404,24 @@ _RETRY = {"Retry-After": "1"}
 
 
 def _webpart(html: str) -> dict[str, Any]:
-    """A text web part, or (for ``"image:..."``) an image web part, which has no text."""
+    """A text web part; for ``"image:..."`` an image web part, which has no text; for
+    ``"links:a|b"`` a Quick links web part whose link titles are searchable plain texts."""
+    if html.startswith("links:"):
+        titles = html.removeprefix("links:").split("|")
+        return {
+            "@odata.type": "#microsoft.graph.standardWebPart",
+            "id": "c70391ea-0b10-4ee9-b2b4-006d3fcad0cd",
+            "webPartType": "c70391ea-0b10-4ee9-b2b4-006d3fcad0cd",
+            "data": {
+                "title": "Quick links",
+                "serverProcessedContent": {
+                    "searchablePlainTexts": [
+                        {"key": f"items[{i}].title", "value": t} for i, t in enumerate(titles)
+                    ],
+                    "links": [{"key": "baseUrl", "value": "https://contoso.sharepoint.com"}],
+                },
+            },
+        }
     if html.startswith("image:"):
         return {
             "@odata.type": "#microsoft.graph.standardWebPart",
