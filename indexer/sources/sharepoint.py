@@ -34,6 +34,7 @@ from the list's configuration, as Graph v1.0 reports no permissions for list ite
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -115,6 +116,13 @@ class ListMapping:
     title: str
     body: list[tuple[str, str]]
     """(display name, internal name) of each body column."""
+
+    def tag(self) -> str:
+        """A short digest of what makes an item's document and readers."""
+        made = json.dumps(
+            [self.title, self.body, self.config.readers().fingerprint()], sort_keys=True
+        )
+        return hashlib.sha256(made.encode()).hexdigest()[:12]
 
 
 READ_ROLES = frozenset({"read", "write", "owner", "sp.full control"})
@@ -337,11 +345,19 @@ class SharePointSource(Source):
         if self.config.pages:
             previous = tuple(known_pages)
             feeds.append((PAGES_FEED, lambda _link: self._page_listing(previous)))
-        for list_id in self._mappings():
+        for list_id, mapping in self._mappings().items():
+            # Keyed by the list's settings too: other columns or readers start the list afresh
+            # (a delta link would report none of its unchanged items) and change every version.
+            tag = mapping.tag()
             url = f"{self.graph}/sites/{self._site_id()}/lists/{list_id}/items/delta?$expand=fields"
             feeds.append(
-                (LIST_FEED + list_id, self._delta_feed(url, "lists", _list_change(list_id)))
+                (
+                    f"{LIST_FEED}{list_id}:{tag}",
+                    self._delta_feed(url, "lists", _list_change(list_id, tag)),
+                )
             )
+        keys = {key for key, _ in feeds}
+        deltas = {k: v for k, v in deltas.items() if not k.startswith(LIST_FEED) or k in keys}
         for drive_id, _ in self._drives():
             url = f"{self.graph}/drives/{quote(drive_id, safe='')}/root/delta"
             feeds.append((drive_id, self._delta_feed(url, "delta", _drive_change(drive_id))))
@@ -646,5 +662,5 @@ def _drive_change(drive_id: str) -> Callable[[dict[str, Any]], Change | None]:
     return lambda item: SharePointSource._change(drive_id, item)
 
 
-def _list_change(list_id: str) -> Callable[[dict[str, Any]], Change | None]:
-    return lambda item: list_item_change(list_id, item)
+def _list_change(list_id: str, tag: str) -> Callable[[dict[str, Any]], Change | None]:
+    return lambda item: list_item_change(list_id, item, tag)

@@ -48,11 +48,14 @@ def page_change(page: dict[str, Any]) -> Change | None:
     return Change(page_key(str(page["id"])), version)
 
 
-def list_item_change(list_id: str, item: dict[str, Any]) -> Change:
+def list_item_change(list_id: str, item: dict[str, Any], config_tag: str) -> Change:
+    """The change a delta listed; its version carries ``config_tag`` (what the list's settings
+    make of an item), so a change of columns or readers changes every item's version."""
     key = list_item_key(list_id, str(item.get("id", "")))
     if "deleted" in item:
         return Change(key, "", deleted=True)
-    return Change(key, str(item.get("eTag") or item.get("lastModifiedDateTime") or ""))
+    version = str(item.get("eTag") or item.get("lastModifiedDateTime") or "")
+    return Change(key, f"{version}#{config_tag}")
 
 
 def _web_parts(page: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -292,3 +292,32 @@ def test_the_indexer_refuses_to_start_with_a_list_nobody_is_said_to_read(
     message = str(refused.value)
     assert "the SharePoint list 'IT FAQ': say who may read it" in message
     assert "graph-test-secret-value" not in message
+
+
+def test_other_readers_or_columns_for_a_list_take_effect_at_the_next_sync(
+    graph: FakeGraph, ingestor: Ingestor, collection: Collection, client: redis.Redis
+) -> None:
+    list_id, item = faq(graph)
+    runs = [
+        FAQ,
+        {**FAQ, "groups": ["hr-staff"]},  # the readers change, the item does not
+        {**FAQ, "groups": ["hr-staff"], "body": ["Answer"]},  # one column less
+    ]
+    results, metadatas, texts = [], [], []
+    for settings_now in runs:
+        syncer = Syncer(graph, ingestor, client, lists=[settings_now])
+        try:
+            results.append(syncer.run())
+        finally:
+            syncer.close()
+        chunks = item_chunks(collection, client, list_id, item)
+        metadatas.append({m["readers_groups"] for m in chunks["metadatas"]})
+        texts.append("\n".join(chunks["documents"]))
+    assert [(r.error, r.summary.new, r.summary.changed) for r in results] == [
+        (None, 1, 0),
+        (None, 0, 1),
+        (None, 0, 1),
+    ]
+    assert metadatas == [{"|all-staff|"}, {"|hr-staff|"}, {"|hr-staff|"}]
+    assert "five minutes" in texts[1]
+    assert "five minutes" not in texts[2]
