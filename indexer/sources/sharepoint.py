@@ -21,8 +21,9 @@ indexer's extractor); other files are not listed.
 Configured lists are read the same way, by list item delta queries
 (``/sites/{id}/lists/{list}/items/delta?$expand=fields``), their delta links kept beside the
 drives'. Site pages have no delta query: every run lists them
-(``/sites/{id}/pages/microsoft.graph.sitePage``, by ``@odata.nextLink``) with their ``eTag``
-and ``lastModifiedDateTime`` as the version, so an unchanged page is skipped without being read;
+(``/sites/{id}/pages/microsoft.graph.sitePage``, by ``@odata.nextLink``) with their ``eTag``,
+``lastModifiedDateTime`` and readers (read every run) as the version, so an unchanged page is
+skipped without being read and a page whose permissions alone changed is re-indexed;
 the ids a complete listing returned are kept in the cursor, and a page the next complete listing
 misses is deleted. A run goes pages, then lists, then drives; the cursor remembers which of these
 feeds the run has finished, so a run resumed midway does not read them again.
@@ -154,6 +155,9 @@ class SharePointSource(Source):
         self._page_files: dict[str, tuple[str, str]] = {}
         """A fetched page's key -> (its Site Pages list id, its file name), for its readers."""
         self._page_drives: dict[str, str] = {}
+        self._page_items: dict[tuple[str, str], str] = {}
+        self._page_readers: dict[str, Readers] = {}
+        """Readers of the pages the listing page being synced returned, read while listing."""
 
     def close(self) -> None:
         self.client.close()
@@ -420,6 +424,7 @@ class SharePointSource(Source):
         listed: set[str] = set()
         while url:
             body = self._json(url, "pages")
+            self._page_readers = {}
             changes: list[Change] = []
             for page in body.get("value", []):
                 page_id = str(page.get("id", "")) if isinstance(page, dict) else ""
@@ -427,7 +432,7 @@ class SharePointSource(Source):
                     continue
                 listed.add(page_id)  # kept, even if unusable now: not deleted for that
                 try:
-                    change = page_change(page)
+                    change = self._listed_page(page)
                 except DocumentError as exc:
                     logger.warning("%s: page %s skipped: %s", self.name, page_id, exc)
                     continue
@@ -442,6 +447,26 @@ class SharePointSource(Source):
                 gone = sorted(set(known) - listed)
                 changes += [Change(page_key(page_id), "", deleted=True) for page_id in gone]
                 yield FeedPage(tuple(changes), None, tuple(sorted(listed)))
+
+    def _listed_page(self, page: dict[str, Any]) -> Change | None:
+        """A published page's change, its version also naming its readers (read now, every
+        run): a permission change alone makes the page changed, so it takes effect at once."""
+        change = page_change(page)
+        if change is None:
+            return None
+        parent = page.get("parentReference") or {}
+        list_id, name = str(parent.get("listId") or ""), str(page.get("name") or "")
+        try:
+            if not _ID.fullmatch(list_id) or not name or "/" in name:
+                raise DocumentError("listed without its library or name")
+            readers = self._page_file_readers(list_id, name)
+        except DocumentError as exc:
+            # Indexed (or failed, and counted) through fetch and permissions like any change.
+            logger.warning("%s: readers of page %s: %s", self.name, page.get("id"), exc)
+            return change
+        self._page_readers[change.key] = readers
+        digest = hashlib.sha256(readers.fingerprint().encode()).hexdigest()[:12]
+        return Change(change.key, f"{change.version}#{digest}")
 
     @staticmethod
     def _change(drive_id: str, item: dict[str, Any]) -> Change | None:
@@ -494,7 +519,12 @@ class SharePointSource(Source):
         if change.key.startswith(LIST_PREFIX):
             return self._list_of(change.key).config.readers()
         if change.key.startswith(PAGE_PREFIX):
-            return self._file_readers(self._page_file_url(change.key))
+            listed = self._page_readers.pop(change.key, None)
+            if listed is not None:
+                return listed
+            if change.key not in self._page_files:
+                raise DocumentError("the page's readers are read after the page")
+            return self._page_file_readers(*self._page_files.pop(change.key))
         return self._file_readers(self._item_url(change.key))
 
     def _fetch_page(self, key: str) -> ExtractedDocument:
@@ -513,25 +543,26 @@ class SharePointSource(Source):
         self._page_files[key] = (list_id, name)
         return page_document(page, url)
 
-    def _page_file_url(self, key: str) -> str:
-        """The page's file in the Site Pages library (whose permissions are the page's)."""
-        if key not in self._page_files:
-            raise DocumentError("the page's readers are read after the page")
-        list_id, name = self._page_files.pop(key)
+    def _page_file_readers(self, list_id: str, name: str) -> Readers:
+        """Who may read a page: the permissions of its file in the Site Pages library (the
+        library's drive, then the file by name; both kept for later runs)."""
         if list_id not in self._page_drives:
             drive = self._json(
                 f"{self.graph}/sites/{self._site_id()}/lists/{list_id}/drive", "permissions"
             )
             self._page_drives[list_id] = str(drive.get("id", ""))
         drive_id = self._page_drives[list_id]
-        response = self._get(
-            f"{self.graph}/drives/{quote(drive_id, safe='')}/root:/{quote(name, safe='')}",
-            "permissions",
-        )
-        if response.status_code != 200:
-            raise DocumentError(f"the page's file: HTTP {response.status_code}")
-        item_id = str(json_object(response, SYSTEM, DocumentError).get("id", ""))
-        return self._item_url(f"{drive_id}/{item_id}")
+        item_id = self._page_items.get((drive_id, name))
+        if item_id is None:
+            response = self._get(
+                f"{self.graph}/drives/{quote(drive_id, safe='')}/root:/{quote(name, safe='')}",
+                "permissions",
+            )
+            if response.status_code != 200:
+                raise DocumentError(f"the page's file: HTTP {response.status_code}")
+            item_id = str(json_object(response, SYSTEM, DocumentError).get("id", ""))
+            self._page_items[(drive_id, name)] = item_id
+        return self._file_readers(self._item_url(f"{drive_id}/{item_id}"))
 
     def _list_of(self, key: str) -> ListMapping:
         list_id, _, item_id = key.removeprefix(LIST_PREFIX).partition("/")

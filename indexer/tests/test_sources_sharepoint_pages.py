@@ -321,3 +321,29 @@ def test_other_readers_or_columns_for_a_list_take_effect_at_the_next_sync(
     assert metadatas == [{"|all-staff|"}, {"|hr-staff|"}, {"|hr-staff|"}]
     assert "five minutes" in texts[1]
     assert "five minutes" not in texts[2]
+
+
+def test_a_page_permission_change_alone_takes_effect_at_the_next_sync(
+    graph: FakeGraph, embedder: Any, collection: Collection, settings: Any, client: redis.Redis
+) -> None:
+    counting = CountingEmbedder(embedder)
+    syncer = Syncer(graph, Ingestor(counting, collection, settings), client)
+    page = graph.add_page("VPN setup", VPN_PAGE)  # organisation-wide
+    try:
+        assert syncer.run().summary.new == 1
+        assert {
+            m["readers_public"] for m in page_chunks(collection, client, page.id)["metadatas"]
+        } == {True}
+        graph.share_page(page.id, groups=["it-staff"], organization_link=False)
+        restricted = syncer.run()
+        assert (restricted.error, restricted.summary.changed) == (None, 1)
+        metadatas = page_chunks(collection, client, page.id)["metadatas"]
+        assert {(m["readers_public"], m["readers_groups"]) for m in metadatas} == {
+            (False, "|it-staff|")
+        }
+        embedded, reads = counting.texts, len(graph.page_reads)
+        again = syncer.run()
+        assert again.summary.unchanged == 1
+        assert (counting.texts, len(graph.page_reads)) == (embedded, reads)
+    finally:
+        syncer.close()

@@ -125,6 +125,12 @@ class PagesAndLists:
             page.sections, page.version = sections, page.version + 1
             page.changed_at = next(self._clock)
 
+    def share_page(self, page_id: str, *, groups: list[str], organization_link: bool) -> None:
+        """Other permissions on the page's file; the page itself (its eTag) does not change."""
+        with self._lock:
+            page = self.pages[page_id]
+            page.groups, page.organization_link = groups, organization_link
+
     def delete_page(self, page_id: str) -> None:
         with self._lock:
             del self.pages[page_id]
