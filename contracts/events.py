@@ -742,6 +742,14 @@ class TicketStatusRequested(Event):
     key: str | None = Field(None, description="A key the user named; else their latest tickets.")
 
 
+INCIDENT_RESOLVED_KEEP_S = 6 * 3600
+"""How long a resolved incident is remembered by default, so a late, older update of it cannot
+make it ongoing again (the orchestrator's store, the gateway's incident board)."""
+INCIDENT_STALE_AFTER_S = 7 * 24 * 3600
+"""By default, an ongoing incident without news for this long is forgotten: its source never
+reported the resolution."""
+
+
 class Incident(BaseModel):
     """An outage as a status page or an internal system reports it."""
 

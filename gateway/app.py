@@ -22,7 +22,7 @@ from contracts.bus import Bus, create_group
 from contracts.heartbeat import Heartbeat
 from contracts.metrics import serve_metrics
 from contracts.topics import Group
-from gateway import analytics, channels, feedback, handlers
+from gateway import analytics, channels, directory, feedback, handlers
 from gateway.api import api_router
 from gateway.api.config import ConfigService
 from gateway.attachments import AttachmentRecords, AttachmentService
@@ -67,16 +67,35 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     )
     feedback_service = FeedbackService(bus, store, recorder)
     rate_limiter = RateLimiter.from_settings(bus.redis, settings)
-    channel_set = channels.build(settings, turns, index, bus.redis, feedback_service, rate_limiter)
+    # Where Teams and Slack users' groups come from, and those of users with too many groups
+    # for their token.
+    readers_directory = directory.build(settings, bus.redis)
+    channel_set = channels.build(
+        settings, turns, index, bus.redis, feedback_service, rate_limiter, readers_directory
+    )
     handlers.register(bus, turns, attachments, channel_set.turns if channel_set else None)
     purge = PurgeService(bus, index, recorder)
     handlers.register_purge(bus, purge)
     documents = DocumentService(bus, DocumentRecords(bus.redis), settings)
     handlers.register_documents(bus, documents)
     tickets = TicketReadModel(bus.redis)
-    incident_board = IncidentBoard(bus.redis)
+    # The incidents on the bus are read back over MCP only. With MCP off the gateway's group on
+    # incident.reported still exists (contracts.topics.SUBSCRIPTIONS): switched on later, the
+    # board catches up on the incidents the stream still holds (not on the tickets linked
+    # meanwhile: the ticket events were read without it).
+    incident_board = (
+        IncidentBoard(
+            bus.redis,
+            resolved_keep_s=settings.incident_resolved_keep_s,
+            stale_after_s=settings.incident_stale_after_s,
+        )
+        if settings.mcp_enabled
+        else None
+    )
     handlers.register_tickets(bus, tickets, incident_board)
-    handlers.register_incidents(bus, incident_board)
+    if incident_board is not None:
+        handlers.register_incidents(bus, incident_board)
+    incidents = IncidentService(bus)
     proposal_store = ProposalStore(bus.redis)
     handlers.register_proposals(bus, proposal_store)
     analytics.register(bus, recorder)
@@ -85,7 +104,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     identities = IdentityResolver.from_settings(settings)
 
     mcp_server = None
-    if settings.mcp_enabled:
+    if incident_board is not None:
         # Deferred: the mcp SDK is only needed where the MCP server is on.
         from gateway.channels.mcp import server as mcp
 
@@ -96,7 +115,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
                 turns,
                 index,
                 tickets,
-                IncidentService(bus),
+                incidents,
                 incident_board,
                 SearchService(bus, turns),
                 rate_limiter,
@@ -133,6 +152,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.directory = readers_directory
     app.state.turns = turns
     app.state.documents = documents
     app.state.attachments = attachments
@@ -141,7 +161,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.tickets = tickets
     app.state.proposals = ProposalService(bus, proposal_store, documents)
     handlers.register_drafts(bus, app.state.proposals)
-    app.state.incidents = IncidentService(bus)
+    app.state.incidents = incidents
     app.state.audit = AuditReader(bus.redis, settings.audit_scan)
     app.state.feedback = feedback_service
     feedback.register(bus, app.state.feedback)
@@ -160,7 +180,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     if mcp_server is not None:
         from gateway.channels.mcp.server import asgi_app
 
-        endpoint = asgi_app(mcp_server, identities, settings, rate_limiter)
+        endpoint = asgi_app(mcp_server, identities, settings, rate_limiter, readers_directory)
         app.router.routes.append(Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]))
     if channel_set is not None:
         for name, value in channel_set.state.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -18,6 +19,7 @@ from pydantic import (
 )
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from contracts.events import INCIDENT_RESOLVED_KEEP_S, INCIDENT_STALE_AFTER_S
 from contracts.settings import ServiceSettings
 
 PLACEHOLDER_SECRETS = frozenset({"change-me", "changeme"})
@@ -370,6 +372,53 @@ class GatewaySettings(ServiceSettings):
     teams_max_body_bytes: int = Field(
         256 * 1024, ge=4096, description="Largest Bot Framework activity the gateway reads."
     )
+    directory_tenant_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9.-]{1,100}$",
+        description="The Entra tenant whose directory gives Teams and Slack users their groups "
+        "(Microsoft Graph, app-only). Unset: channel users get no groups, so they read public "
+        "documents and those granted to them by name only.",
+    )
+    directory_client_id: str | None = Field(
+        None,
+        description="The app registration that reads the directory (application permission "
+        "`User.Read.All`, admin-consented); needed with GATEWAY_DIRECTORY_TENANT_ID.",
+    )
+    directory_client_secret: SecretStr | None = Field(
+        None, description="A client secret of that app registration."
+    )
+    directory_group_field: Literal["id", "displayName", "onPremisesSamAccountName"] = Field(
+        "id",
+        description="What of a group becomes the reader's group: `id` (its object id, what "
+        "Entra puts in the token's groups claim by default and SharePoint permissions name), "
+        "`displayName` or `onPremisesSamAccountName`. Set it to what the web chat's token "
+        "lists, so one person has the same groups on every channel.",
+    )
+    directory_cache_s: int = Field(
+        900,
+        ge=60,
+        le=86_400,
+        description="How long a user's groups are kept before the directory is asked again (a "
+        "group removed in Entra still counts for at most this long).",
+    )
+    directory_timeout_s: float = Field(
+        2.0,
+        gt=0,
+        le=10,
+        description="How long one directory request may take. Slack and Teams wait for the "
+        "gateway's answer, so a slow directory gives that turn no groups rather than a late "
+        "reply.",
+    )
+    directory_graph_url: str = Field(
+        "https://graph.microsoft.com/v1.0", description="Microsoft Graph's root."
+    )
+    directory_authority_host: str = Field(
+        "https://login.microsoftonline.com",
+        description="Where directory tokens come from (another cloud's login host).",
+    )
+    directory_ca_bundle: Path | None = Field(
+        None, description="A CA bundle to verify Graph and the login host with (a proxy's)."
+    )
     mcp_enabled: bool = Field(
         False,
         description="Serve Deskpilot as an MCP server at `/mcp` (streamable HTTP) for agents and "
@@ -381,6 +430,20 @@ class GatewaySettings(ServiceSettings):
         description='JSON object of the MCP server\'s service clients: `{"<name>": {"token": '
         '"<at least 32 characters>", "roles": ["employee"]}}`; a client acts as the user '
         "`mcp:<name>` with those roles (technician to read any ticket and report incidents).",
+    )
+    # The incidents MCP lists (gateway/incidents.py); the orchestrator forgets them after its
+    # own two settings, whose defaults these share (contracts.events).
+    incident_resolved_keep_s: int = Field(
+        INCIDENT_RESOLVED_KEEP_S,
+        ge=60,
+        description="How long MCP still shows a resolved incident; match "
+        "ORCHESTRATOR_INCIDENT_RESOLVED_KEEP_S.",
+    )
+    incident_stale_after_s: int = Field(
+        INCIDENT_STALE_AFTER_S,
+        ge=60,
+        description="An ongoing incident not updated for this long leaves MCP's list; match "
+        "ORCHESTRATOR_INCIDENT_STALE_AFTER_S.",
     )
     channel_delivery_ttl_s: int = Field(
         24 * 3600,
@@ -460,6 +523,19 @@ class GatewaySettings(ServiceSettings):
         ]
         for name, url in urls:
             _require_https(name, url)
+        return self
+
+    @model_validator(mode="after")
+    def _directory(self) -> GatewaySettings:
+        if not self.directory_tenant_id:
+            return self
+        if not (self.directory_client_id and secret_value(self.directory_client_secret)):
+            raise ValueError(
+                "GATEWAY_DIRECTORY_TENANT_ID needs GATEWAY_DIRECTORY_CLIENT_ID and "
+                "GATEWAY_DIRECTORY_CLIENT_SECRET"
+            )
+        _require_https("GATEWAY_DIRECTORY_GRAPH_URL", self.directory_graph_url)
+        _require_https("GATEWAY_DIRECTORY_AUTHORITY_HOST", self.directory_authority_host)
         return self
 
     @model_validator(mode="after")

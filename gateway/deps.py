@@ -16,6 +16,7 @@ from gateway.attachments import AttachmentService
 from gateway.audit import AuditReader
 from gateway.config import GatewaySettings, secret_value
 from gateway.conversations import ConversationIndex, PurgeService
+from gateway.directory import with_directory_groups
 from gateway.documents import DocumentService
 from gateway.errors import ApiError, ErrorCode
 from gateway.feedback import FeedbackService
@@ -237,25 +238,27 @@ _user_bearer = HTTPBearer(
 
 
 async def current_identity(
+    connection: HTTPConnection,
     caller: CallerDep,
     _: Annotated[HTTPAuthorizationCredentials | None, Depends(_user_bearer)],
 ) -> Identity | None:
     """The verified user, or None (anonymous; the admin token is not a user); 401 for a token
     that does not verify."""
-    return user_identity(caller)
+    return await with_directory_groups(user_identity(caller), connection.app.state.directory)
 
 
 IdentityDep = Annotated[Identity | None, Depends(current_identity)]
 
 
 async def current_owner(
+    connection: HTTPConnection,
     caller: CallerDep,
     _: Annotated[HTTPAuthorizationCredentials | None, Depends(_user_bearer)],
 ) -> Identity | None:
     """Whose records the caller may read: a user token's subject or an anonymous token's
     user; None without either (the admin token included: it owns nothing); 401 for a token
-    that does not verify."""
-    return owner_identity(caller)
+    that does not verify. A user whose groups did not fit in the token gets the directory's."""
+    return await with_directory_groups(owner_identity(caller), connection.app.state.directory)
 
 
 OwnerDep = Annotated[Identity | None, Depends(current_owner)]

@@ -60,10 +60,13 @@ def register_purge(bus: Bus, purge: PurgeService) -> None:
     bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.GATEWAY)
 
 
-def register_tickets(bus: Bus, tickets: TicketReadModel, incidents: IncidentBoard) -> None:
+def register_tickets(bus: Bus, tickets: TicketReadModel, incidents: IncidentBoard | None) -> None:
+    """``incidents``: the incident board (kept where MCP is on) links tickets to incidents."""
+
     async def on_ticket(event: TicketEvent, _: Delivery) -> None:
         await tickets.apply(event)
-        await incidents.on_ticket(event)
+        if incidents is not None:
+            await incidents.on_ticket(event)
 
     bus.subscribe(Topic.TICKET_EVENTS, TicketEvent, on_ticket, group=Group.GATEWAY)
 

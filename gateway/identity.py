@@ -49,6 +49,9 @@ from gateway.errors import ApiError, ErrorCode
 
 log = logging.getLogger("deskpilot.gateway.identity")
 
+OBJECT_ID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+"""An Entra object id (a GUID)."""
+
 MAX_SUBJECT_LENGTH = 128
 """The longest user id the API accepts anywhere (``ChatCreate.user_id``)."""
 
@@ -93,6 +96,9 @@ class Identity:
     source: Literal["token", "admin_token", "anonymous"] = "token"
     groups: tuple[str, ...] = ()
     """The groups the token lists (see :class:`GroupReader`); never any for anonymous users."""
+    overage_id: str | None = None
+    """The Entra object id (``oid``) of a user whose groups did not fit in the token (Entra's
+    overage claim): :func:`gateway.directory.with_directory_groups` asks the directory."""
 
 
 ADMIN_TOKEN_IDENTITY = Identity(
@@ -171,7 +177,8 @@ class GroupReader:
     The groups decide which documents a user may read, so only what is surely a group id is
     kept: a claim that is not a list gives no groups (also a missing claim, and Entra's
     "overage" form for users in more than 200 groups, which names a Graph query instead of the
-    groups); entries that are not strings, empty, longer than
+    groups: :meth:`overage` then gives the user's object id, for the directory to list them);
+    entries that are not strings, empty, longer than
     :data:`contracts.readers.MAX_PRINCIPAL_LENGTH`, not printable or containing ``|`` are dropped;
     beyond :data:`contracts.readers.MAX_GROUPS` entries the rest are dropped. Dropping a group
     only ever hides documents, never shows more, so a malformed claim cannot widen access; the
@@ -199,10 +206,20 @@ class GroupReader:
             )
         return tuple(kept)
 
+    def overage(self, claims: Mapping[str, Any]) -> str | None:
+        """The user's object id when the token says their groups did not fit in it: no groups
+        claim, ``_claim_names`` naming it (Entra's overage), and an ``oid`` that is an object
+        id. None otherwise."""
+        names = claims.get("_claim_names")
+        if _claim(claims, self.claim) is not None or not isinstance(names, Mapping):
+            return None
+        object_id = claims.get("oid")
+        if self.claim not in names or not isinstance(object_id, str):
+            return None
+        return object_id.lower() if OBJECT_ID.fullmatch(object_id) else None
 
-def _identity_of(
-    claims: Mapping[str, Any], roles: RoleMapper, groups: GroupReader | None = None
-) -> Identity:
+
+def _identity_of(claims: Mapping[str, Any], roles: RoleMapper, groups: GroupReader) -> Identity:
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject.strip():
         raise InvalidToken("claims")
@@ -211,7 +228,8 @@ def _identity_of(
     return Identity(
         user_id=subject,
         roles=roles.roles(claims),
-        groups=(groups or GroupReader()).groups(claims),
+        groups=groups.groups(claims),
+        overage_id=groups.overage(claims),
     )
 
 

@@ -14,8 +14,10 @@ Reading. :class:`IncidentBoard` is the gateway's read model of ``incident.report
 consumer group) and of the ticket events that link a ticket to an incident: the newest version
 of each incident (its ``updated_at``, else the report's time; at the same time a resolution
 wins), so redelivered or late older reports change nothing. Ongoing incidents are forgotten
-after :data:`STALE_AFTER_S` without news, resolved ones kept :data:`RESOLVED_KEEP_S`, as the
-orchestrator does.
+after ``GATEWAY_INCIDENT_STALE_AFTER_S`` without news, resolved ones kept
+``GATEWAY_INCIDENT_RESOLVED_KEEP_S``: the orchestrator's two settings of the same meaning share
+their defaults (contracts.events), and an operator who changes those changes these alike. A
+record that no longer reads as an incident is skipped and logged, as the orchestrator does.
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from contracts.bus import Bus
-from contracts.events import Incident, IncidentReceived, IncidentReported, TicketEvent
+from contracts.events import (
+    INCIDENT_RESOLVED_KEEP_S,
+    INCIDENT_STALE_AFTER_S,
+    Incident,
+    IncidentReceived,
+    IncidentReported,
+    TicketEvent,
+)
 from contracts.ids import derived_event_id
 from contracts.topics import Topic
 from gateway.errors import ApiError, ErrorCode
@@ -81,8 +90,6 @@ class IncidentService:
 NAMESPACE = "deskpilot:gateway:{incidents}"
 """One hash tag for every key: the apply script writes a record and the index together, which a
 Redis cluster allows within one slot only. Incidents are few."""
-RESOLVED_KEEP_S = 6 * 3600
-STALE_AFTER_S = 7 * 24 * 3600
 LISTED_AT_MOST = 200
 
 # KEYS: the incident's record (hash), the index (sorted set of ids by version).
@@ -134,9 +141,18 @@ def _text(value: bytes | str) -> str:
 class IncidentBoard:
     """The incidents on the bus, newest version of each, for the MCP tools."""
 
-    def __init__(self, client: aioredis.Redis, namespace: str = NAMESPACE) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        namespace: str = NAMESPACE,
+        *,
+        resolved_keep_s: int = INCIDENT_RESOLVED_KEEP_S,
+        stale_after_s: int = INCIDENT_STALE_AFTER_S,
+    ) -> None:
         self.client = client
         self.namespace = namespace
+        self.resolved_keep_s = resolved_keep_s
+        self.stale_after_s = stale_after_s
         self.index = f"{namespace}:index"
         self._apply = client.register_script(_APPLY)
 
@@ -149,7 +165,7 @@ class IncidentBoard:
     async def apply(self, event: IncidentReported) -> bool:
         """Keep the report if it is the newest of its incident; False for a stale one."""
         incident = event.incident
-        keep_s = RESOLVED_KEEP_S if incident.over else STALE_AFTER_S
+        keep_s = self.resolved_keep_s if incident.over else self.stale_after_s
         stored = await self._apply(
             keys=[self.record_key(incident.id), self.index],
             args=[
@@ -171,7 +187,7 @@ class IncidentBoard:
         key = self.tickets_key(event.incident_id)
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.sadd(key, ticket.key)
-            pipe.expire(key, STALE_AFTER_S)
+            pipe.expire(key, self.stale_after_s)
             await pipe.execute()
 
     async def get(self, incident_id: str) -> KnownIncident | None:
@@ -201,8 +217,16 @@ class IncidentBoard:
             if raw is None:
                 gone.append(incident_id)  # expired: stale, or resolved long ago
                 continue
-            incident = Incident.model_validate_json(_text(raw))
-            first_reported = datetime.fromtimestamp(int(_text(first or b"0")) / 1000, UTC)
+            try:
+                incident = Incident.model_validate_json(_text(raw))
+                first_reported = datetime.fromtimestamp(int(_text(first or b"0")) / 1000, UTC)
+            except (ValueError, OverflowError) as exc:  # not an incident, no UTF-8, a bad time
+                # Written by another version of the gateway, or damaged: the others still list.
+                log.error(
+                    "unreadable incident record",
+                    extra={"incident_id": incident_id, "error_type": type(exc).__name__},
+                )
+                continue
             linked = frozenset(_text(t) for t in tickets)
             found.append(KnownIncident(incident, linked, first_reported))
         if gone:

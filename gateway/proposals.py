@@ -44,6 +44,7 @@ from contracts.events import (
     new_id,
     utcnow,
 )
+from contracts.ids import derived_event_id
 from contracts.sources import read_source
 from contracts.topics import Topic
 from gateway.documents import DocumentService
@@ -248,6 +249,7 @@ class ProposalService:
         targeted = {"target": target} if target else {}
         await self._audit(proposal_id, actor, "approved", document_id=accepted.id, **targeted)
         if target is not None:
+            # Not queued: the approval stands all the same, and its draft says "failed".
             await self._request_draft(proposal, actor, target, expected="")
         return await self.get(proposal_id)
 
@@ -271,7 +273,10 @@ class ProposalService:
                 ErrorCode.VERSION_CONFLICT,
                 f"A draft in {current['source']} is {current['status']}; see `draft`.",
             )
-        await self._request_draft(proposal, actor, target, expected=stored)
+        if not await self._request_draft(proposal, actor, target, expected=stored):
+            raise ApiError(
+                ErrorCode.BUS_UNAVAILABLE, "The draft request could not be queued; ask again."
+            )
         return await self.get(proposal_id)
 
     async def _source(self, name: str) -> None:
@@ -280,7 +285,9 @@ class ProposalService:
 
     async def _request_draft(
         self, proposal: ProposalRead, actor: str, target: str, *, expected: str
-    ) -> None:
+    ) -> bool:
+        """Keep a new draft request on the proposal and queue it for the indexer; False when it
+        could not be queued (the draft is then "failed", and may be asked for again)."""
         request_id = new_id()
         draft = {
             "source": target,
@@ -305,19 +312,29 @@ class ProposalService:
         try:
             await self.bus.publish(Topic.SOURCE_DRAFT_REQUESTED, request)
         except Exception:
-            # The approval stands; the draft can be asked for again (POST .../draft).
+            log.warning("draft request not queued", extra={"source": target}, exc_info=True)
             failed = draft | {"status": "failed", "error": "the request could not be queued"}
             await self.store.swap_draft(proposal.id, json.dumps(draft), failed)
-            raise
+            return False
+        return True
 
     async def on_draft_completed(self, event: SourceDraftCompleted) -> bool:
         """Keep the outcome on the proposal and the audit stream; an outcome that answers no
-        request the proposal holds (replayed, stale, forged) is dropped."""
+        request the proposal holds (replayed, stale, forged) is dropped.
+
+        The outcome is kept first, with its event id, then audited, then marked audited: an
+        outcome redelivered before that mark (its audit record could not be published) finds
+        itself kept and publishes the record again, under the same event id (derived from the
+        outcome's), which the audit stream's consumers de-duplicate."""
         stored, current = await self.store.target_draft(event.proposal_id)
         if current is None or current.get("request_id") != event.correlation_id:
             log.warning("draft outcome for no current request", extra={"source": event.source})
             return False
-        if current["status"] != "requested" or current["source"] != event.source:
+        if current["source"] != event.source:
+            return False
+        if current["status"] != "requested":
+            if current.get("outcome_id") == event.event_id and not current.get("audited"):
+                await self._audit_outcome(event, stored, current)
             return False
         current |= {
             "status": event.status,
@@ -325,9 +342,17 @@ class ProposalService:
             "error": event.error,
             "missing_permission": event.missing_permission,
             "completed_at": utcnow().isoformat(),
+            "outcome_id": event.event_id,
         }
         if not await self.store.swap_draft(event.proposal_id, stored, current):
             return False
+        await self._audit_outcome(event, json.dumps(current), current)
+        return True
+
+    async def _audit_outcome(
+        self, event: SourceDraftCompleted, stored: str, kept: dict[str, Any]
+    ) -> None:
+        """Record the outcome ``kept`` (as ``stored``) on the audit stream, then mark it so."""
         details: dict[str, str] = {"target": event.source, "draft_status": event.status}
         if event.url:
             details["draft_url"] = event.url
@@ -339,8 +364,9 @@ class ProposalService:
             event.proposal_id,
             f"draft {event.status} in {event.source} for proposal {event.proposal_id}",
             {"proposal_id": event.proposal_id, "decision": f"draft_{event.status}", **details},
+            event_id=derived_event_id("proposal-draft-audit", event.event_id),
         )
-        return True
+        await self.store.swap_draft(event.proposal_id, stored, kept | {"audited": True})
 
     async def reject(self, proposal_id: str, actor: str, reason: str) -> ProposalRead:
         """Dismiss the proposal with ``reason``; 409 unless pending."""
@@ -373,10 +399,18 @@ class ProposalService:
             {"proposal_id": proposal_id, "decision": decision, "decided_by": actor} | details,
         )
 
-    async def _record(self, proposal_id: str, reason: str, details: dict[str, str]) -> None:
+    async def _record(
+        self,
+        proposal_id: str,
+        reason: str,
+        details: dict[str, str],
+        *,
+        event_id: str | None = None,
+    ) -> None:
         await self.bus.publish(
             Topic.AUDIT,
             AuditRecorded(
+                event_id=event_id or new_id(),
                 correlation_id=new_id(),
                 conversation_id=AUDIT_CONVERSATION,
                 service="gateway",

@@ -326,10 +326,11 @@ def checklist_steps(passage: Hit) -> list[str]:
     return steps_of(passage.text)[:MAX_CHECKLIST_STEPS]
 
 
-def compose_checklist(article: Article, current: int, os: str | None = None) -> AnswerBody:
-    """Offer the article's steps one at a time; the user reports back after each."""
-    passage = article.passage(os)
-    steps = checklist_steps(passage)
+def compose_checklist(
+    article: Article, passage: Hit, steps: Sequence[str], current: int = 0
+) -> AnswerBody:
+    """Offer the steps of ``passage`` (the article's, :meth:`Article.passage`, and
+    :func:`checklist_steps` of it) one at a time; the user reports back after each."""
     total = len(steps)
     lines = [
         f"Let's work through this together, one step at a time, following “{article.title}” [1].",

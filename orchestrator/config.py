@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from contracts.events import INCIDENT_RESOLVED_KEEP_S, INCIDENT_STALE_AFTER_S
 from contracts.settings import LLMEndpointSettings
 from orchestrator.automations import AutomationSettings
 from orchestrator.feedback import FeedbackSettings
@@ -126,13 +127,13 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         "Redis again (every turn asks for it).",
     )
     incident_resolved_keep_s: int = Field(
-        6 * 3600,
+        INCIDENT_RESOLVED_KEEP_S,
         ge=60,
         description="How long a resolved incident is kept, so a late, older update cannot "
         "make it active again.",
     )
     incident_stale_after_s: int = Field(
-        7 * 24 * 3600,
+        INCIDENT_STALE_AFTER_S,
         ge=60,
         description="An active incident not updated for this long is forgotten (its source "
         "never reported the resolution).",

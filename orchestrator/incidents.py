@@ -40,9 +40,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import redis.asyncio as aioredis
-from pydantic import ValidationError
 
-from contracts.events import Incident, IncidentRef, IncidentReported, utcnow
+from contracts.events import (
+    INCIDENT_RESOLVED_KEEP_S,
+    INCIDENT_STALE_AFTER_S,
+    Incident,
+    IncidentRef,
+    IncidentReported,
+    utcnow,
+)
 
 log = logging.getLogger("deskpilot.orchestrator.incidents")
 
@@ -83,8 +89,17 @@ return 1
 _OUTCOMES = {0: "stale", 1: "active", 2: "resolved", 3: "duplicate"}
 
 
-def is_resolved(incident: Incident) -> bool:
-    return incident.over
+def _readable(incident_id: str, raw: bytes | str) -> Incident | None:
+    """A stored record as an incident; None (logged) when it is not one: not UTF-8, not JSON, not
+    an incident (damaged, or written by another version). The other incidents still count."""
+    try:
+        return Incident.model_validate_json(_text(raw))
+    except ValueError as exc:  # pydantic's ValidationError and UnicodeDecodeError are ValueErrors
+        log.error(
+            "unreadable incident record",
+            extra={"incident_id": incident_id, "error_type": type(exc).__name__},
+        )
+        return None
 
 
 def _as_utc(moment: datetime) -> datetime:
@@ -113,8 +128,8 @@ class IncidentStore:
         client: aioredis.Redis,
         *,
         cache_s: float = 2.0,
-        resolved_keep_s: int = 6 * 3600,
-        stale_after_s: int = 7 * 24 * 3600,
+        resolved_keep_s: int = INCIDENT_RESOLVED_KEEP_S,
+        stale_after_s: int = INCIDENT_STALE_AFTER_S,
         prefix: str = KEY_PREFIX,
     ) -> None:
         self.client = client
@@ -146,7 +161,7 @@ class IncidentStore:
         is stored: safe to ack in every case.
         """
         incident = event.incident
-        resolved = is_resolved(incident)
+        resolved = incident.over
         result = await self._apply(
             keys=[self.record_key(incident.id), self.active_key],
             args=[
@@ -167,9 +182,10 @@ class IncidentStore:
     # -- reading ---------------------------------------------------------------------------
 
     async def get(self, incident_id: str) -> Incident | None:
-        """The stored version, active or recently resolved."""
+        """The stored version, active or recently resolved; None when there is none or it
+        cannot be read."""
         raw = await self.client.hget(self.record_key(incident_id), "incident")
-        return None if raw is None else Incident.model_validate_json(_text(raw))
+        return None if raw is None else _readable(incident_id, raw)
 
     async def active(self) -> list[Incident]:
         """Active incidents, most recently updated first (cached for ``cache_s``)."""
@@ -203,13 +219,9 @@ class IncidentStore:
             if raw is None or (resolved is not None and _text(resolved) == "1"):
                 gone.append(incident_id)  # expired as stale (or resolved in between)
                 continue
-            try:
-                incidents.append(Incident.model_validate_json(_text(raw)))
-            except ValidationError as exc:
-                log.error(
-                    "unreadable incident record",
-                    extra={"incident_id": incident_id, "error_type": type(exc).__name__},
-                )
+            incident = _readable(incident_id, raw)
+            if incident is not None:
+                incidents.append(incident)
         if gone:
             await self.client.srem(self.active_key, *gone)
         incidents.sort(key=_recency, reverse=True)
@@ -505,7 +517,7 @@ def match(
     wanted = _category_key(category)
     best: tuple[float, datetime, str, IncidentMatch] | None = None
     for incident in incidents:
-        if is_resolved(incident):
+        if incident.over:
             continue
         score, reasons = _score(incident, haystack, keys, wanted)
         if score < MIN_SCORE:

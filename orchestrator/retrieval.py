@@ -190,26 +190,30 @@ def use_one_blas_thread() -> None:
     threadpool_limits(1, user_api="blas")
 
 
-def open_collection(settings: ServiceSettings) -> Any:
-    """The knowledge-base collection on the configured Chroma (server, or local directory).
-
-    Same creation arguments as the indexer's: cosine space given as ``configuration`` and no
-    embedding function, because Chroma's default function (also attached by the legacy
-    ``hnsw:space`` metadata form) downloads a model. Queries always pass embeddings.
-    """
+def open_chroma(settings: ServiceSettings) -> Any:
+    """A client of the configured Chroma (server, or local directory), telemetry off. Its
+    ``close()`` releases a local directory's files; a service keeps it for its lifetime."""
     import chromadb
     from chromadb.config import Settings
 
     chroma_settings = Settings(anonymized_telemetry=False, **settings.chroma_client_settings())
     if settings.chroma_host:
-        client = chromadb.HttpClient(
+        return chromadb.HttpClient(
             host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
         )
-    else:
-        client = chromadb.PersistentClient(
-            path=str(settings.data_dir / "chroma"), settings=chroma_settings
-        )
-    return client.get_or_create_collection(
+    return chromadb.PersistentClient(
+        path=str(settings.data_dir / "chroma"), settings=chroma_settings
+    )
+
+
+def open_collection(settings: ServiceSettings, client: Any = None) -> Any:
+    """The knowledge-base collection on ``client`` (by default a new :func:`open_chroma`).
+
+    Same creation arguments as the indexer's: cosine space given as ``configuration`` and no
+    embedding function, because Chroma's default function (also attached by the legacy
+    ``hnsw:space`` metadata form) downloads a model. Queries always pass embeddings.
+    """
+    return (client or open_chroma(settings)).get_or_create_collection(
         settings.chroma_collection,
         configuration={"hnsw": {"space": "cosine"}},
         embedding_function=None,

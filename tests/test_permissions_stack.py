@@ -3,10 +3,11 @@ different groups, synced by the indexer; users whose tokens list different group
 question over the REST API and the WebSocket, and escalate to a (fake) Jira. Each gets, and each
 ticket's "answers given" holds, only what that user may read; an anonymous user only public pages;
 a token forged to carry groups is refused; a restriction changed at the source holds after the
-next sync.
+next sync. The same people in Teams and Slack get the groups the directory (Entra ID through
+Microsoft Graph) lists for them, and so the same pages.
 
-Confluence and Jira are the emulators in tests/support (the vendors' documented shapes) on
-loopback; everything else is the real stack.
+Confluence, Jira, Graph, Teams and Slack are the emulators in tests/support (the vendors'
+documented shapes) on loopback; everything else is the real stack.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ import websockets
 
 from deploy.runner import Stack
 from tests.support import wait_until_sync
+from tests.support.channels import channel_env, slack_answers, teams_cards
 from tests.support.fake_confluence import EMAIL, TOKEN, FakeConfluence
+from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
 from tests.support.fake_jira import FakeJira
+from tests.support.fake_slack import FakeSlack
+from tests.support.fake_teams import FakeTeams
 from tests.support.stack import ask, running_stack, source_synced
 
 pytestmark = [pytest.mark.slow]
@@ -62,9 +67,66 @@ def jira() -> Iterator[FakeJira]:
         yield fake
 
 
+HANA_OBJECT_ID = "5e0a1b2c-3d4e-4f50-8a6b-7c8d9e0f1a2b"
+NORA_OBJECT_ID = "6f1b2c3d-4e5f-4061-9b7c-8d9e0f1a2b3c"
+IVAN_SLACK, IVAN_EMAIL = "U0IVAN", "ivan@northwind.example"
+SLACK_CHANNEL = "C0PEOPLE"
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGraph]:
+    """The directory: Hana (Teams) in hr-team; Ivan (Slack, found by his mail) in it-staff
+    through a nested group; Nora in none. Confluence names groups, so the gateway takes
+    groups' display names (GATEWAY_DIRECTORY_GROUP_FIELD)."""
+    with FakeGraph(tmp_path_factory.mktemp("graph")) as fake:
+        fake.add_user(HANA_OBJECT_ID, "hana@northwind.example", mail="hana@northwind.example")
+        fake.add_user(NORA_OBJECT_ID, "nora@northwind.example", mail="nora@northwind.example")
+        ivan = "7a2c3d4e-5f60-4172-8c8d-9e0f1a2b3c4d"
+        fake.add_user(ivan, "ivan.k@northwind.onmicrosoft.example", mail=IVAN_EMAIL)
+        fake.add_group("e1000000-0000-4000-8000-000000000001", "hr-team", HANA_OBJECT_ID)
+        fake.add_group("e1000000-0000-4000-8000-000000000002", "service-desk", ivan)
+        fake.add_group(
+            "e1000000-0000-4000-8000-000000000003",
+            "it-staff",
+            "e1000000-0000-4000-8000-000000000002",
+        )
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def teams() -> Iterator[FakeTeams]:
+    with FakeTeams() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as fake:
+        fake.add_user(IVAN_SLACK, IVAN_EMAIL, name="ivan")
+        fake.add_channel(SLACK_CHANNEL)
+        yield fake
+
+
+def directory_env(graph: FakeGraph) -> dict[str, str]:
+    return {
+        "GATEWAY_DIRECTORY_TENANT_ID": TENANT,
+        "GATEWAY_DIRECTORY_CLIENT_ID": CLIENT_ID,
+        "GATEWAY_DIRECTORY_CLIENT_SECRET": CLIENT_SECRET,
+        "GATEWAY_DIRECTORY_GRAPH_URL": graph.graph_url,
+        "GATEWAY_DIRECTORY_AUTHORITY_HOST": graph.origin,
+        "GATEWAY_DIRECTORY_CA_BUNDLE": str(graph.ca_bundle),
+        "GATEWAY_DIRECTORY_GROUP_FIELD": "displayName",
+    }
+
+
 @pytest.fixture(scope="module")
 def stack(
-    confluence: FakeConfluence, jira: FakeJira, tmp_path_factory: pytest.TempPathFactory
+    confluence: FakeConfluence,
+    jira: FakeJira,
+    graph: FakeGraph,
+    teams: FakeTeams,
+    slack: FakeSlack,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
     source = {
         "name": "people",
@@ -82,8 +144,11 @@ def stack(
         "JIRA_BASE_URL": jira.base_url,
         "JIRA_EMAIL": jira.email,
         "JIRA_API_TOKEN": jira.token,
+        **channel_env(slack, teams),
+        **directory_env(graph),
     }
     with running_stack(tmp_path_factory.mktemp("permissions"), env) as running:
+        slack.gateway_url = teams.gateway_url = running.url
         status = sync(running, None)
         assert status["last_summary"]["new"] == 2, status
         yield running
@@ -139,7 +204,7 @@ def comes_to_see(stack: Stack, token: str, question: str, words: str) -> None:
     wait_until_sync(shown, 60, interval_s=2.0, message=lambda: str(answers[-3:]))
 
 
-def only(answer: dict[str, Any], mine: str, theirs: str) -> None:
+def only(answer: Any, mine: str, theirs: str) -> None:
     shown = seen(answer)
     assert mine in shown, answer
     assert theirs not in shown, answer
@@ -220,6 +285,26 @@ def test_each_reader_gets_only_their_page_over_the_websocket_and_in_the_ticket(
         assert theirs not in description, description
         other_word = "osprey" if mine == hr else "kestrel"
         assert other_word not in description.lower(), description
+
+
+def test_teams_and_slack_users_read_what_their_directory_groups_may(
+    stack: Stack, teams: FakeTeams, slack: FakeSlack
+) -> None:
+    def in_teams(person: str) -> str:
+        chat = teams.add_conversation(f"a:1{person[:8]}-{uuid4().hex[:8]}")
+        assert teams.send(teams.message(person, chat, QUESTION)).status_code == 200
+        [card] = teams_cards(teams, chat, 1)
+        return seen(card.activity["attachments"][0]["content"])
+
+    only(in_teams(HANA_OBJECT_ID), "kestrel", "osprey")
+    nora = in_teams(NORA_OBJECT_ID)  # in the directory, in no group: as if neither existed
+    assert "kestrel" not in nora
+    assert "osprey" not in nora
+
+    envelope = slack.mention(IVAN_SLACK, SLACK_CHANNEL, QUESTION)
+    assert slack.send_event(envelope).status_code == 200
+    [answer] = slack_answers(slack, SLACK_CHANNEL, str(envelope["event"]["ts"]), 1)
+    only(answer.blocks, "osprey", "kestrel")
 
 
 def jira_description(jira: FakeJira, key: str) -> str | None:

@@ -111,10 +111,22 @@ def _called(node: ast.Call) -> str:
     return func.id if isinstance(func, ast.Name) else ""
 
 
+def _published_to(node: ast.AST) -> list[ast.expr]:
+    """Where a call publishes: ``publish(topic, ...)``'s first argument, and the topic of each
+    ``(topic, event)`` pair of ``publish_replacing(delivery, ...)``."""
+    if not isinstance(node, ast.Call):
+        return []
+    if _called(node) == "publish" and node.args:
+        return [node.args[0]]
+    if _called(node) == "publish_replacing":
+        return [pair.elts[0] for pair in node.args[1:] if isinstance(pair, ast.Tuple)]
+    return []
+
+
 def published_streams(service: str) -> set[str]:
-    """What the package's ``publish`` calls append to: topics, and ``reply.*`` for a turn's
-    ``reply_to``. Calls whose first argument is none of these are wrappers (their callers are
-    found themselves)."""
+    """What the package's ``publish`` and ``publish_replacing`` calls append to: topics, and
+    ``reply.*`` for a turn's ``reply_to``. Calls whose target is none of these are wrappers
+    (their callers are found themselves)."""
     crawler_topics: dict[str, str] = {}
     if service == "crawler":
         from crawler.service import Topics
@@ -122,10 +134,8 @@ def published_streams(service: str) -> set[str]:
         crawler_topics = vars(Topics.for_namespace())
     streams: set[str] = set()
     for path in package_files(service):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not (isinstance(node, ast.Call) and _called(node) == "publish" and node.args):
-                continue
-            target = node.args[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for target in (t for node in ast.walk(tree) for t in _published_to(node)):
             text = ast.unparse(target)
             if text.startswith("Topic."):
                 streams.add(str(Topic[text.removeprefix("Topic.")]))

@@ -1,10 +1,12 @@
 """Raw topics on a real valkey: what reaches Redis is sealed, handlers see plain events, a key
-rotation loses nothing, and an entry that does not open is dead-lettered at once without its
-content (never retried, never a crash loop)."""
+rotation loses nothing, an entry that does not open is dead-lettered at once without its
+content (never retried, never a crash loop), and what replaces a raw entry is written with its
+deletion in one MULTI/EXEC (as valkey's MONITOR shows)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -260,22 +262,49 @@ async def test_the_redacted_event_and_the_raw_entrys_deletion_are_one_write(
     assert seen == [(0, 1)]
 
 
-async def test_publish_replacing_hands_on_every_event_and_removes_the_raw_entry(
+async def test_publish_replacing_hands_on_every_event_and_deletes_the_raw_entry_at_once(
     buses: Callable[..., Bus], redis: aioredis.Redis
 ) -> None:
+    # What valkey executed, as MONITOR reports it: the replacements' XADD and the raw entry's
+    # XDEL between one MULTI and its EXEC of one connection (a pipeline without a transaction
+    # sends the same commands without MULTI/EXEC).
     publisher, consumer = buses("gateway", OLD), buses("redactor", OLD)
     await publisher.broker.connect()
-    done: list[bool] = []
+    raw_ids: list[str] = []
 
     async def redact(event: MessageReceived, delivery: Delivery) -> None:
+        raw_ids.append(delivery.message_id)
         plain = event.model_copy(update={"text": "[redacted]"})
         await consumer.publish_replacing(delivery, ("query.test", plain), ("reply.test", plain))
-        done.append(True)
+
+    async def next_command() -> tuple[str, list[str]]:
+        while (seen := await monitor.next_command())["db"] != DB:
+            pass
+        words = seen["command"].split(" ")
+        return seen["client_port"], [words[0].upper(), *words[1:]]
 
     consumer.subscribe(Topic.MESSAGE_RECEIVED, MessageReceived, redact, group="redactor")
-    await publisher.publish(Topic.MESSAGE_RECEIVED, message())
-    await consumer.start()
+    async with redis.monitor() as monitor:
+        await publisher.publish(Topic.MESSAGE_RECEIVED, message())
+        await consumer.start()
+        executed: list[tuple[str, list[str]]] = []
+        async with asyncio.timeout(10):  # until the raw entry's deletion
+            while not executed or executed[-1][1][:2] != ["XDEL", Topic.MESSAGE_RECEIVED]:
+                executed.append(await next_command())
+        writer = executed[-1][0]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2):  # and the writer's next command: its EXEC
+                while executed[-1][0] != writer or executed[-1][1][0] == "XDEL":
+                    executed.append(await next_command())
 
-    await eventually(lambda: asyncio.sleep(0, bool(done)))
+    written = [words for client, words in executed if client == writer]
+    assert [words[:2] for words in written[-5:]] == [
+        ["MULTI"],
+        ["XADD", "query.test"],
+        ["XADD", "reply.test"],
+        ["XDEL", Topic.MESSAGE_RECEIVED],
+        ["EXEC"],
+    ]
+    assert written[-2][2:] == raw_ids
     assert await redis.xlen(Topic.MESSAGE_RECEIVED) == 0
     assert await redis.xlen("query.test") == await redis.xlen("reply.test") == 1

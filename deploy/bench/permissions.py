@@ -1,13 +1,13 @@
 """``deskpilot bench permissions``: what permission filtering costs a retrieval.
 
-A synthetic corpus is written into a Chroma collection of its own (a temporary directory, the
-same creation arguments as the services'): ``--documents`` documents of ``--chunks-per-document``
-chunks each (10,000 chunks by default). Each document has a topic: a random unit vector in the
-embedding model's 384 dimensions; its chunks' embeddings are the topic plus Gaussian noise,
-normalised, and their texts are drawn from a Zipf-distributed vocabulary of made-up words, the
-topic's own words more often, so the keyword ranker has real work. ``--public`` of the
-documents are public; each other one is readable by one to three of ``--groups`` groups (and
-sometimes one user), drawn at random with a fixed seed.
+A synthetic corpus is written into a Chroma collection of its own, opened as the orchestrator
+opens its knowledge base, in a temporary directory removed afterwards: ``--documents``
+documents of ``--chunks-per-document`` chunks each (10,000 chunks by default). Each document
+has a topic: a random unit vector in the embedding model's 384 dimensions; its chunks'
+embeddings are the topic plus Gaussian noise, normalised, and their texts are drawn from a
+Zipf-distributed vocabulary of made-up words, the topic's own words more often, so the keyword
+ranker has real work. ``--public`` of the documents are public; each other one is readable by
+one to three of ``--groups`` groups (and sometimes one user), drawn at random with a fixed seed.
 
 Each question is a topic's vector plus noise and five of its words. Every question is asked
 twice in a row, in alternating order, by the same :class:`~orchestrator.retrieval.Retriever`:
@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 DIMENSIONS = 384
@@ -121,20 +122,31 @@ def build_corpus(args: argparse.Namespace, collection: Any) -> tuple[list[Any], 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    import chromadb
+    """Measure in a temporary Chroma directory, closed and removed afterwards."""
+    from contracts.settings import ServiceSettings
+    from orchestrator.retrieval import open_chroma, open_collection
+
+    with tempfile.TemporaryDirectory(prefix="deskpilot-bench-permissions-") as folder:
+        # A local directory whatever CHROMA_HOST this shell sets: the bench writes a corpus.
+        settings = ServiceSettings(
+            data_dir=Path(folder),
+            chroma_host=None,
+            chroma_auth_token=None,
+            chroma_collection=f"bench-{uuid.uuid4().hex[:12]}",
+        )
+        client = open_chroma(settings)
+        try:
+            return _measure(args, open_collection(settings, client))
+        finally:
+            client.close()  # Chroma's files are released before the directory goes
+
+
+def _measure(args: argparse.Namespace, collection: Any) -> dict[str, Any]:
     import numpy as np
-    from chromadb.config import Settings
 
     from contracts.readers import EVERYONE, Principals
     from orchestrator.retrieval import HybridConfig, Retriever, use_one_blas_thread
 
-    folder = tempfile.mkdtemp(prefix="deskpilot-bench-permissions-")
-    client = chromadb.PersistentClient(path=folder, settings=Settings(anonymized_telemetry=False))
-    collection = client.get_or_create_collection(
-        f"bench-{uuid.uuid4().hex[:12]}",
-        configuration={"hnsw": {"space": "cosine"}},
-        embedding_function=None,
-    )
     started = time.perf_counter()
     topics, topic_words = build_corpus(args, collection)
     written_s = time.perf_counter() - started

@@ -39,6 +39,7 @@ from gateway.deps import (
     owner_of,
     rate_limit_user,
 )
+from gateway.directory import with_directory_groups
 from gateway.errors import STATUS, ApiError, ErrorCode
 from gateway.identity import AnonymousToken, Identity, IdentityResolver, owner_identity
 from gateway.models import ChatCreate, ChatRead
@@ -291,7 +292,8 @@ async def chat_socket(
             raise ApiError(ErrorCode.FORBIDDEN, "This page may not open the Deskpilot chat.")
         # Off the event loop: a JWKS fetch (a new signing key) blocks.
         caller = await run_in_threadpool(identities.caller_of_token, token)
-        identity = owner_identity(caller)
+        directory = websocket.app.state.directory
+        identity = await with_directory_groups(owner_identity(caller), directory)
         if identity is None and user:
             # An anonymous token that does not verify is not refused: the browser just becomes
             # a new anonymous user (a refused handshake would only make it retry forever).

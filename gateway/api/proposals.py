@@ -80,7 +80,8 @@ async def approve_proposal(
     """Ingest the proposed article into the knowledge base (as a Markdown document upload;
     follow it with GET /api/documents/{document_id}). With a `target`, the article also goes
     to that knowledge source as a draft that a person publishes (see `draft`); the approval
-    does not wait for it, and a source that is down does not fail it."""
+    does not wait for it, and neither a source that is down nor a request that could not be
+    queued fails it (`draft.status` then says "failed"; ask again with POST .../draft)."""
     target = body.target if body is not None else None
     return await proposals.approve(proposal_id, acting_admin(admin), target)
 
@@ -92,6 +93,7 @@ async def approve_proposal(
     responses={
         **_ERRORS,
         409: {"description": "Not approved, or a draft is requested or exists already."},
+        503: {"description": "The request could not be queued (`bus_unavailable`): ask again."},
     },
 )
 async def draft_proposal(

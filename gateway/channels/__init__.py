@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from gateway.channels.delivery import ChannelTurns
     from gateway.conversations import ConversationIndex
+    from gateway.directory import Directory
     from gateway.feedback import FeedbackService
     from gateway.ratelimit import RateLimiter
     from gateway.turns import TurnService
@@ -43,6 +44,7 @@ def build(
     client: aioredis.Redis,
     feedback: FeedbackService,
     limiter: RateLimiter | None,
+    directory: Directory,
 ) -> Channels | None:
     """The channels the settings turn on (Slack with a signing secret, Teams with an app id);
     None when there are none. Their packages are imported only then (slack_sdk...)."""
@@ -58,6 +60,7 @@ def build(
         client,
         delivery_ttl_s=settings.channel_delivery_ttl_s,
         conversation_ttl_s=settings.turn_ttl_s,
+        directory=directory,
     )
     built = Channels(channel_turns)
     if slack_on:

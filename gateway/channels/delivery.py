@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from contracts.events import TurnReply, new_id
 from gateway.conversations import ConversationIndex
+from gateway.directory import Directory, NoDirectory
 from gateway.errors import ApiError
 from gateway.models import ChatRead
 from gateway.turns import TurnService
@@ -81,8 +82,10 @@ class ChannelTurns:
         *,
         delivery_ttl_s: int,
         conversation_ttl_s: int,
+        directory: Directory | None = None,
     ) -> None:
         self.turns = turns
+        self.directory: Directory = directory or NoDirectory()
         self.index = index
         self.client = client
         self.delivery_ttl_s = delivery_ttl_s
@@ -116,10 +119,12 @@ class ChannelTurns:
         *,
         request_ticket: bool = False,
     ) -> str:
-        """Submit ``text`` as ``turn.user_id`` (verified by the platform: authenticated) in
-        ``conversation_id``; returns the turn id. Raises the web chat's :class:`ApiError` (an
-        empty or too long message, the bus unavailable), and then keeps no record."""
+        """Submit ``text`` as ``turn.user_id`` (verified by the platform: authenticated, with
+        the groups the directory lists for them) in ``conversation_id``; returns the turn id.
+        Raises the web chat's :class:`ApiError` (an empty or too long message, the bus
+        unavailable), and then keeps no record."""
         text = self.turns.validate_text(text, attachments=request_ticket)
+        groups = await self.directory.groups_of(turn.user_id)
         turn_id = new_id()
         key = TURN_PREFIX + turn_id
         # Before the message: a fast answer must find where it goes.
@@ -132,6 +137,7 @@ class ChannelTurns:
                 turn_id,
                 request_ticket=request_ticket,
                 authenticated=True,
+                groups=groups,
             )
         except ApiError:
             await self.client.delete(key)

@@ -32,8 +32,9 @@ from contracts.events import (
     TicketRef,
     TurnReply,
 )
-from contracts.topics import Topic, reply_stream
+from contracts.topics import Group, Topic, reply_stream
 from gateway.config import GatewaySettings
+from gateway.incidents import NAMESPACE as INCIDENT_BOARD
 from gateway.tests.conftest import (
     ADMIN_TOKEN,
     JWT_SECRET,
@@ -426,6 +427,20 @@ async def listed(client: ClientSession, count: int, **arguments: Any) -> list[di
     raise AssertionError(f"never {count} incidents")
 
 
+def test_incidents_are_kept_as_long_as_the_gateway_settings_say(
+    monkeypatch: pytest.MonkeyPatch, make_settings: Any, raw: Redis
+) -> None:
+    monkeypatch.setenv("GATEWAY_INCIDENT_RESOLVED_KEEP_S", "120")
+    monkeypatch.setenv("GATEWAY_INCIDENT_STALE_AFTER_S", "600")
+    settings = make_settings()
+    with serve(settings):
+        incident_on_the_bus(settings)
+        incident_on_the_bus(settings, id="inc-10", status="resolved")
+        wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.INCIDENT_REPORTED))
+    assert 590 < raw.ttl(f"{INCIDENT_BOARD}:record:inc-9") <= 600
+    assert 110 < raw.ttl(f"{INCIDENT_BOARD}:record:inc-10") <= 120
+
+
 async def test_anyone_admitted_reads_ongoing_incidents_as_a_status_page_shows_them(
     gateway: str, settings: GatewaySettings, raw: Redis
 ) -> None:
@@ -591,3 +606,17 @@ def test_without_mcp_enabled_there_is_no_endpoint(make_settings: Any) -> None:
 
     app = create_app(make_settings(mcp_enabled=False))
     assert "/mcp" not in {getattr(route, "path", "") for route in app.routes}
+
+
+def test_without_mcp_enabled_no_incident_is_kept(make_settings: Any, raw: Redis) -> None:
+    """MCP is the incident board's only reader: with MCP off the gateway keeps no incident and
+    leaves incident.reported unread in its group (for the board, should MCP be switched on)."""
+    settings = make_settings(mcp_enabled=False)
+    with serve(settings):
+        incident_on_the_bus(settings)
+        linked(settings, "inc-9", "IT-7")
+        wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.TICKET_EVENTS))
+    groups: Any = raw.xinfo_groups(Topic.INCIDENT_REPORTED)
+    [gateway] = [g for g in groups if g["name"] == Group.GATEWAY.encode()]
+    assert (gateway["lag"], gateway["pending"]) == (1, 0)
+    assert not list(raw.scan_iter(match=f"{INCIDENT_BOARD}*"))

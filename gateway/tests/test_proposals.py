@@ -18,6 +18,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 from playwright.sync_api import expect
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from contracts.events import (
     AuditRecorded,
@@ -31,11 +32,13 @@ from contracts.events import (
 )
 from contracts.sources import CATALOGUE_KEY, SourceStatus
 from contracts.topics import Topic
+from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import (
     JWT_SECRET,
     admin,
     admin_page,
+    handled_by_the_gateway,
     publish,
     serve,
     stream_events,
@@ -323,30 +326,35 @@ def test_approve_with_a_target_asks_the_indexer_for_a_draft_and_keeps_its_link(
 
     # Outcomes that answer no request of this proposal change nothing: another request's id
     # (forged or stale), another source, another proposal.
+    pending = new_id()
+    drafted(settings, draft(pending))
+    wait_until_sync(shown(client, pending))
     forged = outcome(request, correlation_id=new_id(), url="https://evil.example/")
     elsewhere = outcome(request, source="other", url="https://evil.example/2")
-    publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [forged, elsewhere, outcome(request)])
+    misdirected = outcome(request, proposal_id=pending, url="https://evil.example/3")
+    publish(
+        settings, Topic.SOURCE_DRAFT_COMPLETED, [forged, elsewhere, misdirected, outcome(request)]
+    )
     created = wait_until_sync(draft_is(client, proposal_id, "created"))
     assert created["url"] == "https://wiki.example/pages/resumedraft.action?draftId=5001"
     assert created["completed_at"]
-    # Replayed once done: ignored (the draft stays as it was).
+    # Replayed once done: ignored (the draft stays as it was, nothing more is audited).
     publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [outcome(request, status="failed", error="x")])
-    records = wait_until_sync(
-        lambda: [
-            r
-            for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
-            if r.details.get("decision") == "draft_created"
-        ]
-    )
-    assert [r.details["draft_url"] for r in records] == [created["url"]]
-    assert client.get(url, headers=admin()).json()["draft"]["status"] == "created"
+    wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.SOURCE_DRAFT_COMPLETED))
+    records = [
+        r
+        for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
+        if r.details.get("decision", "").startswith("draft_")
+    ]
+    assert [(r.details["decision"], r.details.get("draft_url")) for r in records] == [
+        ("draft_created", created["url"])
+    ]
+    assert client.get(url, headers=admin()).json()["draft"] == created
+    assert client.get(f"/api/admin/proposals/{pending}", headers=admin()).json()["draft"] is None
 
     # A draft exists in that source: asking again is a conflict; a not-approved proposal too.
     again = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
     assert again.status_code == 409
-    pending = new_id()
-    drafted(settings, draft(pending))
-    wait_until_sync(shown(client, pending))
     early = client.post(
         f"/api/admin/proposals/{pending}/draft", json={"target": "it-wiki"}, headers=admin()
     )
@@ -389,6 +397,81 @@ def test_a_failed_draft_says_what_permission_is_missing_and_can_be_asked_again(
         client.post(f"{url}/draft", json={"target": "intranet"}, headers=user([])).status_code
         == 403
     )
+
+
+def test_an_outcome_whose_audit_record_was_not_published_records_it_when_redelivered(
+    make_settings: Callable[..., GatewaySettings], raw: redis.Redis
+) -> None:
+    settings = make_settings(reclaim_idle_ms=300)  # the failed delivery comes back at once
+    with TestClient(create_app(settings)) as client:
+        proposal_id, url = pending_for(client, settings, raw, "it-wiki", "confluence")
+        assert client.post(f"{url}/approve", json={"target": "it-wiki"}, headers=admin()).is_success
+        [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+        bus = client.app.state.proposals.bus  # type: ignore[attr-defined]
+        publish_for_real = bus.publish
+        refused: list[AuditRecorded] = []
+
+        async def audit_down_once(topic: str, event: Any) -> str:
+            if topic == Topic.AUDIT and not refused:
+                refused.append(event)
+                raise RedisConnectionError("the audit stream is unreachable")
+            return str(await publish_for_real(topic, event))
+
+        bus.publish = audit_down_once
+        done = outcome(request)
+        publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [done])
+        wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.SOURCE_DRAFT_COMPLETED))
+        # Redelivered the same outcome again (a consumer that died before acknowledging it).
+        publish(settings, Topic.SOURCE_DRAFT_COMPLETED, [done])
+        wait_until_sync(lambda: handled_by_the_gateway(raw, Topic.SOURCE_DRAFT_COMPLETED))
+        assert client.get(url, headers=admin()).json()["draft"]["status"] == "created"
+    [record] = [
+        r
+        for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
+        if r.details.get("decision") == "draft_created"
+    ]
+    assert [e.details["decision"] for e in refused] == ["draft_created"]
+    assert record.event_id == refused[0].event_id
+    assert record.details == refused[0].details
+    assert record.details["proposal_id"] == proposal_id
+
+
+def test_an_approval_whose_draft_request_cannot_be_queued_stands_with_the_draft_failed(
+    client: TestClient, settings: GatewaySettings, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proposal_id, url = pending_for(client, settings, raw, "it-wiki", "confluence")
+    bus = client.app.state.proposals.bus  # type: ignore[attr-defined]
+    publish_for_real = bus.publish
+
+    async def requests_down(topic: str, event: Any) -> str:
+        if topic == Topic.SOURCE_DRAFT_REQUESTED:
+            raise RedisConnectionError("the stream is unreachable")
+        return str(await publish_for_real(topic, event))
+
+    monkeypatch.setattr(bus, "publish", requests_down)
+    approved = client.post(f"{url}/approve", json={"target": "it-wiki"}, headers=admin())
+    assert approved.status_code == 200, approved.text
+    body = approved.json()
+    assert (body["status"], body["document_id"] is not None) == ("approved", True)
+    assert body["draft"]["status"] == "failed"
+    assert body["draft"]["error"] == "the request could not be queued"
+    [record] = [
+        r
+        for r in stream_events(raw, Topic.AUDIT, AuditRecorded)
+        if r.details.get("proposal_id") == proposal_id
+    ]
+    assert (record.details["decision"], record.details["target"]) == ("approved", "it-wiki")
+    # Asked again while the bus still refuses: 503, and the draft still says failed.
+    refused = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
+    assert (refused.status_code, refused.json()["error_code"]) == (503, "bus_unavailable")
+    assert client.get(url, headers=admin()).json()["draft"]["status"] == "failed"
+    # Once it is back, the draft is asked for again.
+    monkeypatch.setattr(bus, "publish", publish_for_real)
+    again = client.post(f"{url}/draft", json={"target": "it-wiki"}, headers=admin())
+    assert again.status_code == 202, again.text
+    assert again.json()["draft"]["status"] == "requested"
+    [request] = stream_events(raw, Topic.SOURCE_DRAFT_REQUESTED, SourceDraftRequested)
+    assert request.proposal_id == proposal_id
 
 
 def publish_aside(settings: GatewaySettings, topic: str, events: list[Any]) -> None:

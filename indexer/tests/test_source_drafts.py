@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -103,8 +104,23 @@ def test_confluence_throttling_is_waited_out_and_5xx_is_retryable(
     with pytest.raises(DraftError) as raised:
         source.write_draft(DRAFT)
     assert raised.value.retry
-    assert "502" in str(raised.value)
+    assert str(raised.value).endswith("HTTP 502 when writing the draft: Bad Gateway")
     assert len(confluence.drafts) == 1
+    confluence.fail_creates(1, 504)
+    with pytest.raises(DraftError) as raised:
+        source.write_draft(DRAFT)
+    assert str(raised.value).endswith("HTTP 504 when writing the draft: Gateway Timeout")
+
+
+def test_the_confluence_emulator_updates_no_page(confluence: FakeConfluence) -> None:
+    # Deskpilot only writes drafts; a code path that updated or published a page would fail.
+    link = ConfluenceSource(confluence_config(confluence)).write_draft(DRAFT)
+    answer = httpx.put(
+        f"{confluence.base_url}/api/v2/pages/{link.draft_id}",
+        json={"id": link.draft_id, "status": "current", "title": DRAFT.title},
+    )
+    assert answer.status_code == 405
+    assert confluence.published == []
 
 
 def test_confluence_wrong_token_is_no_retry_and_quotes_no_secret(

@@ -21,7 +21,13 @@ import pytest
 from chromadb.config import Settings
 
 from contracts.events import Action, AnswerBody
-from orchestrator.compose import Article, answering_article, compose_answer, compose_checklist
+from orchestrator.compose import (
+    Article,
+    answering_article,
+    checklist_steps,
+    compose_answer,
+    compose_checklist,
+)
 from orchestrator.compose import steps_of as numbered_steps
 from orchestrator.embedding import QueryEncoder
 from orchestrator.feedback import FeedbackSettings, FixedAdjustments, Tally, adjustments_of
@@ -171,7 +177,8 @@ def test_an_answer_names_quotes_and_cites_one_article_whatever_the_ratings(
     article = answering_article(retrieval, THRESHOLD)
     assert article is not None
     assert article.url == first.url
-    checklist = compose_checklist(article, 0)
+    passage = article.passage()
+    checklist = compose_checklist(article, passage, checklist_steps(passage))
     assert named(checklist) == checklist.citations[0].title == first.title
     assert checklist.checklist is not None
     assert set(checklist.checklist.steps) <= {

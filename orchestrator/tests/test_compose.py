@@ -6,6 +6,7 @@ from contracts.events import Action
 from orchestrator.compose import (
     NO_ANSWER_TEXT,
     Article,
+    checklist_steps,
     choose_passage,
     cite_lines,
     compose_answer,
@@ -150,7 +151,9 @@ def test_technical_users_get_only_steps_and_commands() -> None:
 
 def test_checklist_offers_one_step_with_its_citation() -> None:
     source = hit("https://kb/a", 0.8, text=STEPS)
-    body = compose_checklist(Article((source,)), 0)
+    article = Article((source,))
+    passage = article.passage()
+    body = compose_checklist(article, passage, checklist_steps(passage))
     assert body.action is Action.CHECKLIST
     assert body.checklist is not None
     assert body.checklist.current == 0

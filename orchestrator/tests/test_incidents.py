@@ -183,6 +183,20 @@ async def test_active_lists_the_most_recently_updated_first(store: IncidentStore
     assert [i.id for i in await store.active()] == ["b", "c", "a"]
 
 
+@pytest.mark.parametrize(
+    "damaged", [b"\xff\xfe not utf-8", b"{not json", b'{"id": "x"}'], ids=["bytes", "json", "model"]
+)
+async def test_an_unreadable_record_is_skipped_and_the_others_still_listed(
+    store: IncidentStore, client: aioredis.Redis, damaged: bytes
+) -> None:
+    await store.apply(report(vpn_incident(id="a")))
+    await store.apply(report(vpn_incident(id="b")))
+    await client.hset(store.record_key("b"), "incident", damaged)
+    assert [i.id for i in await store.active()] == ["a"]
+    assert await store.get("b") is None
+    assert (await store.get("a") or vpn_incident(id="none")).id == "a"
+
+
 # -- matching -----------------------------------------------------------------------------------
 
 VPN = vpn_incident()

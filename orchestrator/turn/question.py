@@ -336,7 +336,7 @@ class AnswerStep(Step):
                 citation_snippet=snippet(passage.text),
             )
             reason = f"troubleshooting, {len(steps)} steps; {turn.confidence}"
-            body = compose_checklist(article, 0, turn.os)
+            body = compose_checklist(article, passage, steps)
             return Answer(body=body, reason=reason + turn.by)
 
         body = compose_answer(

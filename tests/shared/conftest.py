@@ -10,8 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from deploy.runner import Stack
-from tests.support.fake_slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
-from tests.support.fake_teams import APP_PASSWORD, FakeTeams
+from tests.support.channels import channel_env
+from tests.support.fake_slack import FakeSlack
+from tests.support.fake_teams import FakeTeams
 from tests.support.stack import (
     SHARED_ENV,
     SHARED_MCP_NOC_TOKEN,
@@ -37,9 +38,10 @@ def teams() -> Iterator[FakeTeams]:
         yield fake
 
 
-def channel_env(slack: FakeSlack, teams: FakeTeams) -> dict[str, str]:
+def shared_channel_env(slack: FakeSlack, teams: FakeTeams) -> dict[str, str]:
     """Slack, Teams and MCP on, pointed at the local fakes."""
     return {
+        **channel_env(slack, teams),
         "GATEWAY_MCP_ENABLED": "true",
         "GATEWAY_MCP_CLIENTS": json.dumps(
             {
@@ -47,15 +49,6 @@ def channel_env(slack: FakeSlack, teams: FakeTeams) -> dict[str, str]:
                 "noc": {"token": SHARED_MCP_NOC_TOKEN, "roles": ["technician"]},
             }
         ),
-        "GATEWAY_TEAMS_APP_ID": teams.app_id,
-        "GATEWAY_TEAMS_APP_PASSWORD": APP_PASSWORD,
-        "GATEWAY_TEAMS_OPENID_URL": teams.openid_url,
-        "GATEWAY_TEAMS_TOKEN_URL": teams.token_url,
-        "GATEWAY_TEAMS_SERVICE_URL_PREFIXES": teams.service_url,
-        "GATEWAY_SLACK_SIGNING_SECRET": SIGNING_SECRET,
-        "GATEWAY_SLACK_BOT_TOKEN": BOT_TOKEN,
-        "GATEWAY_SLACK_API_URL": slack.api_url,
-        "GATEWAY_SLACK_RESPONSE_URL_PREFIX": slack.hooks_prefix,
     }
 
 
@@ -63,7 +56,7 @@ def channel_env(slack: FakeSlack, teams: FakeTeams) -> dict[str, str]:
 def stack(
     tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack, teams: FakeTeams
 ) -> Iterator[Stack]:
-    env = {**SHARED_ENV, **channel_env(slack, teams)}
+    env = {**SHARED_ENV, **shared_channel_env(slack, teams)}
     with running_stack(tmp_path_factory.mktemp("shared-stack"), env) as running:
         slack.gateway_url = teams.gateway_url = running.url
         yield running

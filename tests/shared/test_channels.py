@@ -19,8 +19,9 @@ from mcp.client.streamable_http import streamable_http_client
 from deploy.runner import Stack
 from gateway.channels.slack import blocks
 from tests.support import wait_until_sync
+from tests.support.channels import slack_answers, teams_cards
 from tests.support.fake_slack import FakeSlack, Posted, button
-from tests.support.fake_teams import FakeTeams, Sent, card_actions
+from tests.support.fake_teams import FakeTeams, card_actions
 from tests.support.stack import (
     SHARED_ADMIN_TOKEN,
     SHARED_MCP_TOKEN,
@@ -49,12 +50,7 @@ def ask_in_thread(slack: FakeSlack, text: str, thread: str | None = None) -> str
 
 def answers(slack: FakeSlack, thread: str, count: int) -> list[Posted]:
     """The thread's answers once there are ``count`` (an answer is a message with blocks)."""
-
-    def found() -> list[Posted] | None:
-        done = [m for m in slack.thread(CHANNEL, thread) if m.blocks]
-        return done if len(done) >= count else None
-
-    return wait_until_sync(found, 120, message=lambda: str(slack.thread(CHANNEL, thread)))
+    return slack_answers(slack, CHANNEL, thread, count)
 
 
 def action_of(message: Posted) -> str:
@@ -138,14 +134,6 @@ def test_a_forged_request_is_refused_and_nothing_of_it_reaches_the_bus(
 
 BRUNO = "3c9e2f1a-7b6d-4c5e-9f8a-2b1c0d9e8f7a"
 """A Teams user's Entra object id."""
-
-
-def teams_cards(teams: FakeTeams, conversation: str, count: int) -> list[Sent]:
-    def found() -> list[Sent] | None:
-        done = [s for s in teams.messages(conversation) if s.activity.get("attachments")]
-        return done if len(done) >= count else None
-
-    return wait_until_sync(found, 120, message=lambda: str(teams.sent))
 
 
 def test_a_question_in_teams_is_answered_with_a_card_of_citations(

@@ -15,9 +15,9 @@ Endpoints, with the shapes Atlassian documents (all under the wiki root ``/wiki`
 
 * ``POST /api/v2/pages`` (JSON ``spaceId``, ``status`` ``current`` or ``draft``, ``title``,
   ``body: {"representation": "storage", "value"}``): 200 with the page, its ``_links``
-  (``webui``, ``editui``, ``tinyui``, ``base``); ``PUT /api/v2/pages/{id}`` updates a page
-  (with ``status: current`` it publishes a draft). Both are logged in :attr:`FakeConfluence.
-  published` whenever they make a page current, so a test can assert nothing was published.
+  (``webui``, ``editui``, ``tinyui``, ``base``); one created ``current`` is logged in
+  :attr:`FakeConfluence.published`, so a test can assert nothing was published. Pages are never
+  updated through the API (Deskpilot only writes drafts): no ``PUT`` is served (405).
 
 Errors: 401 with an empty body for wrong basic auth (e-mail:API token), 404 ``{"errors":
 [{"status": 404, "code": "NOT_FOUND", ...}]}`` for an unknown page or space, 429 with
@@ -28,7 +28,8 @@ Errors of page creation, as v2 shapes them (``{"errors": [{"status", "code", "ti
 representation), 403 ``FORBIDDEN`` in a space where :meth:`FakeConfluence.deny_drafts` took the
 account's "Add page" permission, 404 for an unknown space id.
 
-Fault knobs: :meth:`FakeConfluence.fail_creates` (the next N creations answer a 5xx),
+Fault knobs: :meth:`FakeConfluence.fail_creates` (the next N creations answer a 5xx, its
+code and title the status's standard reason: 502 ``BAD_GATEWAY``, "Bad Gateway"),
 :meth:`FakeConfluence.throttle_next` (the next N requests answer 429 with a
 Retry-After), :meth:`FakeConfluence.fail_page` (a page's body read answers 500),
 :meth:`FakeConfluence.fail_after` (after N body reads every body read answers 503 without
@@ -42,6 +43,7 @@ import base64
 import itertools
 import threading
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlencode
 
@@ -147,7 +149,6 @@ class FakeConfluence(ServedFake):
                 Route(f"{WIKI}/api/v2/spaces", self._spaces),
                 Route(f"{WIKI}/api/v2/spaces/{{space_id}}/pages", self._space_pages),
                 Route(f"{WIKI}/api/v2/pages", self._create_page, methods=["POST"]),
-                Route(f"{WIKI}/api/v2/pages/{{page_id}}", self._update_page, methods=["PUT"]),
                 Route(f"{WIKI}/api/v2/pages/{{page_id}}", self._page),
                 Route(
                     f"{WIKI}/rest/api/content/{{page_id}}/restriction/byOperation/read",
@@ -251,8 +252,8 @@ class FakeConfluence(ServedFake):
             return refused
         with self._lock:
             if self._failing_creates:
-                status = self._failing_creates.pop()
-                return _errors(status, "INTERNAL_SERVER_ERROR", "Internal Server Error")
+                reason = HTTPStatus(self._failing_creates.pop())
+                return _errors(reason.value, reason.name, reason.phrase)
         try:
             sent = await request.json()
         except ValueError:
@@ -290,17 +291,6 @@ class FakeConfluence(ServedFake):
         if status == "draft":
             summary["_links"]["webui"] = f"/spaces/{key}/pages/edit-v2/{page.id}"
         return JSONResponse(summary)
-
-    async def _update_page(self, request: Request) -> Response:
-        if (refused := self._gate(request)) is not None:
-            return refused
-        page_id = request.path_params["page_id"]
-        sent = await request.json()
-        if page_id not in self.drafts and page_id not in self.pages:
-            return _not_found()
-        if isinstance(sent, dict) and sent.get("status") == "current":
-            self.published.append(page_id)
-        return JSONResponse({"id": page_id, "status": sent.get("status", "current")})
 
     def _summary(self, page: FakePage) -> dict[str, Any]:
         return {

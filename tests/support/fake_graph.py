@@ -19,6 +19,8 @@ Graph v1.0 (under ``/v1.0``):
   without a token), ``/permissions`` (``roles``, ``grantedToV2`` with ``user``/``group``/
   ``siteGroup``, ``link.scope``)
 
+The directory (users, their nested groups): :mod:`tests.support.fake_directory`.
+
 Site pages (SharePoint's modern pages, Graph v1.0):
 
 * ``POST /sites/{id}/pages`` (a ``#microsoft.graph.sitePage`` with ``name`` ending ``.aspx``,
@@ -55,6 +57,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from tests.support.fake_directory import FakeDirectory
 from tests.support.fake_graph_pages import PagesAndLists, permission_values
 from tests.support.fake_graph_pages import graph_error as _error
 from tests.support.served import ServedFake, self_signed
@@ -81,7 +84,7 @@ class FakeItem:
     organization_link: bool = True
 
 
-class FakeGraph(PagesAndLists, ServedFake):
+class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
     def __init__(self, tls_folder: Path, libraries: tuple[str, ...] = ("Documents",)) -> None:
         self.tls = self_signed(tls_folder)
         self.drives = {f"b!drive{i}": name for i, name in enumerate(libraries)}
@@ -102,6 +105,7 @@ class FakeGraph(PagesAndLists, ServedFake):
         self.published: list[str] = []
         """Ids of pages the API was asked to publish."""
         self._failing_pages: list[int] = []
+        self.init_directory()
         self._init_pages_and_lists()
 
     @property
@@ -179,6 +183,7 @@ class FakeGraph(PagesAndLists, ServedFake):
                 Route("/v1.0/drives/{drive}/items/{item}/content", self._content),
                 Route("/v1.0/drives/{drive}/items/{item}/permissions", self._permissions),
                 Route("/download/{item}", self._download),
+                *self.directory_routes(),
             ]
         )
 

@@ -4,6 +4,8 @@ STARTTLS (port 587, the default), implicit TLS (465) or, on a trusted local rela
 A refusal the server means for good (a 5xx reply, every recipient refused) is a
 :class:`Undeliverable`; anything else (no connection, a timeout, a 4xx reply) a
 :class:`~ticketing.notify.slack.TryLater`, which the service hands back to the bus to retry.
+Some recipients refused and the others accepted is a delivery, whose outcome says how many were
+refused and the server's codes, not their addresses (the outcome is audited).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ class EmailChannel:
             ssl.create_default_context(cafile=str(config.ca_bundle)) if config.ca_bundle else None
         )
 
-    async def send(self, recipients: tuple[str, ...], subject: str, text: str) -> None:
+    async def send(self, recipients: tuple[str, ...], subject: str, text: str) -> str:
+        """Send one e-mail; its outcome: ``sent``, or ``sent (1 of 2 refused: 550)``."""
         config = self.config
         message = EmailMessage()
         message["From"] = config.sender
@@ -32,7 +35,7 @@ class EmailChannel:
         message["Subject"] = subject
         message.set_content(text)
         try:
-            await aiosmtplib.send(
+            refused, _ = await aiosmtplib.send(
                 message,
                 hostname=config.host,
                 port=config.port,
@@ -53,6 +56,10 @@ class EmailChannel:
             raise TryLater(f"the SMTP server answered {exc.code}") from None
         except (aiosmtplib.SMTPException, OSError) as exc:
             raise TryLater(f"cannot send through the SMTP server ({type(exc).__name__})") from None
+        if not refused:
+            return "sent"
+        codes = ", ".join(str(reply.code) for reply in refused.values())
+        return f"sent ({len(refused)} of {len(recipients)} refused: {codes})"
 
 
 def _codes(exc: aiosmtplib.SMTPRecipientsRefused) -> str:

@@ -3,10 +3,16 @@
 A notice goes out when its category has a route (``TICKETING_NOTIFY_ROUTES``), its question was
 not reported in that category within ``TICKETING_NOTIFY_DEDUP_S`` (one recurring question does
 not flood inboxes: the same words, whatever their case, spacing and punctuation, count once),
-and the category's cap per hour (``TICKETING_NOTIFY_MAX_PER_HOUR``) is not reached. That
-decision is kept per event, so a redelivered event is decided the same way, and each channel
-(e-mail, Slack) remembers it delivered, so a retry after one channel failed does not repeat the
-other. Every notice sent or failed is recorded on the audit stream (``action="notification"``).
+and the category's cap per hour (``TICKETING_NOTIFY_MAX_PER_HOUR``) is not reached. One Lua
+script takes that decision, so replicas agree: a question counts as reported only once a notice
+of it is admitted (one held back by the cap is not, and a later one may go out), and it stops
+counting when every channel of its notice failed (an outage of the SMTP server or Slack does not
+mute the question for the window). The decision is kept per event, so a redelivered event is
+decided the same way, and each channel (e-mail, Slack) remembers it delivered, so a retry after
+one channel failed does not repeat the other. Every notice sent or failed is recorded on the
+audit stream (``action="notification"``).
+
+Every key shares one hash tag, so the scripts run on Redis Cluster too.
 
 The message carries the redacted question, as the orchestrator kept it, never what the user
 typed, and a link to the conversation in the admin page.
@@ -33,14 +39,47 @@ from ticketing.notify.slack import SlackWebhookChannel, TryLater, Undeliverable,
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "deskpilot:ticketing:notice:"
+PREFIX = "deskpilot:ticketing:{notice}:"
 STATE_TTL_S = 2 * 86_400
+RATE_TTL_S = 2 * 3600
+
+# KEYS: the event's state hash, the question's seen key, the category's counter of this hour.
+# ARGV: the event id, the de-duplication window (s), the cap per hour, the state's and the
+# counter's TTL (s).
+# An event decided before keeps its decision; the seen key is set only when the notice is admitted.
+_ADMIT = """
+local decided = redis.call('HGET', KEYS[1], 'admission')
+if decided then return decided end
+local admission = 'sent'
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then
+  admission = 'duplicate'
+elseif (tonumber(redis.call('GET', KEYS[3])) or 0) >= tonumber(ARGV[3]) then
+  admission = 'rate_limited'
+else
+  redis.call('INCR', KEYS[3])
+  redis.call('EXPIRE', KEYS[3], ARGV[5])
+  redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+end
+redis.call('HSET', KEYS[1], 'admission', admission)
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return admission
+"""
+
+# KEYS: the question's seen key. ARGV: the event id. Only the event that set it releases it.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 Admission = Literal["sent", "not_configured", "duplicate", "rate_limited"]
 OUTCOME_WORDS = {
     "no_answer": "could not answer",
     "low_confidence": "answered with low confidence",
 }
+UNITS = (("week", 604_800), ("day", 86_400), ("hour", 3600), ("minute", 60), ("second", 1))
 Publish = Callable[[str, Event], Awaitable[object]]
+# Sends on one channel; its outcome when it has more to say than "sent".
+Send = Callable[[], Awaitable[str | None]]
 
 
 @dataclass
@@ -55,6 +94,24 @@ def question_key(category: str, question: str) -> str:
     """The de-duplication key of a question in a category: its words, lower-cased."""
     words = " ".join(re.findall(r"\w+", question.lower()))
     return hashlib.sha256(f"{category}\n{words}".encode()).hexdigest()[:32]
+
+
+def delivered(outcome: str) -> bool:
+    """Whether a channel's outcome is a delivery (``sent``, perhaps with a remark)."""
+    return outcome.startswith("sent")
+
+
+def once_per(seconds: float) -> str:
+    """The de-duplication window in words, as the admission script applies it (whole seconds):
+    ``once a day``, ``once an hour``, ``once every 90 minutes``."""
+    whole = max(1, int(seconds))
+    for unit, size in UNITS:
+        if whole % size == 0:
+            count = whole // size
+            if count == 1:
+                return f"once {'an' if unit == 'hour' else 'a'} {unit}"
+            return f"once every {count} {unit}s"
+    raise AssertionError("a second divides every window")
 
 
 class Notifier:
@@ -78,6 +135,8 @@ class Notifier:
         self.admin_url = admin_url.rstrip("/") if admin_url else None
         self.dedup_s = dedup_s
         self.max_per_hour = max_per_hour
+        self._admit_script = client.register_script(_ADMIT)
+        self._release_script = client.register_script(_RELEASE)
 
     async def on_notice(self, notice: UnansweredNotice, *, last_attempt: bool) -> NoticeResult:
         """Tell the category's people; raises :class:`TryLater` when a channel may take it
@@ -94,12 +153,12 @@ class Notifier:
         result = NoticeResult("sent")
         later: list[str] = []
         for name, send in self._channels(route, notice):
-            if done.get(name.encode()) == b"sent":
-                result.channels[name] = "sent"
+            recorded = done.get(name.encode(), b"").decode()
+            if delivered(recorded):
+                result.channels[name] = recorded
                 continue
             try:
-                await send()
-                outcome = "sent"
+                outcome = await send() or "sent"
             except Undeliverable as exc:
                 outcome = f"failed: {exc}"
             except TryLater as exc:
@@ -111,37 +170,32 @@ class Notifier:
             await self.client.hset(state, name, outcome)
         if later:
             raise TryLater("; ".join(later))
+        if result.channels and not any(map(delivered, result.channels.values())):
+            # Nobody was told: the next notice of this question may go out.
+            await self._release_script(keys=[self._seen(notice)], args=[notice.event_id])
         await self._audit(notice, result)
         return result
 
     async def _admit(self, state: str, notice: UnansweredNotice) -> Admission:
-        decided: Any = await self.client.hget(state, "admission")
-        if decided is not None:
-            return cast(Admission, decided.decode())
         category = notice.category or ""
-        seen = f"{PREFIX}seen:{question_key(category, notice.question)}"
-        first = await self.client.set(seen, notice.event_id, nx=True, ex=int(self.dedup_s) or 1)
-        admission: Admission = "sent"
-        if not first and (await self.client.get(seen)) != notice.event_id.encode():
-            admission = "duplicate"
-        else:
-            hour = f"{PREFIX}rate:{category}:{int(time.time() // 3600)}"
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.incr(hour)
-                pipe.expire(hour, 7200)
-                count, _ = await pipe.execute()
-            if int(count) > self.max_per_hour:
-                admission = "rate_limited"
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hsetnx(state, "admission", admission)
-            pipe.expire(state, STATE_TTL_S)
-            await pipe.execute()
-        return admission
+        hour = f"{PREFIX}rate:{category}:{int(time.time() // 3600)}"
+        keys = [state, self._seen(notice), hour]
+        window = max(1, int(self.dedup_s))  # as once_per() words it
+        args: list[str | int] = [
+            notice.event_id,
+            window,
+            self.max_per_hour,
+            STATE_TTL_S,
+            RATE_TTL_S,
+        ]
+        admission: bytes = await self._admit_script(keys=keys, args=args)
+        return cast(Admission, admission.decode())
 
-    def _channels(
-        self, route: NotifyRoute, notice: UnansweredNotice
-    ) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
-        channels: list[tuple[str, Callable[[], Awaitable[None]]]] = []
+    def _seen(self, notice: UnansweredNotice) -> str:
+        return f"{PREFIX}seen:{question_key(notice.category or '', notice.question)}"
+
+    def _channels(self, route: NotifyRoute, notice: UnansweredNotice) -> list[tuple[str, Send]]:
+        channels: list[tuple[str, Send]] = []
         email, slack = self.email, self.slack
         if route.emails and email is not None:
             subject, text = self.email_message(notice)
@@ -177,7 +231,7 @@ class Notifier:
             f"Conversation: {link or notice.conversation_id}",
             "",
             f"You receive this as one of the people responsible for {category!r}. The same "
-            "question is reported once a day at most.",
+            f"question is reported at most {once_per(self.dedup_s)}.",
         ]
         label = "Unanswered" if notice.outcome == "no_answer" else "Low-confidence answer"
         return f"[Deskpilot] {label}: {category} question", "\n".join(lines)
@@ -205,7 +259,7 @@ class Notifier:
         }
 
     async def _audit(self, notice: UnansweredNotice, result: NoticeResult) -> None:
-        failed = [name for name, outcome in result.channels.items() if outcome != "sent"]
+        failed = [name for name, outcome in result.channels.items() if not delivered(outcome)]
         details: dict[str, str | int | float | bool | None] = {
             "category": notice.category,
             "outcome": notice.outcome,

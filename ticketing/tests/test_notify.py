@@ -4,6 +4,7 @@ per hour and redelivery."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,26 @@ async def test_a_configured_category_is_told_by_email_and_slack_with_the_redacte
     assert audit.conversation_id == "conv-42"
 
 
+@pytest.mark.parametrize(
+    ("window", "words"),
+    [
+        (86_400, "once a day"),
+        (3600, "once an hour"),
+        (7200, "once every 2 hours"),
+        (5400, "once every 90 minutes"),
+        (129_600, "once every 36 hours"),
+        (1_209_600, "once every 2 weeks"),
+        (0.5, "once a second"),
+    ],
+)
+def test_the_email_states_the_configured_window(
+    make: Make, smtp: LocalSmtp, window: float, words: str
+) -> None:
+    notifier, _ = make(smtp, None, notify_dedup_s=window)
+    _, text = notifier.email_message(notice())
+    assert f"The same question is reported at most {words}." in " ".join(text.split())
+
+
 async def test_other_categories_and_recurring_questions_are_not_reported_again(
     make: Make, smtp: LocalSmtp
 ) -> None:
@@ -177,6 +198,69 @@ async def test_the_cap_per_hour_holds_back_a_flood(make: Make, smtp: LocalSmtp) 
     ]
     assert outcomes == ["sent", "sent", "rate_limited", "rate_limited"]
     assert len(smtp.messages) == 2
+
+
+async def test_a_question_held_back_by_the_cap_is_not_a_duplicate_and_goes_out_later(
+    make: Make, smtp: LocalSmtp, redis: aioredis.Redis
+) -> None:
+    notifier, _ = make(smtp, None, notify_max_per_hour=1)
+    assert (await notifier.on_notice(notice("first question"), last_attempt=False)).admission == (
+        "sent"
+    )
+    held = await notifier.on_notice(notice(), last_attempt=False)
+    again = await notifier.on_notice(notice(), last_attempt=False)  # same words, new turn
+    assert (held.admission, again.admission) == ("rate_limited", "rate_limited")
+    # The next hour: the question was never reported, so it goes out now.
+    rates = [key async for key in redis.scan_iter(match="deskpilot:ticketing:*rate:*")]
+    assert len(rates) == 1
+    await redis.delete(*rates)
+    later = await notifier.on_notice(notice(), last_attempt=False)
+    assert later.admission == "sent"
+    assert [QUESTION in mail.text for mail in smtp.messages] == [False, True]
+
+
+async def test_replicas_racing_on_one_question_report_it_once(
+    tmp_path: Path, redis_url: str, redis: aioredis.Redis, smtp: LocalSmtp, http: httpx.AsyncClient
+) -> None:
+    del redis  # (its fixture empties the database)
+    replicas = [aioredis.from_url(redis_url) for _ in range(3)]
+    try:
+        chosen = settings(tmp_path, redis_url, smtp, None)
+        notifiers = [notifier_for(chosen, client, http)[0] for client in replicas]
+        results = await asyncio.gather(
+            *(n.on_notice(notice(), last_attempt=False) for n in notifiers for _ in range(4))
+        )
+    finally:
+        for client in replicas:
+            await client.aclose()
+    assert sorted(r.admission for r in results) == ["duplicate"] * 11 + ["sent"]
+    assert len(smtp.messages) == 1
+
+
+async def test_a_notice_every_channel_gave_up_on_does_not_mute_its_question(
+    make: Make, smtp: LocalSmtp, slack: FakeSlackWebhook
+) -> None:
+    notifier, _ = make(smtp, slack)
+    smtp.defer_next(1)  # the SMTP server is out...
+    slack.fail_next(3)  # ...and so is Slack
+    slack.throttle_next(0)
+    failed = await notifier.on_notice(notice(), last_attempt=True)
+    assert [o.endswith("(gave up)") for o in failed.channels.values()] == [True, True]
+    assert (smtp.messages, slack.posts) == ([], [])
+    retold = await notifier.on_notice(notice(), last_attempt=False)  # the question again
+    assert (retold.admission, retold.channels) == ("sent", {"email": "sent", "slack": "sent"})
+    # One channel told someone: the question is reported, and not again within the window.
+    assert (await notifier.on_notice(notice(), last_attempt=False)).admission == "duplicate"
+
+
+async def test_a_notice_one_channel_delivered_still_counts_as_reported(
+    make: Make, smtp: LocalSmtp, slack: FakeSlackWebhook
+) -> None:
+    notifier, _ = make(smtp, slack)
+    slack.revoke()
+    partly = await notifier.on_notice(notice(), last_attempt=True)
+    assert partly.channels["email"] == "sent"
+    assert (await notifier.on_notice(notice(), last_attempt=False)).admission == "duplicate"
 
 
 async def test_a_redelivered_notice_sends_only_what_failed(
@@ -266,6 +350,26 @@ async def test_a_refused_recipient_is_a_failure_not_a_retry(make: Make, smtp: Lo
     smtp.refuse(TEAM)
     result = await notifier.on_notice(notice(), last_attempt=False)
     assert result.channels["email"] == "failed: the SMTP server refused every recipient (550)"
+
+
+async def test_a_recipient_refused_among_others_is_in_the_outcome_without_its_address(
+    make: Make, smtp: LocalSmtp
+) -> None:
+    gone = "left-the-company@northwind.example"
+    notifier, published = make(smtp, None, notify_routes={"account": {"emails": [TEAM, gone]}})
+    smtp.refuse(gone)
+    event = notice()
+    result = await notifier.on_notice(event, last_attempt=False)
+    assert result.channels == {"email": "sent (1 of 2 refused: 550)"}
+    [mail] = smtp.messages
+    assert mail.recipients == (TEAM,)
+    [audit] = published.audits
+    assert (audit.reason, audit.details["email"]) == ("sent", "sent (1 of 2 refused: 550)")
+    assert gone not in str(audit.model_dump())
+    # Delivered again: the outcome is as recorded, and nobody gets a second e-mail.
+    again = await notifier.on_notice(event, last_attempt=False)
+    assert again.channels == result.channels
+    assert len(smtp.messages) == 1
 
 
 async def test_starttls_and_login_then_a_wrong_password_fails_without_echoing_it(

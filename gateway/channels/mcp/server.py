@@ -58,6 +58,7 @@ from contracts.events import MAX_SEARCH_PASSAGES, AuditRecorded, new_id
 from contracts.topics import Topic
 from gateway.config import GatewaySettings, mcp_clients
 from gateway.conversations import ConversationIndex
+from gateway.directory import Directory, with_directory_groups
 from gateway.errors import ApiError
 from gateway.identity import Identity, IdentityResolver
 from gateway.incidents import IncidentBoard, IncidentService, KnownIncident
@@ -98,10 +99,12 @@ class McpAuth:
         resolver: IdentityResolver,
         settings: GatewaySettings,
         limiter: RateLimiter | None,
+        directory: Directory,
     ) -> None:
         self.app = app
         self.resolver = resolver
         self.limiter = limiter
+        self.directory = directory
         self._clients = {
             hashlib.sha256(client.token.get_secret_value().encode()).digest(): Identity(
                 user_id=f"mcp:{name}", roles=frozenset(client.roles) | {"employee"}
@@ -124,7 +127,9 @@ class McpAuth:
         # Off the event loop: a JWKS fetch blocks.
         caller = await run_in_threadpool(self.resolver.caller_of_token, token)
         user = caller.identity
-        return user if user is not None and user.source == "token" else None
+        if user is None or user.source != "token":
+            return None
+        return await with_directory_groups(user, self.directory)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -410,6 +415,7 @@ def asgi_app(
     resolver: IdentityResolver,
     settings: GatewaySettings,
     limiter: RateLimiter | None,
+    directory: Directory,
 ) -> ASGIApp:
     """The endpoint: the SDK's streamable HTTP transport (stateless, JSON responses) behind
     :class:`McpAuth`. DNS-rebinding checks are off: a browser on a rebound name cannot add the
@@ -419,4 +425,5 @@ def asgi_app(
         json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return McpAuth(StreamableHTTPASGIApp(server.session_manager), resolver, settings, limiter)
+    transport = StreamableHTTPASGIApp(server.session_manager)
+    return McpAuth(transport, resolver, settings, limiter, directory)

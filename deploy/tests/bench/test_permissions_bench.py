@@ -1,0 +1,50 @@
+"""``deskpilot bench permissions`` on a tiny corpus: it leaves nothing behind (its Chroma
+directory is removed, even when a run fails) and writes locally whatever Chroma server the
+shell names."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from deploy.bench import permissions
+
+
+def tiny(options: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    kinds = parser.add_subparsers()
+    permissions.add_parser(kinds)
+    base = ["permissions", "--documents", "12", "--chunks-per-document", "3", "--groups", "4"]
+    return parser.parse_args([*base, "--questions", "12", *(options or [])])
+
+
+@pytest.fixture
+def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the bench's temporary directory goes, to see what it leaves."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # A Chroma server named in the shell is not the bench's: nothing listens there.
+    monkeypatch.setenv("CHROMA_HOST", "127.0.0.1")
+    monkeypatch.setenv("CHROMA_PORT", "9")
+    return tmp_path
+
+
+def test_a_run_measures_and_removes_its_directory(temp_root: Path) -> None:
+    result = permissions.run(tiny())
+
+    assert result["chunks"] == 12 * 3
+    assert result["unreadable_hits"] == 0
+    assert result["unfiltered_p50_ms"] > 0
+    assert result["filtered_p50_ms"] > 0
+    assert list(temp_root.iterdir()) == []
+
+
+def test_a_failed_run_removes_its_directory(temp_root: Path) -> None:
+    # Fewer questions than the quantiles need: the run fails after the corpus was written.
+    with pytest.raises(statistics.StatisticsError):
+        permissions.run(tiny(["--questions", "1"]))
+
+    assert list(temp_root.iterdir()) == []
