@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from contracts.readers import Readers
 from contracts.sources import SOURCE_NAME_PATTERN
 
 
@@ -51,10 +52,58 @@ class ConfluenceConfig(SourceConfig):
     page_size: int = Field(50, ge=1, le=250)
 
 
+class SharePointList(BaseModel):
+    """A SharePoint list to index: each item becomes a document whose title is one column and
+    whose body is others (``{"list": "IT FAQ", "title": "Title", "body": ["Answer"]}``).
+
+    Graph v1.0 reports no permissions for a list's items, so who may read them is stated here
+    (``public``, or ``groups`` and ``users`` as the identity provider names them, like the
+    Entra object ids a library's files report); a list with neither is refused rather than
+    guessed public.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    list_name: str = Field(
+        alias="list", min_length=1, max_length=255, description="The list's display name."
+    )
+    title: str = Field(
+        "Title", min_length=1, max_length=255, description="The column that titles an item."
+    )
+    body: tuple[str, ...] = Field(
+        min_length=1, max_length=20, description="The columns that make an item's text, in order."
+    )
+    public: bool = Field(False, description="Everyone in the organisation may read the list.")
+    groups: tuple[str, ...] = Field((), description="Groups that may read the list.")
+    users: tuple[str, ...] = Field((), description="Users that may read the list.")
+
+    @model_validator(mode="after")
+    def _check(self) -> SharePointList:
+        where = f"the SharePoint list {self.list_name!r}"
+        columns = [self.title, *self.body]
+        if any(not column.strip() for column in columns):
+            raise ValueError(f"{where}: a column name is blank")
+        if len(set(columns)) != len(columns):
+            raise ValueError(
+                f"{where}: title and body name the same column twice ({', '.join(columns)})"
+            )
+        if not (self.public or self.groups or self.users):
+            raise ValueError(
+                f"{where}: say who may read it (public, groups or users); Graph does not report "
+                "list items' permissions"
+            )
+        self.readers()  # ids that cannot be filed on chunks are refused now, not at sync
+        return self
+
+    def readers(self) -> Readers:
+        """Who may read the list's items."""
+        return Readers(public=self.public, users=self.users, groups=self.groups)
+
+
 class SharePointConfig(SourceConfig):
-    """A SharePoint Online site's document libraries, read through Microsoft Graph by an app
-    registration with the client-credentials flow (application permission ``Sites.Read.All``,
-    admin-consented)."""
+    """A SharePoint Online site's pages, configured lists and document libraries, read through
+    Microsoft Graph by an app registration with the client-credentials flow (application
+    permission ``Sites.Read.All``, admin-consented)."""
 
     kind: Literal["sharepoint"] = "sharepoint"
     tenant_id: str = Field(pattern=r"^[A-Za-z0-9.-]{1,100}$", description="The Entra tenant.")
@@ -67,6 +116,10 @@ class SharePointConfig(SourceConfig):
     libraries: tuple[str, ...] = Field(
         (), description="Names of the document libraries to index; empty: every library."
     )
+    pages: bool = Field(True, description="Index the site's published pages.")
+    lists: tuple[SharePointList, ...] = Field(
+        (), description="Lists to index, with the columns that make each item's title and body."
+    )
     graph_url: AnyHttpUrl = Field(
         AnyHttpUrl("https://graph.microsoft.com/v1.0"), description="Microsoft Graph's root."
     )
@@ -77,6 +130,14 @@ class SharePointConfig(SourceConfig):
     ca_bundle: Path | None = Field(
         None, description="A CA bundle to verify Graph and the login host with (a proxy's)."
     )
+
+    @model_validator(mode="after")
+    def _unique_lists(self) -> SharePointConfig:
+        names = [item.list_name for item in self.lists]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"lists: {repeated} configured more than once")
+        return self
 
 
 SourceSettings = Annotated[ConfluenceConfig | SharePointConfig, Field(discriminator="kind")]

@@ -1,4 +1,5 @@
-"""SharePoint Online as a knowledge source: a site's document libraries, through Microsoft Graph.
+"""SharePoint Online as a knowledge source: a site's pages, configured lists and document
+libraries, through Microsoft Graph.
 
 Auth is app-only (client credentials) through ``msal``: its token cache hands out the same token
 until it expires; a Graph 401 (a token revoked or expired early) drops it and asks once for a new
@@ -16,14 +17,31 @@ it and get only what changed, deleted items with the ``deleted`` facet. The curs
 drive's delta link, and the next link of the drive being read) moves page by page, only once the
 page is committed. Files: .docx (python-docx, headings kept), .pdf, .md, .html, .txt (the
 indexer's extractor); other files are not listed.
+
+Configured lists are read the same way, by list item delta queries
+(``/sites/{id}/lists/{list}/items/delta?$expand=fields``), their delta links kept beside the
+drives'. Site pages have no delta query: every run lists them
+(``/sites/{id}/pages/microsoft.graph.sitePage``, by ``@odata.nextLink``) with their ``eTag``,
+``lastModifiedDateTime`` and readers (read every run) as the version, so an unchanged page is
+skipped without being read and a page whose permissions alone changed is re-indexed;
+the ids a complete listing returned are kept in the cursor, and a page the next complete listing
+misses is deleted. A run goes pages, then lists, then drives; the cursor remembers which of these
+feeds the run has finished, so a run resumed midway does not read them again.
+
+Who may read: a file's and a page's Graph permissions (a page is a file of the site's Site Pages
+library: ``/sites/{id}/lists/{list}/drive``, then the file by name); a list item's readers come
+from the list's configuration, as Graph v1.0 reports no permissions for list items.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import re
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -43,9 +61,20 @@ from indexer.sources.base import (
     Source,
     SourceError,
 )
-from indexer.sources.config import SharePointConfig
+from indexer.sources.config import SharePointConfig, SharePointList
 from indexer.sources.drafts import draft_html
 from indexer.sources.http import TooLarge, Unavailable, json_object, send
+from indexer.sources.sharepoint_pages import (
+    LIST_PREFIX,
+    PAGE_PREFIX,
+    list_item_change,
+    list_item_document,
+    page_change,
+    page_document,
+    page_key,
+)
+
+logger = logging.getLogger(__name__)
 
 SYSTEM = "Microsoft Graph"
 SCOPES = ["https://graph.microsoft.com/.default"]
@@ -57,7 +86,46 @@ PERMISSION = {
     "delta": "Files.Read.All (or Sites.Read.All)",
     "item": "Files.Read.All (or Sites.Read.All)",
     "permissions": "Sites.Read.All",
+    "pages": "Sites.Read.All",
+    "lists": "Sites.Read.All",
 }
+PAGES_FEED = "pages"
+LIST_FEED = "list:"
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPage:
+    """A page of one feed (the pages listing, a list's or a drive's delta query): its changes,
+    the link that resumes the feed after it (None: restart the feed, or it is finished), and at
+    the feed's end what to keep for the next run (a delta link, or the page ids listed)."""
+
+    changes: tuple[Change, ...]
+    next_link: str | None
+    end: str | tuple[str, ...] | None = None
+
+
+Feed = Callable[[str | None], Iterator[FeedPage]]
+"""A feed from a kept link (None: from its start)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListMapping:
+    """A configured list as found on the site: its id and its columns' internal names."""
+
+    list_id: str
+    config: SharePointList
+    title: str
+    body: list[tuple[str, str]]
+    """(display name, internal name) of each body column."""
+
+    def tag(self) -> str:
+        """A short digest of what makes an item's document and readers."""
+        made = json.dumps(
+            [self.title, self.body, self.config.readers().fingerprint()], sort_keys=True
+        )
+        return hashlib.sha256(made.encode()).hexdigest()[:12]
+
+
 READ_ROLES = frozenset({"read", "write", "owner", "sp.full control"})
 
 
@@ -80,6 +148,16 @@ class SharePointSource(Source):
         self._login = httpx.Client(timeout=config.timeout_s, verify=verify)
         self._app: Any = app  # made at the first token: msal reads the tenant's metadata then
         self._token: str | None = None
+        self._site: dict[str, Any] | None = None
+        self._lists: dict[str, ListMapping] | None = None
+        self._listed_items: dict[str, dict[str, Any]] = {}
+        """List items as the delta page listed them (with fields), so fetch need not ask again."""
+        self._page_files: dict[str, tuple[str, str]] = {}
+        """A fetched page's key -> (its Site Pages list id, its file name), for its readers."""
+        self._page_drives: dict[str, str] = {}
+        self._page_items: dict[tuple[str, str], str] = {}
+        self._page_readers: dict[str, Readers] = {}
+        """Readers of the pages the listing page being synced returned, read while listing."""
 
     def close(self) -> None:
         self.client.close()
@@ -160,10 +238,16 @@ class SharePointSource(Source):
         return response
 
     def _json(self, url: str, what: str) -> dict[str, Any]:
+        return self._ok_json(self._response(url, what), what)
+
+    def _response(self, url: str, what: str) -> httpx.Response:
         try:
-            response = self._get(url, what)
+            return self._get(url, what)
         except TooLarge as exc:
             raise SourceError(f"a Graph response was too large: {exc}") from None
+
+    @staticmethod
+    def _ok_json(response: httpx.Response, what: str) -> dict[str, Any]:
         if response.status_code != 200:
             raise SourceError(f"Microsoft Graph answered HTTP {response.status_code} ({what})")
         return json_object(response, SYSTEM, SourceError)
@@ -177,16 +261,27 @@ class SharePointSource(Source):
 
     # -- listing -----------------------------------------------------------------------------
 
+    def _site_id(self) -> str:
+        if self._site is None:
+            host, path = self.config.site.split(":", 1)
+            self._site = self._json(f"{self.graph}/sites/{quote(host)}:{quote(path)}", "site")
+        return quote(str(self._site["id"]), safe="")
+
+    def _all(self, url: str, what: str) -> list[dict[str, Any]]:
+        """Every value of a collection, through its ``@odata.nextLink`` pages."""
+        values: list[dict[str, Any]] = []
+        while url:
+            body = self._json(url, what)
+            values += [v for v in body.get("value", []) if isinstance(v, dict)]
+            url = str(body.get("@odata.nextLink") or "")
+        return values
+
     def _drives(self) -> list[tuple[str, str]]:
-        host, path = self.config.site.split(":", 1)
-        site = self._json(f"{self.graph}/sites/{quote(host)}:{quote(path)}", "site")
-        drives = self._json(
-            f"{self.graph}/sites/{quote(str(site['id']), safe='')}/drives", "drives"
-        )
+        drives = self._all(f"{self.graph}/sites/{self._site_id()}/drives", "drives")
         wanted = set(self.config.libraries)
         found = [
             (str(drive["id"]), str(drive.get("name", "")))
-            for drive in drives.get("value", [])
+            for drive in drives
             if drive.get("driveType", "documentLibrary") == "documentLibrary"
             and (not wanted or drive.get("name") in wanted)
         ]
@@ -195,32 +290,183 @@ class SharePointSource(Source):
             raise SourceError(f"the site has no document library named {sorted(missing)}")
         return sorted(found)
 
+    def _resolve_lists(self) -> dict[str, ListMapping]:
+        """The configured lists by id, their columns resolved to the internal names ``fields``
+        are keyed by; a list or column the site lacks stops the run, naming it."""
+        if not self.config.lists:
+            return {}
+        site = self._site_id()
+        found = self._all(f"{self.graph}/sites/{site}/lists", "lists")
+        mappings: dict[str, ListMapping] = {}
+        for wanted in self.config.lists:
+            match = next(
+                (
+                    found_list
+                    for found_list in found
+                    if wanted.list_name in (found_list.get("displayName"), found_list.get("name"))
+                ),
+                None,
+            )
+            if match is None or not _ID.fullmatch(str(match.get("id", ""))):
+                raise SourceError(f"the site has no list named {wanted.list_name!r}")
+            list_id = str(match["id"])
+            columns = self._all(f"{self.graph}/sites/{site}/lists/{list_id}/columns", "lists")
+            internal: dict[str, str] = {}
+            for column in columns:
+                for label in (column.get("name"), column.get("displayName")):
+                    if label and column.get("name"):
+                        internal.setdefault(str(label), str(column["name"]))
+            named = [wanted.title, *wanted.body]
+            unknown = [column for column in named if column not in internal]
+            if unknown:
+                shown = sorted({str(c.get("displayName") or c.get("name")) for c in columns})
+                raise SourceError(
+                    f"the list {wanted.list_name!r} has no column named {unknown}; its columns: "
+                    f"{', '.join(shown)[:300]}"
+                )
+            mappings[list_id] = ListMapping(
+                list_id,
+                wanted,
+                internal[wanted.title],
+                [(column, internal[column]) for column in wanted.body],
+            )
+        return mappings
+
+    def _mappings(self) -> dict[str, ListMapping]:
+        if self._lists is None:
+            self._lists = self._resolve_lists()
+        return self._lists
+
     def changes(self, cursor: str | None) -> Iterator[ChangePage]:
+        """Pages, then each configured list, then each library; see the module's docstring."""
         state: dict[str, Any] = json.loads(cursor) if cursor else {}
         deltas: dict[str, str] = dict(state.get("deltas", {}))
+        done: list[str] = list(state.get("done", []))
+        known_pages: list[str] = list(state.get("pages", []))
         current, following = state.get("current"), state.get("next")
-        drives = self._drives()
-        for index, (drive_id, _) in enumerate(drives):
-            if current is not None and current != drive_id and drive_id < current:
-                continue  # done earlier in this run: its delta link is kept
-            link = following if drive_id == current and following else deltas.get(drive_id)
-            link = link or f"{self.graph}/drives/{quote(drive_id, safe='')}/root/delta"
-            while link:
-                body = self._json(link, "delta")
-                changes = tuple(self._change(drive_id, item) for item in body.get("value", []))
-                next_link = body.get("@odata.nextLink")
-                if next_link:
-                    resume = {"deltas": deltas, "current": drive_id, "next": next_link}
-                    link = next_link
-                else:
-                    deltas[drive_id] = str(body.get("@odata.deltaLink") or "")
-                    resume = {"deltas": deltas, "current": None, "next": None}
-                    link = ""
-                last = not link and index == len(drives) - 1
-                yield ChangePage(
-                    tuple(c for c in changes if c is not None), json.dumps(resume), last=last
+        self._site, self._lists = None, None  # read afresh each run
+        feeds: list[tuple[str, Feed]] = []
+        if self.config.pages:
+            previous = tuple(known_pages)
+            feeds.append((PAGES_FEED, lambda _link: self._page_listing(previous)))
+        for list_id, mapping in self._mappings().items():
+            # Keyed by the list's settings too: other columns or readers start the list afresh
+            # (a delta link would report none of its unchanged items) and change every version.
+            tag = mapping.tag()
+            url = f"{self.graph}/sites/{self._site_id()}/lists/{list_id}/items/delta?$expand=fields"
+            feeds.append(
+                (
+                    f"{LIST_FEED}{list_id}:{tag}",
+                    self._delta_feed(url, "lists", _list_change(list_id, tag)),
                 )
-            current = None
+            )
+        keys = {key for key, _ in feeds}
+        deltas = {k: v for k, v in deltas.items() if not k.startswith(LIST_FEED) or k in keys}
+        for drive_id, _ in self._drives():
+            url = f"{self.graph}/drives/{quote(drive_id, safe='')}/root/delta"
+            feeds.append((drive_id, self._delta_feed(url, "delta", _drive_change(drive_id))))
+        todo = [(key, feed) for key, feed in feeds if key not in done]
+        for index, (key, feed) in enumerate(todo):
+            start = following if key == current and following else deltas.get(key)
+            for page in feed(start or None):
+                if page.end is not None:
+                    done.append(key)
+                    if isinstance(page.end, str):
+                        deltas[key] = page.end
+                    else:
+                        known_pages = list(page.end)
+                last = page.end is not None and index == len(todo) - 1
+                resume = {
+                    "deltas": deltas,
+                    "pages": known_pages,
+                    "done": [] if last else done,
+                    "current": key if page.next_link else None,
+                    "next": page.next_link,
+                }
+                yield ChangePage(page.changes, json.dumps(resume), last=last)
+
+    def _delta_feed(
+        self, first: str, what: str, to_change: Callable[[dict[str, Any]], Change | None]
+    ) -> Feed:
+        """Pages of a delta query from ``link`` (a kept delta or next link; None: the first
+        enumeration): changes, the next link, and after the last page its delta link."""
+
+        def pages(link: str | None) -> Iterator[FeedPage]:
+            url, resynced = link or first, False
+            while url:
+                response = self._response(url, what)
+                if response.status_code == 410 and url != first and not resynced:
+                    # 410 resyncRequired: the kept link is too old. Enumerate afresh; what is
+                    # unchanged is then skipped by its version, so nothing is embedded again.
+                    logger.warning("%s: Graph asks for a full resync (HTTP 410)", self.name)
+                    url, resynced = first, True
+                    continue
+                body = self._ok_json(response, what)
+                self._listed_items = {}
+                changes: list[Change] = []
+                for item in body.get("value", []):
+                    change = to_change(item)
+                    if change is not None:
+                        changes.append(change)
+                        if change.key.startswith(LIST_PREFIX) and "fields" in item:
+                            self._listed_items[change.key] = item
+                next_link = body.get("@odata.nextLink")
+                url = str(next_link or "")
+                end = None if url else str(body.get("@odata.deltaLink") or "")
+                yield FeedPage(tuple(changes), url or None, end)
+
+        return pages
+
+    def _page_listing(self, known: tuple[str, ...]) -> Iterator[FeedPage]:
+        """Every page of the site (no delta query exists for pages); after the last listing page
+        the pages listed before but not now, as deleted, and the ids now listed."""
+        url = f"{self.graph}/sites/{self._site_id()}/pages/microsoft.graph.sitePage"
+        listed: set[str] = set()
+        while url:
+            body = self._json(url, "pages")
+            self._page_readers = {}
+            changes: list[Change] = []
+            for page in body.get("value", []):
+                page_id = str(page.get("id", "")) if isinstance(page, dict) else ""
+                if not _ID.fullmatch(page_id):
+                    continue
+                listed.add(page_id)  # kept, even if unusable now: not deleted for that
+                try:
+                    change = self._listed_page(page)
+                except DocumentError as exc:
+                    logger.warning("%s: page %s skipped: %s", self.name, page_id, exc)
+                    continue
+                if change is not None:
+                    changes.append(change)
+            url = str(body.get("@odata.nextLink") or "")
+            if url:
+                # Not resumable from the middle: a resumed run lists the pages again (the
+                # committed ones are then unchanged, so nothing is read twice).
+                yield FeedPage(tuple(changes), None, None)
+            else:
+                gone = sorted(set(known) - listed)
+                changes += [Change(page_key(page_id), "", deleted=True) for page_id in gone]
+                yield FeedPage(tuple(changes), None, tuple(sorted(listed)))
+
+    def _listed_page(self, page: dict[str, Any]) -> Change | None:
+        """A published page's change, its version also naming its readers (read now, every
+        run): a permission change alone makes the page changed, so it takes effect at once."""
+        change = page_change(page)
+        if change is None:
+            return None
+        parent = page.get("parentReference") or {}
+        list_id, name = str(parent.get("listId") or ""), str(page.get("name") or "")
+        try:
+            if not _ID.fullmatch(list_id) or not name or "/" in name:
+                raise DocumentError("listed without its library or name")
+            readers = self._page_file_readers(list_id, name)
+        except DocumentError as exc:
+            # Indexed (or failed, and counted) through fetch and permissions like any change.
+            logger.warning("%s: readers of page %s: %s", self.name, page.get("id"), exc)
+            return change
+        self._page_readers[change.key] = readers
+        digest = hashlib.sha256(readers.fingerprint().encode()).hexdigest()[:12]
+        return Change(change.key, f"{change.version}#{digest}")
 
     @staticmethod
     def _change(drive_id: str, item: dict[str, Any]) -> Change | None:
@@ -241,6 +487,10 @@ class SharePointSource(Source):
         return f"{self.graph}/drives/{drive_id}/items/{item_id}"
 
     def fetch(self, change: Change) -> ExtractedDocument:
+        if change.key.startswith(PAGE_PREFIX):
+            return self._fetch_page(change.key)
+        if change.key.startswith(LIST_PREFIX):
+            return self._fetch_list_item(change.key)
         url = self._item_url(change.key)
         meta_response = self._get(url, "item")
         if meta_response.status_code != 200:
@@ -266,7 +516,76 @@ class SharePointSource(Source):
             raise DocumentError(str(exc)) from None
 
     def permissions(self, change: Change) -> Readers:
-        response = self._get(f"{self._item_url(change.key)}/permissions", "permissions")
+        if change.key.startswith(LIST_PREFIX):
+            return self._list_of(change.key).config.readers()
+        if change.key.startswith(PAGE_PREFIX):
+            listed = self._page_readers.pop(change.key, None)
+            if listed is not None:
+                return listed
+            if change.key not in self._page_files:
+                raise DocumentError("the page's readers are read after the page")
+            return self._page_file_readers(*self._page_files.pop(change.key))
+        return self._file_readers(self._item_url(change.key))
+
+    def _fetch_page(self, key: str) -> ExtractedDocument:
+        page_id = key.removeprefix(PAGE_PREFIX)
+        if not _ID.fullmatch(page_id):
+            raise DocumentError(f"not a page key: {key[:60]!r}")
+        url = f"{self.graph}/sites/{self._site_id()}/pages/{page_id}/microsoft.graph.sitePage"
+        response = self._get(f"{url}?$expand=canvasLayout", "pages")
+        if response.status_code != 200:
+            raise DocumentError(f"Microsoft Graph answered HTTP {response.status_code}")
+        page = json_object(response, SYSTEM, DocumentError)
+        parent = page.get("parentReference") or {}
+        list_id, name = str(parent.get("listId") or ""), str(page.get("name") or "")
+        if not _ID.fullmatch(list_id) or not name or "/" in name:
+            raise DocumentError("Microsoft Graph returned the page without its library or name")
+        self._page_files[key] = (list_id, name)
+        return page_document(page, url)
+
+    def _page_file_readers(self, list_id: str, name: str) -> Readers:
+        """Who may read a page: the permissions of its file in the Site Pages library (the
+        library's drive, then the file by name; both kept for later runs)."""
+        if list_id not in self._page_drives:
+            drive = self._json(
+                f"{self.graph}/sites/{self._site_id()}/lists/{list_id}/drive", "permissions"
+            )
+            self._page_drives[list_id] = str(drive.get("id", ""))
+        drive_id = self._page_drives[list_id]
+        item_id = self._page_items.get((drive_id, name))
+        if item_id is None:
+            response = self._get(
+                f"{self.graph}/drives/{quote(drive_id, safe='')}/root:/{quote(name, safe='')}",
+                "permissions",
+            )
+            if response.status_code != 200:
+                raise DocumentError(f"the page's file: HTTP {response.status_code}")
+            item_id = str(json_object(response, SYSTEM, DocumentError).get("id", ""))
+            self._page_items[(drive_id, name)] = item_id
+        return self._file_readers(self._item_url(f"{drive_id}/{item_id}"))
+
+    def _list_of(self, key: str) -> ListMapping:
+        list_id, _, item_id = key.removeprefix(LIST_PREFIX).partition("/")
+        mapping = self._mappings().get(list_id)
+        if mapping is None or not _ID.fullmatch(item_id):
+            # A list no longer configured: its items fail (and are counted) until removed.
+            raise DocumentError(f"not an item of a configured list: {key[:80]!r}")
+        return mapping
+
+    def _fetch_list_item(self, key: str) -> ExtractedDocument:
+        mapping = self._list_of(key)
+        item_id = key.rpartition("/")[2]
+        url = f"{self.graph}/sites/{self._site_id()}/lists/{mapping.list_id}/items/{item_id}"
+        item = self._listed_items.pop(key, None)
+        if item is None:
+            response = self._get(f"{url}?$expand=fields", "lists")
+            if response.status_code != 200:
+                raise DocumentError(f"Microsoft Graph answered HTTP {response.status_code}")
+            item = json_object(response, SYSTEM, DocumentError)
+        return list_item_document(item, mapping.title, mapping.body, url)
+
+    def _file_readers(self, url: str) -> Readers:
+        response = self._get(f"{url}/permissions", "permissions")
         if response.status_code != 200:
             raise DocumentError(f"the file's permissions: HTTP {response.status_code}")
         users: list[str] = []
@@ -368,3 +687,11 @@ def _graph_error(response: httpx.Response) -> str:
     except (ValueError, AttributeError):
         message = ""
     return f": {message[:200]}" if message else ""
+
+
+def _drive_change(drive_id: str) -> Callable[[dict[str, Any]], Change | None]:
+    return lambda item: SharePointSource._change(drive_id, item)
+
+
+def _list_change(list_id: str, tag: str) -> Callable[[dict[str, Any]], Change | None]:
+    return lambda item: list_item_change(list_id, item, tag)

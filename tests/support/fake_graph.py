@@ -38,6 +38,8 @@ Knobs: :meth:`FakeGraph.expire_tokens` (every token issued so far is expired),
 :meth:`FakeGraph.deny` (403 on paths containing a string), :meth:`FakeGraph.throttle_next`,
 :meth:`FakeGraph.fail_deltas_after` (delta pages after the N-th answer 503: a run stopped
 midway), and the logs :attr:`FakeGraph.token_requests` and :attr:`FakeGraph.downloads`.
+
+Site pages (reading them) and lists: :mod:`tests.support.fake_graph_pages`.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from tests.support.fake_directory import FakeDirectory
+from tests.support.fake_graph_pages import PagesAndLists, permission_values
+from tests.support.fake_graph_pages import graph_error as _error
 from tests.support.served import ServedFake, self_signed
 
 TENANT = "contoso-tenant"
@@ -80,7 +84,7 @@ class FakeItem:
     organization_link: bool = True
 
 
-class FakeGraph(FakeDirectory, ServedFake):
+class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
     def __init__(self, tls_folder: Path, libraries: tuple[str, ...] = ("Documents",)) -> None:
         self.tls = self_signed(tls_folder)
         self.drives = {f"b!drive{i}": name for i, name in enumerate(libraries)}
@@ -102,6 +106,7 @@ class FakeGraph(FakeDirectory, ServedFake):
         """Ids of pages the API was asked to publish."""
         self._failing_pages: list[int] = []
         self.init_directory()
+        self._init_pages_and_lists()
 
     @property
     def ca_bundle(self) -> Path:
@@ -171,6 +176,7 @@ class FakeGraph(FakeDirectory, ServedFake):
                     self._publish,
                     methods=["POST"],
                 ),
+                *self.pages_and_lists_routes(),
                 Route("/v1.0/sites/{site:path}", self._sites),
                 Route("/v1.0/drives/{drive}/root/delta", self._delta),
                 Route("/v1.0/drives/{drive}/items/{item}", self._item),
@@ -399,30 +405,8 @@ class FakeGraph(FakeDirectory, ServedFake):
         item = self._find(request)
         if item is None:
             return _error(404, "itemNotFound", "The resource could not be found.")
-        values: list[dict[str, Any]] = []
-        if item.organization_link:
-            values.append(
-                {
-                    "id": "link1",
-                    "roles": ["read"],
-                    "link": {"scope": "organization", "type": "view"},
-                }
-            )
-        values += [
-            {"id": f"u-{u}", "roles": ["read"], "grantedToV2": {"user": {"id": u}}}
-            for u in item.users
-        ]
-        values += [
-            {"id": f"g-{g}", "roles": ["read"], "grantedToV2": {"group": {"id": g}}}
-            for g in item.groups
-        ]
+        values = permission_values(item.users, item.groups, item.organization_link)
         return JSONResponse({"value": values})
 
 
 _RETRY = {"Retry-After": "1"}
-
-
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse(
-        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
-    )
