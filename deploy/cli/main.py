@@ -30,7 +30,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
         teams,
         tickets,
     )
-    from deploy.evals import escalation, intents, ocr, redaction, retrieval, screenshots
+    from deploy.evals import critique, escalation, intents, ocr, redaction, retrieval, screenshots
 
     parser = argparse.ArgumentParser(prog="deskpilot", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -88,6 +88,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["eval redaction"] = redaction.run_eval_redaction
     ocr.add_parser(evaluations)
     runners["eval ocr"] = ocr.run_eval_ocr
+    critique.add_parser(evaluations)
+    runners["eval critique"] = critique.run_eval_critique
     screenshots.add_parser(commands)
     runners["screenshots"] = screenshots.run_screenshots
 
