@@ -170,6 +170,16 @@ async def test_a_supported_sentence_that_cites_nothing_valid_cannot_stand_alone(
             id="one-part-judged-three-times",
         ),
         pytest.param(Reply(critique([True, True, True], 1.5)), id="confidence-out-of-range"),
+        pytest.param(Reply(critique([True, True, True], -0.1)), id="confidence-negative"),
+        pytest.param(
+            Reply(critique([True, True, True], 0.9).replace("0.9", "NaN")), id="confidence-nan"
+        ),
+        pytest.param(
+            Reply(json.dumps({"parts": [{"n": 1, "supported": "partly"}], "confidence": 0.9})),
+            id="a-verdict-that-is-not-yes-or-no",
+        ),
+        pytest.param(Reply('{"parts": [], "confidence": 0.9}'), id="no-verdicts"),
+        pytest.param(Reply("[]"), id="a-json-array"),
         pytest.param(Reply(critique([True, True, True], 0.9), delay_s=2.5), id="timeout"),
     ],
 )
@@ -182,6 +192,18 @@ async def test_a_failed_critique_verifies_nothing_and_sends_the_extractive_answe
     assert (result.outcome, result.confidence) == ("failed", None)
     assert (
         unanswered(Action.ANSWER, 0.8, None, judged=result.confidence, judged_threshold=0.5) is None
+    )
+
+
+async def test_verdicts_in_any_order_apply_to_their_parts(
+    fake: FakeOpenAI, llm: OpenAICompatible
+) -> None:
+    verdicts = [{"n": 3, "supported": True}, {"n": 1, "supported": False}]
+    verdicts.append({"n": 2, "supported": True})
+    fake.enqueue(DRAFT, json.dumps({"parts": verdicts, "confidence": 0.8}))
+    result = await critiqued_answer(llm, QUESTION, PASSAGES, EXTRACTIVE, min_confidence=0.5)
+    assert result.body.answer == (
+        "You also get a paid sabbatical every five years [1]. Up to 5 unused days carry over [2]."
     )
 
 
