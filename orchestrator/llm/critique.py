@@ -133,14 +133,15 @@ def critique_messages(
     question: str, passages: Sequence[Hit], parts: Sequence[str]
 ) -> list[ChatMessage]:
     """The judge's prompt: its rules, then the passages, the question and the numbered parts,
-    each fenced as data."""
+    each fenced as data. Only the parts' own fences are live: one written in a passage (a page
+    anyone may edit), the question or the draft cannot add, close or hide a part."""
     draft = "\n\n".join(
         f"<part {n}>\n{_FENCE.sub('‹', part.strip())}\n</part {n}>"
         for n, part in enumerate(parts, start=1)
     )
+    material = f"{numbered_passages(passages)}\n\nQuestion: {question.strip()}"
     user = (
-        f"{numbered_passages(passages)}\n\nQuestion: {question.strip()}\n\n"
-        f"Draft answer, in {len(parts)} numbered parts:\n\n{draft}"
+        f"{_FENCE.sub('‹', material)}\n\nDraft answer, in {len(parts)} numbered parts:\n\n{draft}"
     )
     return [
         ChatMessage(role="system", content=CRITIQUE_SYSTEM_PROMPT),
