@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -173,6 +173,25 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         ge=0,
         description="Least time between two `writing` progress replies, which carry the answer "
         "written so far while the LLM streams it; 0 sends one per streamed piece.",
+    )
+
+    llm_critique: Literal["off", "sources", "all"] = Field(
+        "off",
+        description="Check the model's answer before it is sent: a second call judges each "
+        "sentence or step of the draft against the same passages; what they do not support is "
+        "removed, and the judge's confidence decides whether the assistant says it is not sure "
+        "(ORCHESTRATOR_CRITIQUE_MIN_CONFIDENCE). `sources`: only answers from a synced "
+        "knowledge source (Confluence, SharePoint); `all`: every answer the model words; `off`: "
+        "none. A critique that fails sends the extractive answer, which quotes the passage. "
+        "Without a model (LLM_BASE_URL unset) nothing is critiqued.",
+    )
+    critique_min_confidence: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="A critiqued answer whose confidence is below this says it is not sure, "
+        "keeps only what the passages support (marked as such), offers a technician and is "
+        "reported on `notice.unanswered` as answered with low confidence.",
     )
 
     # Crawling the company's help sites when the knowledge base cannot answer (issue: agentic

@@ -98,6 +98,9 @@ class Hit:
     """The operating system the chunk is for ("windows", "macos", "linux"), "" when none."""
     feedback: float = 0.0
     """The rank adjustment users' ratings of its document gave it (``fused_score`` includes it)."""
+    source: str = ""
+    """The knowledge source (Confluence, SharePoint) the chunk was synced from; "" for uploaded,
+    ingested and crawled documents."""
 
 
 @dataclass(frozen=True)
@@ -330,6 +333,8 @@ class _Record:
     """Set on chunks of synced source documents (``contracts.live``); "" on all others."""
     readers: Readers = PUBLIC
     """Who may read the chunk's document (``contracts.readers``); public when it says nothing."""
+    source: str = ""
+    """The source a synced chunk came from (its ``source`` metadata); "" on all others."""
 
 
 class _Gate:
@@ -627,6 +632,8 @@ def _record(chunk_id: str, text: str | None, meta: Mapping[str, Any] | None) -> 
         doc_id=str(meta.get("doc_id", "") or ""),
         generation=str(meta.get("generation", "") or ""),
         readers=Readers.of(meta),
+        # Only synced documents carry a generation; a "source" without one is not a sync's.
+        source=str(meta.get("source", "") or "") if meta.get("generation") else "",
     )
 
 
@@ -985,4 +992,5 @@ class Retriever:
             keyword_score=candidate.keyword_score,
             os=",".join(sorted(record.os)),
             feedback=candidate.feedback,
+            source=record.source,
         )

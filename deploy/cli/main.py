@@ -32,6 +32,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     )
     from deploy.evals import (
         crawl_answer,
+        critique,
         escalation,
         intents,
         ocr,
@@ -98,6 +99,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     runners["eval ocr"] = ocr.run_eval_ocr
     crawl_answer.add_parser(evaluations)
     runners["eval crawl-answer"] = crawl_answer.run_eval_crawl_answer
+    critique.add_parser(evaluations)
+    runners["eval critique"] = critique.run_eval_critique
     screenshots.add_parser(commands)
     runners["screenshots"] = screenshots.run_screenshots
 

@@ -9,6 +9,9 @@ serve. Everything built on a model has a deterministic way out, and callers can 
   just the citations that point into them, and returns the extractive answer unchanged whenever
   the model fails, times out or cites nothing it was given. While the model writes, the text so
   far can be shown to the user (``on_text``).
+- :func:`critiqued_answer` drafts such an answer, then has the model judge each sentence or
+  step of it against the same passages: what they do not support is removed, and the judge's
+  confidence becomes the answer's; a failed critique sends the extractive answer.
 - :func:`decide_json` returns a validated pydantic model, or ``None`` so the caller takes its
   deterministic path.
 - :func:`read_message` is one such decision: the model's reading of a user's message (scope,
@@ -19,7 +22,8 @@ Prompts, completions and API keys never reach the logs: only status codes, attem
 short reasons do.
 
 The parts: :mod:`~orchestrator.llm.provider` (the plugin and its HTTP client),
-:mod:`~orchestrator.llm.answers` (grounded answers) and :mod:`~orchestrator.llm.decisions`
+:mod:`~orchestrator.llm.answers` (grounded answers), :mod:`~orchestrator.llm.critique` and
+:mod:`~orchestrator.llm.sentences` (draft, then critique) and :mod:`~orchestrator.llm.decisions`
 (structured decisions, reading a message).
 """
 
@@ -35,6 +39,14 @@ from orchestrator.llm.answers import (
     ground_citations,
     grounded_messages,
     preview_text,
+)
+from orchestrator.llm.critique import (
+    CRITIQUE_SYSTEM_PROMPT,
+    Critique,
+    Critiqued,
+    CritiqueMode,
+    critique_applies,
+    critiqued_answer,
 )
 from orchestrator.llm.decisions import (
     CATEGORY_HINTS,
@@ -63,6 +75,7 @@ from orchestrator.llm.provider import (
 __all__ = [
     "ANSWER_SYSTEM_PROMPT",
     "CATEGORY_HINTS",
+    "CRITIQUE_SYSTEM_PROMPT",
     "JSON_INSTRUCTION",
     "MAX_PASSAGES",
     "NOT_COVERED",
@@ -71,6 +84,9 @@ __all__ = [
     "READ_SYSTEM_PROMPT",
     "RETRYABLE_STATUS",
     "ChatMessage",
+    "Critique",
+    "CritiqueMode",
+    "Critiqued",
     "LLMError",
     "LLMProvider",
     "LLMTimeout",
@@ -81,6 +97,8 @@ __all__ = [
     "OpenAICompatibleConfig",
     "TextSink",
     "build_provider",
+    "critique_applies",
+    "critiqued_answer",
     "decide_json",
     "generate_answer",
     "ground_citations",

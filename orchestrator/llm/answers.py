@@ -48,17 +48,22 @@ def grounded_messages(
     question: str, hits: Sequence[Hit], *, max_passages: int = MAX_PASSAGES
 ) -> list[ChatMessage]:
     """The prompt: the rules, then the passages numbered [1..n], then the (redacted) question."""
-    passages = []
-    for n, hit in enumerate(hits[:max_passages], start=1):
-        heading = hit.title if not hit.section or hit.section == hit.title else hit.section
-        passages.append(
-            f"[{n}] {heading}\nSource: {hit.url}\n<passage {n}>\n{hit.text.strip()}\n</passage {n}>"
-        )
-    user = "Passages:\n\n" + "\n\n".join(passages) + f"\n\nQuestion: {question.strip()}"
+    user = numbered_passages(hits[:max_passages]) + f"\n\nQuestion: {question.strip()}"
     return [
         ChatMessage(role="system", content=ANSWER_SYSTEM_PROMPT),
         ChatMessage(role="user", content=user),
     ]
+
+
+def numbered_passages(hits: Sequence[Hit]) -> str:
+    """``hits`` as the prompts show them: numbered [1..n], each fenced as data."""
+    passages = []
+    for n, hit in enumerate(hits, start=1):
+        heading = hit.title if not hit.section or hit.section == hit.title else hit.section
+        passages.append(
+            f"[{n}] {heading}\nSource: {hit.url}\n<passage {n}>\n{hit.text.strip()}\n</passage {n}>"
+        )
+    return "Passages:\n\n" + "\n\n".join(passages)
 
 
 def ground_citations(text: str, hits: Sequence[Hit]) -> tuple[str, list[Citation]]:
@@ -181,22 +186,13 @@ async def generate_answer(
         return extractive
     passages = list(hits[:max_passages])
     preview = _Preview(on_text, passages, interval_s)
-    messages = grounded_messages(question, passages, max_passages=max_passages)
-    raw = ""
     try:
-        async with aclosing(provider.stream(messages)) as deltas:
-            async for delta in deltas:
-                raw += delta
-                await preview.offer(raw)
-        if raw.strip().strip(".").strip() == NOT_COVERED:
-            return _fallback(provider, "the model found no answer in the passages", extractive)
-        text, citations = ground_citations(raw.replace(NOT_COVERED, ""), passages)
-    except LLMError as exc:
-        return _fallback(provider, str(exc), extractive)
-    except Exception as exc:  # a provider bug must not cost the user the extractive answer
-        return _fallback(provider, describe_unexpected(exc), extractive)
+        raw = await draft_answer(provider, question, passages, on_raw=preview.offer)
+    except DraftDeclined as exc:
+        return fallback(provider, str(exc), extractive)
+    text, citations = ground_citations(raw, passages)
     if not citations or not text:
-        return _fallback(provider, "the generated answer cites no retrieved passage", extractive)
+        return fallback(provider, "the generated answer cites no retrieved passage", extractive)
     log.info(
         "generated answer",
         extra={"provider": provider.name, "passages": len(passages), "cited": len(citations)},
@@ -204,7 +200,40 @@ async def generate_answer(
     return extractive.model_copy(update={"answer": text, "citations": citations})
 
 
-def _fallback(provider: LLMProvider, reason: str, extractive: AnswerBody) -> AnswerBody:
+class DraftDeclined(Exception):
+    """The model wrote no usable draft; the message says why (never what it wrote)."""
+
+
+async def draft_answer(
+    provider: LLMProvider,
+    question: str,
+    passages: Sequence[Hit],
+    *,
+    on_raw: Callable[[str], Awaitable[None]] | None = None,
+) -> str:
+    """The model's draft from ``passages`` (all of them: the caller caps them), as written:
+    its markers number the passages, not yet grounded. ``on_raw`` receives the text so far
+    while it streams. Raises :class:`DraftDeclined` for any failure, and when the model finds
+    no answer in the passages."""
+    messages = grounded_messages(question, passages, max_passages=len(passages))
+    raw = ""
+    try:
+        async with aclosing(provider.stream(messages)) as deltas:
+            async for delta in deltas:
+                raw += delta
+                if on_raw is not None:
+                    await on_raw(raw)
+    except LLMError as exc:
+        raise DraftDeclined(str(exc)) from None
+    except Exception as exc:  # a provider bug must not cost the user the extractive answer
+        raise DraftDeclined(describe_unexpected(exc)) from None
+    if raw.strip().strip(".").strip() == NOT_COVERED:
+        raise DraftDeclined("the model found no answer in the passages")
+    return raw.replace(NOT_COVERED, "")
+
+
+def fallback(provider: LLMProvider, reason: str, extractive: AnswerBody) -> AnswerBody:
+    """``extractive``, with the reason the model's answer was not used logged (never content)."""
     log.warning(
         "LLM answer not used; sending the extractive answer",
         extra={"provider": provider.name, "reason": reason},

@@ -266,6 +266,10 @@ class Turn:
     :mod:`orchestrator.sufficiency`); ``None`` when none does."""
     verdict: Verdict | None = field(default=None, init=False)
     """What the sufficiency check said of the best similar article (``None`` without one)."""
+    judged: float | None = field(default=None, init=False)
+    """The critique's confidence in the model's answer (:mod:`orchestrator.llm.critique`);
+    ``None`` when the answer was not critiqued. Below ``critique_min_confidence`` the turn is
+    reported as answered with low confidence and a "yes" files a ticket."""
 
     def note(self, action: str, reason: str, **details: AuditDetail) -> None:
         """Record ``action`` in the audit trail with the turn's outcome, not now: one write

@@ -24,7 +24,7 @@ from orchestrator.state import TurnStatus
 from orchestrator.tickets import build_escalation, problem_words, requester
 from orchestrator.turn.base import CRAWL_STARTED, Answer, CheckTicket, Crawl, Escalate, Reply, Turn
 from orchestrator.turn.deps import AuditDetail, RepliesWithRecords
-from orchestrator.unanswered import unanswered
+from orchestrator.unanswered import unanswered, unsure
 
 log = logging.getLogger("deskpilot.orchestrator")
 
@@ -52,7 +52,8 @@ async def finish(
     """Record the turn as answered (with the conversation) and send the answer.
 
     A ``no_answer`` offers a ticket (and a "yes" files it), as does an answer with a
-    ``ticket_offer``; any other answer withdraws an earlier offer.
+    ``ticket_offer`` or one the critique is unsure of; any other answer withdraws an earlier
+    offer.
     """
     state, conversation = turn.state, turn.conversation
     body.redaction_notice = state.redaction_notice
@@ -70,7 +71,10 @@ async def finish(
         body.citations[0].url if body.citations else None,
         body.answer,
     )
-    if ticket_offer is None and body.action is Action.NO_ANSWER:
+    settings, judged = turn.settings, turn.judged
+    if ticket_offer is None and (
+        body.action is Action.NO_ANSWER or unsure(judged, settings.critique_min_confidence)
+    ):
         ticket_offer = reason
     conversation.ticket_offer = ticket_offer
     log.info("decided", extra={"action": body.action.value, "reason": reason})
@@ -87,7 +91,14 @@ async def finish(
         outcome=body.action.value,
         category=category,
         confidence=None if confidence is None else round(confidence, 4),
-        notice=unanswered(body.action, confidence, turn.settings.notice_confidence),
+        critique=None if judged is None else round(judged, 4),
+        notice=unanswered(
+            body.action,
+            confidence,
+            settings.notice_confidence,
+            judged=judged,
+            judged_threshold=settings.critique_min_confidence,
+        ),
     )
     notes = list(turn.audit_notes)
     turn.audit_notes.clear()

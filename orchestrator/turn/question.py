@@ -45,7 +45,7 @@ from orchestrator.dialogue import (
     search_text,
 )
 from orchestrator.intent import Intent
-from orchestrator.llm import generate_answer, read_message
+from orchestrator.llm import critique_applies, critiqued_answer, generate_answer, read_message
 from orchestrator.memory import ChecklistState, Conversation, StepOutcome
 from orchestrator.retrieval import Hit
 from orchestrator.sufficiency import Verdict, judge_article
@@ -372,9 +372,22 @@ def ask_for_os(turn: Turn, document: Sequence[Hit]) -> bool:
 
 async def written_by_the_model(turn: Turn, passage: Hit, extractive: AnswerBody) -> AnswerBody:
     """The answer worded by the model from the same passages; any failure falls back to the
-    extractive answer. The user sees it being written."""
+    extractive answer. The user sees it being written, unless it is critiqued first
+    (``llm_critique``): then only what the critique leaves is sent, and its confidence is the
+    turn's (:attr:`Turn.judged`)."""
     hits = [passage, *turn.retrieval.hits]
-    context = {hit.chunk_id: hit for hit in hits if hit.score > 0}
+    context = list({hit.chunk_id: hit for hit in hits if hit.score > 0}.values())
+    settings = turn.settings
+    if critique_applies(settings.llm_critique, passage):
+        critiqued = await critiqued_answer(
+            turn.deps.llm,
+            turn.text,
+            context,
+            extractive,
+            min_confidence=settings.critique_min_confidence,
+        )
+        turn.judged = critiqued.confidence  # in the decision's audit record
+        return critiqued.body
 
     async def writing(so_far: str) -> None:
         await turn.replies.progress(turn.state, "writing", so_far)
@@ -382,8 +395,8 @@ async def written_by_the_model(turn: Turn, passage: Hit, extractive: AnswerBody)
     return await generate_answer(
         turn.deps.llm,
         turn.text,
-        list(context.values()),
+        context,
         extractive,
         on_text=writing,
-        interval_s=turn.settings.llm_stream_interval_s,
+        interval_s=settings.llm_stream_interval_s,
     )

@@ -9,7 +9,11 @@ authentication, request validation (model, messages, temperature, response_forma
 What it answers is scripted per test: :meth:`FakeOpenAI.enqueue` queues the next replies (text,
 errors, delays, broken streams); with nothing queued, ``responder`` chooses the reply (text or a
 :class:`Reply`) from the request, which suits callers whose requests interleave, such as a whole
-stack. Every request is recorded with its headers for assertions. Other paths answer 404 and
+stack. Deskpilot's critique of a drafted answer is a JSON-mode request (``response_format``
+``json_object``) like any decision: :func:`critique` writes its reply, :func:`critiqued_parts`
+reads which parts of the draft a request asks about (for a ``responder`` that judges them), and
+:func:`cut_off` is the one way the real API returns invalid JSON in JSON mode. Every request is
+recorded with its headers for assertions. Other paths answer 404 and
 other methods 405, in the same error shape. It is a Starlette app served by
 :mod:`tests.support.served`.
 
@@ -22,10 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +131,37 @@ def reading(**changes: Any) -> str:
         "wants_human": False,
     }
     return json.dumps({**values, **changes})
+
+
+def critique(supported: Sequence[bool], confidence: float) -> str:
+    """A reply to Deskpilot's critique prompt (``orchestrator.llm.critique``): a verdict for each
+    numbered part of the draft, in order, and the judge's confidence (valid or not)."""
+    parts = [{"n": n, "supported": flag} for n, flag in enumerate(supported, start=1)]
+    return json.dumps({"parts": parts, "confidence": confidence})
+
+
+def json_mode(body: dict[str, Any]) -> bool:
+    """Whether a request asks for a JSON reply (``response_format`` json_object or json_schema),
+    as the decision and critique calls do and drafting an answer does not."""
+    response_format = body.get("response_format")
+    return isinstance(response_format, dict) and response_format.get("type") != "text"
+
+
+_PART = re.compile(r"<part (\d+)>\n(.*?)\n</part \1>", re.DOTALL)
+
+
+def critiqued_parts(body: dict[str, Any]) -> list[str]:
+    """The numbered parts of the draft a critique request asks about, in order ([] for any other
+    request)."""
+    messages = body.get("messages") or []
+    last = str(messages[-1].get("content", "")) if messages else ""
+    return [match.group(2) for match in _PART.finditer(last)]
+
+
+def cut_off(content: str) -> Reply:
+    """A completion stopped at the token limit: in JSON mode the API then returns the JSON as
+    far as it got (``finish_reason`` "length"), which is not valid JSON."""
+    return Reply(content[: max(1, len(content) // 2)], finish_reason="length")
 
 
 def _words(text: str) -> int:
