@@ -5,6 +5,7 @@ the local chat-completions server; the notice goes through the session's real Re
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +20,7 @@ from orchestrator.llm import NoLLM, OpenAICompatible
 from orchestrator.llm.critique import OFFER_TECHNICIAN, UNSURE_WITH_SUPPORT
 from orchestrator.memory import Conversation, ConversationStore
 from orchestrator.tests.test_service_llm import MONITOR, StubRetriever, Turn, classified, llm  # noqa: F401
-from orchestrator.tests.test_turn_writes import make, query, redis  # noqa: F401
+from orchestrator.tests.test_turn_writes import make, query
 from tests.support.fake_openai import FakeOpenAI, critique, critiqued_parts, json_mode, reading
 
 SYNCED = replace(MONITOR, source="it-wiki")
@@ -77,18 +78,26 @@ async def test_without_a_model_the_answer_is_the_same_whatever_the_mode() -> Non
     assert answers[0][0].answer.startswith("From “Request a second monitor” [1]:")
 
 
+@pytest.fixture
+async def client(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A database of the test's own."""
+    connection = aioredis.from_url(fresh_redis_url)
+    yield connection
+    await connection.aclose()
+
+
 async def over_the_bus(
     url: str,
-    redis: aioredis.Redis,
-    llm: OpenAICompatible,
-    asked: QueryReceived,  # noqa: F811
+    client: aioredis.Redis,
+    provider: OpenAICompatible,
+    asked: QueryReceived,
 ) -> tuple[AnswerBody, Conversation]:
     """The turn run as the service runs it (its answer and records written to Redis, and its
     notice published); what it answered and what the conversation holds afterwards."""
     bus = Bus(ServiceSettings(redis_url=url), "orchestrator-test")
     await bus.start()
     try:
-        orchestrator, turns = make(redis, [], StubRetriever([SYNCED]), llm=llm)
+        orchestrator, turns = make(client, [], StubRetriever([SYNCED]), llm=provider)
         orchestrator.settings.llm_critique = "sources"
         replies = BusReplies(bus, turns, orchestrator.deps.conversations)
         await orchestrator.handle_query(asked, replies)
@@ -98,7 +107,7 @@ async def over_the_bus(
     state = await turns.get(asked.correlation_id)
     assert state is not None
     assert state.answer is not None
-    conversation = await ConversationStore(redis, 600).load(asked.conversation_id)
+    conversation = await ConversationStore(client, 600).load(asked.conversation_id)
     return state.answer, conversation
 
 
@@ -106,18 +115,18 @@ async def test_a_doubted_answer_says_so_offers_a_technician_and_is_reported(
     fake: FakeOpenAI,
     llm: OpenAICompatible,  # noqa: F811
     fresh_redis_url: str,
-    redis: aioredis.Redis,  # noqa: F811
+    client: aioredis.Redis,
 ) -> None:
     fake.responder = judge([True, False], 0.2)
     asked = query("My e-mail is <EMAIL_ADDRESS_1>, how do I request a second monitor?")
-    answer, conversation = await over_the_bus(fresh_redis_url, redis, llm, asked)
+    answer, conversation = await over_the_bus(fresh_redis_url, client, llm, asked)
     assert answer.action is Action.ANSWER
     assert answer.answer == (
         f"{UNSURE_WITH_SUPPORT}\n\nOpen the service portal and choose Hardware [1].\n\n"
         f"{OFFER_TECHNICIAN}"
     )
     assert conversation.ticket_offer  # a "yes" now files a ticket
-    entries: Any = await redis.xrange("notice.unanswered")
+    entries: Any = await client.xrange("notice.unanswered")
     [notice] = [decode_entry(fields, UnansweredNotice) for _, fields in entries]
     assert notice.outcome == "low_confidence"
     assert notice.correlation_id == asked.correlation_id
@@ -128,10 +137,10 @@ async def test_a_confident_critique_sends_no_notice(
     fake: FakeOpenAI,
     llm: OpenAICompatible,  # noqa: F811
     fresh_redis_url: str,
-    redis: aioredis.Redis,  # noqa: F811
+    client: aioredis.Redis,
 ) -> None:
     fake.responder = judge([True, True], 0.9)
-    answer, conversation = await over_the_bus(fresh_redis_url, redis, llm, query())
+    answer, conversation = await over_the_bus(fresh_redis_url, client, llm, query())
     assert answer.answer == DRAFT
-    assert await redis.xrange("notice.unanswered") == []
+    assert await client.xrange("notice.unanswered") == []
     assert conversation.ticket_offer is None
