@@ -14,6 +14,17 @@ Without a language model, and cheaply (it runs on every turn):
   many chunks hold ("use", "open", "set" on most sites) weighs little, and one held by more than
   :attr:`Policy.common_share` of the chunks never counts, so the "how do I" part of a question
   decides nothing; a word no chunk holds weighs most.
+* **The subject weighs, the context little.** People put context around what they ask: a
+  greeting, who they are, since when, what they tried, a secret they pasted. Their words are
+  rare in the knowledge base, so by rarity alone they would outweigh the question. A message is
+  read in clauses (:func:`subject_and_context`): a clause that greets or introduces, says what
+  was tried, or holds a redactor's placeholder (the label of a pasted value: "my password is
+  <PASSWORD_1>") is *context*, unless it asks; the clauses of the sentences that ask (a question
+  mark, "how do I", "can't", "won't", "keeps ...ing", "isn't") are the *subject*. Words only
+  the context or the other sentences hold, and bare numbers, weigh :attr:`Policy.context` of
+  their rarity; time phrases ("since this morning", "every 10 minutes", "on Tuesday") weigh
+  nothing. A message with no asking sentence that names a key term is all subject, less its
+  context clauses.
 * **Coverage** of a term by an article: full when the article's title or the quoted section's
   heading has it, or the article's text has it :attr:`Policy.central_mentions` times; partial
   (:attr:`Policy.mention`) when the text mentions it fewer times; none otherwise. Words match
@@ -96,11 +107,75 @@ ASKING_WORDS = frozenset(
         "urgently",
         "asap",
         "quickly",
+        "idea",
+        "advice",
+        "asked",
+        "asking",
+        "guy",
+        "colleague",
+        "coworker",
+        "boss",
+        "anyway",
+        "keep",
+        "since",
+        "ago",
+        "lately",
+        "recently",
+        "earlier",
+        "yesterday",
+        "tomorrow",
+        "tonight",
+        "morning",
+        "afternoon",
+        "evening",
+        "weekend",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
     ]
 )
 """Words of asking and of when or how urgently, not of the thing asked about ("please help,
-what's the best way to ...", "right now", "urgently"); the keyword ranker's stop list leaves
-them in."""
+what's the best way to ...", "right now", "urgently", "keeps", "since Tuesday"); the keyword
+ranker's stop list leaves them in."""
+
+TIME_PHRASE = re.compile(
+    r"\b(?:(?:this|last|next|past|every|each)\s+(?:few\s+|couple\s+of\s+)?(?:\d+\s+)?"
+    r"(?:minutes?|hours?|days?|weeks?|months?|years?|night|time)|(?:\d+|an?|one|two|three|four|"
+    r"five|few|couple\s+of)\s+(?:minutes?|hours?|days?|weeks?|months?|years?)\s+ago|"
+    r"\d{1,2}(?::\d{2})?\s*[ap]\.?m\.?)\b",
+    re.IGNORECASE,
+)
+"""When it began or how often, not what: "this week", "every 10 minutes", "two days ago"
+(with a number), "at 9am"."""
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_CLAUSE_BREAK = re.compile(r"[,;()]|\s[-\u2013\u2014]+\s")
+QUESTION = re.compile(
+    r"\?|\b(?:how\s+(?:do|can|could|should|to|does)|where|which|is\s+there|are\s+there)\b",
+    re.IGNORECASE,
+)
+"""A clause that asks: a question mark, "how do I", "where is", "is there"."""
+PROBLEM = re.compile(
+    r"\b(?:can't|cannot|can\s+not|won't|will\s+not|isn't|is\s+not|aren't|doesn't|does\s+not|"
+    r"don't|do\s+not|unable\s+to|not\s+working|keeps?\s+\w+ing)\b",
+    re.IGNORECASE,
+)
+"""A clause that says what is wrong: "can't", "won't", "isn't", "keeps dropping"."""
+GREETS = re.compile(
+    r"^\W*(?:hi|hello|hey|hiya|dear|good\s+(?:morning|afternoon|evening)|thanks|thank\s+you|"
+    r"thx|cheers|regards|best|kind\s+regards|many\s+thanks)\b",
+    re.IGNORECASE,
+)
+TRIED = re.compile(
+    r"\b(?:tried|already|restarted|rebooted|reinstalled|unplugged|re-?plugged|"
+    r"did(?:n't|\s+not)\s+help|no\s+luck|same\s+thing)\b",
+    re.IGNORECASE,
+)
+"""What the user did about it already: context, not what is asked."""
 
 _NEGATION = re.compile(r"\b(\w+)[’']t\b", re.IGNORECASE)
 _CONTRACTED = re.compile(r"[’'](?:m|re|ve|ll|d)\b", re.IGNORECASE)
@@ -173,6 +248,9 @@ class Policy:
     """Coverage of a term the text mentions fewer times (in passing)."""
     min_share: float = 0.5
     """Weighted share of the key terms an article must cover more than."""
+    context: float = 0.25
+    """Weight, as a share of its rarity, of a word only a message's context holds (a greeting,
+    an introduction, what was tried, a pasted value's label, a sentence that does not ask)."""
     similar_enough: float = 0.65
     """Cosine similarity at which an article answers whatever words it uses: the embedding
     model knows synonyms ("invisible" for "hidden") that words alone do not."""
@@ -190,15 +268,54 @@ class KeyTerm:
     weight: float
 
 
+def _is_context(clause: str) -> bool:
+    """Whether a clause only frames the question: it greets, introduces, says what was tried
+    or holds a pasted value (a placeholder), and does not ask."""
+    framing = GREETS.search(clause) or TRIED.search(clause) or PLACEHOLDER.search(clause)
+    return bool(framing) and not QUESTION.search(clause) and not PROBLEM.search(_expanded(clause))
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text`` that may be key terms (placeholders and time phrases out)."""
+    text = TIME_PHRASE.sub(" ", _expanded(PLACEHOLDER.sub(" ", text)))
+    return [w for w in keyword_tokens(text) if w not in ASKING_WORDS and len(w) >= 2]
+
+
+def subject_and_context(message: str) -> tuple[str, str]:
+    """The part of ``message`` that says what is asked, and the rest (see the module's
+    description): its clauses that ask, else those that say what is wrong, else all, each
+    time only if they name a key term, less greetings, introductions, tries and pasted
+    values."""
+    clauses = [
+        clause
+        for sentence in _SENTENCE_END.split(message)
+        for clause in _CLAUSE_BREAK.split(sentence)
+        if clause.strip()
+    ]
+    kept = [clause for clause in clauses if not _is_context(clause)]
+    for tier in (
+        [c for c in kept if QUESTION.search(c)],
+        [c for c in kept if PROBLEM.search(_expanded(c))],
+        kept,
+    ):
+        if tier == clauses:
+            break
+        if any(_words(clause) for clause in tier):
+            return " ".join(tier), " ".join(c for c in clauses if c not in tier)
+    return message, ""
+
+
 def key_terms(
     question: str, terms: TermStats | None, policy: Policy = DEFAULT_POLICY
 ) -> list[KeyTerm]:
-    """The question's key terms, heaviest first. Without statistics every term weighs 1. The
-    redactor's placeholders (``<EMAIL_ADDRESS_1>``) are not what the question is about."""
+    """The question's key terms, heaviest first, each weighed by its rarity (1 without
+    statistics), by :attr:`Policy.context` of it when only the message's context holds it or
+    it is a bare number. The redactor's placeholders (``<EMAIL_ADDRESS_1>``) and time phrases
+    are not what the question is about."""
+    subject, context = subject_and_context(question)
+    in_subject = {stem(word) for word in _words(subject) if not word.isdigit()}
     found: dict[str, KeyTerm] = {}
-    for word in keyword_tokens(_expanded(PLACEHOLDER.sub(" ", question))):
-        if word in ASKING_WORDS or len(word) < 2:
-            continue
+    for word in _words(subject) + _words(context):
         if terms is not None and terms.chunks:
             if terms.holding.get(word, 0) > policy.common_share * terms.chunks:
                 continue
@@ -206,6 +323,8 @@ def key_terms(
         else:
             weight = 1.0
         key = stem(word)
+        if key not in in_subject:
+            weight *= policy.context
         if key not in found or found[key].weight < weight:
             found[key] = KeyTerm(word, key, weight)
     return sorted(found.values(), key=lambda term: (-term.weight, term.word))

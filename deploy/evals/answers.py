@@ -12,6 +12,10 @@ Each is counted as answered citing the right page, answered citing another page,
 (``no_answer``, or a crawl where help sites are configured). Then again **without the right
 page**: its chunks are taken out of each retrieval, as if the knowledge base did not hold it;
 every answer is then from a wrong page, and declining (so that the help site is read) is right.
+
+A query with the redactor's placeholders in (``--redact``) is searched with them read as words and
+judged with them in, as a turn does (``Turn.search_text`` and ``Turn.asked``). With ``misses``,
+each query the check does not answer from its right page is listed with what the check said.
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ from typing import Any
 Relevant = Callable[[Any, str], bool]
 
 
-def answer_figures(retriever: Any, queries: Sequence[Any], relevant: Relevant) -> dict[str, Any]:
+def answer_figures(
+    retriever: Any, queries: Sequence[Any], relevant: Relevant, *, misses: bool = False
+) -> dict[str, Any]:
     """Answered right / wrong / declined with similarity alone and with the check, with the
     right page and without it; ``relevant(query, url)`` says whether a page answers a query."""
     from orchestrator.compose import Article, answering_article
     from orchestrator.config import OrchestratorSettings
+    from orchestrator.dialogue import readable
     from orchestrator.retrieval import Retrieval
-    from orchestrator.sufficiency import judge_article
+    from orchestrator.sufficiency import Verdict, judge_article
 
     settings = OrchestratorSettings()
     threshold = settings.relevance_threshold
@@ -38,6 +45,7 @@ def answer_figures(retriever: Any, queries: Sequence[Any], relevant: Relevant) -
         for rule in ("similarity", "sufficiency")
         for case in ("", "_without_page")
     }
+    missed: list[dict[str, Any]] = []
 
     def without(retrieval: Retrieval, query: Any) -> Retrieval:
         hits = [hit for hit in retrieval.hits if not relevant(query, hit.url)]
@@ -48,13 +56,19 @@ def answer_figures(retriever: Any, queries: Sequence[Any], relevant: Relevant) -
         return replace(retrieval, hits=hits, best_document=best, documents=documents)
 
     for query in queries:
-        full = retriever.retrieve(query.text, settings.top_k)
+        full = retriever.retrieve(readable(query.text), settings.top_k)
         for case, retrieval in (("", full), ("_without_page", without(full, query))):
+            verdicts: list[tuple[str, Verdict]] = []
 
             def answers(
-                article: Article, retrieval: Retrieval = retrieval, query: Any = query
+                article: Article,
+                retrieval: Retrieval = retrieval,
+                query: Any = query,
+                verdicts: list[tuple[str, Verdict]] = verdicts,
             ) -> bool:
-                return judge_article(query.text, article, retrieval.terms).sufficient
+                verdict = judge_article(query.text, article, retrieval.terms)
+                verdicts.append((article.url, verdict))
+                return verdict.sufficient
 
             for rule, check in (("similarity", None), ("sufficiency", answers)):
                 article = answering_article(retrieval, threshold, check)
@@ -66,7 +80,17 @@ def answer_figures(retriever: Any, queries: Sequence[Any], relevant: Relevant) -
                     else "wrong"
                 )
                 counts[f"{rule}{case}"][outcome] += 1
-    return {"threshold": threshold, "top_k": settings.top_k, **counts}
+                if misses and check is not None and not case and outcome != "right":
+                    missed.append(
+                        {
+                            "query": query.text,
+                            "outcome": outcome,
+                            "cited": article.url if article else None,
+                            "judged": [f"{url}: {v.reason}" for url, v in verdicts],
+                        }
+                    )
+    figures = {"threshold": threshold, "top_k": settings.top_k, **counts}
+    return {**figures, "misses": missed} if misses else figures
 
 
 def format_answer_figures(figures: dict[str, Any]) -> list[str]:
@@ -86,4 +110,9 @@ def format_answer_figures(figures: dict[str, Any]) -> list[str]:
         "without the right page in the knowledge base (declining is right):",
         line("similarity_without_page", "similarity alone"),
         line("sufficiency_without_page", "with the sufficiency check"),
+        *(
+            f"  {miss['outcome']}: {miss['query']!r} -> {miss['cited']}\n"
+            + "".join(f"      {judged}\n" for judged in miss["judged"]).rstrip()
+            for miss in figures.get("misses", [])
+        ),
     ]

@@ -17,7 +17,13 @@ components: ``mag.html`` does not match ``a11y-mag.html``).
   documents, 0 when none is there (MRR@10).
 
 The queries file has one JSON object per line: ``{"query": str, "relevant": [str, ...]}``; other
-keys are ignored, blank lines skipped.
+keys are ignored, blank lines and lines starting with ``#`` (a set's note on how it was written)
+skipped.
+
+``--redact`` puts each query through the redactor first (:class:`redactor.service.Redactor`, its
+default settings), as a turn receives a message: for messages as people type them, with names,
+addresses and pasted secrets in them. Retrieval then searches the text with the placeholders read
+as words and the sufficiency check judges it with the placeholders in, as the turn does.
 
 ``--feedback SOURCE`` gates users' ratings (``orchestrator/feedback.py``): the queries run again
 with the rank adjustments that rating counts give under the current ``ORCHESTRATOR_FEEDBACK_*``
@@ -84,6 +90,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "sufficiency check, with the right page indexed and without it",
     )
     parser.add_argument(
+        "--redact",
+        action="store_true",
+        help="put each query through the redactor first, as a turn receives a typed message",
+    )
+    parser.add_argument(
         "--feedback",
         metavar="SOURCE",
         help="rating counts to apply (redis://... or a JSONL of {url, positive, negative, "
@@ -106,6 +117,8 @@ def run_eval_retrieval(args: argparse.Namespace) -> int:
     if not queries:
         print(f"deskpilot eval retrieval: no queries in {args.queries}", file=sys.stderr)
         return 2
+    if args.redact:
+        queries = redacted(queries)
     tallies = None
     if args.feedback:
         try:
@@ -142,7 +155,7 @@ def read_queries(path: Path) -> list[Query]:
     """Parse a queries file; raises ``ValueError`` naming the first bad line."""
     queries: list[Query] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+        if not line.strip() or line.startswith("#"):
             continue
         try:
             record = json.loads(line)
@@ -153,6 +166,15 @@ def read_queries(path: Path) -> list[Query]:
             raise ValueError(f"{path}:{number}: query must be a string, relevant a non-empty list")
         queries.append(Query(text, tuple(str(name) for name in relevant)))
     return queries
+
+
+def redacted(queries: Sequence[Query]) -> list[Query]:
+    """``queries`` as the redactor leaves them (placeholders for what it finds)."""
+    from redactor.config import RedactorSettings
+    from redactor.service import Redactor
+
+    redactor = Redactor(RedactorSettings())
+    return [Query(redactor.redact(query.text).text, query.relevant) for query in queries]
 
 
 def evaluate(
@@ -214,6 +236,7 @@ def evaluate(
                 retriever,
                 queries,
                 lambda query, url: is_relevant(url, paths.get(url), query.relevant),
+                misses=misses,
             )
 
     result = score(queries, rankings, paths)
