@@ -22,7 +22,8 @@ Without a language model, and cheaply (it runs on every turn):
   <PASSWORD_1>") is *context*, unless it asks; the clauses of the sentences that ask (a question
   mark, "how do I", "can't", "won't", "keeps ...ing", "isn't") are the *subject*. Words only
   the context or the other sentences hold, and bare numbers, weigh :attr:`Policy.context` of
-  their rarity; time phrases ("since this morning", "every 10 minutes", "on Tuesday") weigh
+  their rarity, and together at most :attr:`Policy.context_total` of the subject's
+  weight; time phrases ("since this morning", "every 10 minutes", "on Tuesday") weigh
   nothing. A message with no asking sentence that names a key term is all subject, less its
   context clauses.
 * **Coverage** of a term by an article: full when the article's title or the quoted section's
@@ -251,6 +252,10 @@ class Policy:
     context: float = 0.25
     """Weight, as a share of its rarity, of a word only a message's context holds (a greeting,
     an introduction, what was tried, a pasted value's label, a sentence that does not ask)."""
+    context_total: float = 0.25
+    """Most the context's words weigh together, as a share of the subject's words' weight: a
+    long story around a short question ("user j.smith, pw: ..., it says locked after I typed
+    it wrong. can you unlock my account?") does not outweigh it."""
     similar_enough: float = 0.65
     """Cosine similarity at which an article answers whatever words it uses: the embedding
     model knows synonyms ("invisible" for "hidden") that words alone do not."""
@@ -310,7 +315,8 @@ def key_terms(
 ) -> list[KeyTerm]:
     """The question's key terms, heaviest first, each weighed by its rarity (1 without
     statistics), by :attr:`Policy.context` of it when only the message's context holds it or
-    it is a bare number. The redactor's placeholders (``<EMAIL_ADDRESS_1>``) and time phrases
+    it is a bare number, the context's together at most :attr:`Policy.context_total` of the
+    subject's. The redactor's placeholders (``<EMAIL_ADDRESS_1>``) and time phrases
     are not what the question is about."""
     subject, context = subject_and_context(question)
     in_subject = {stem(word) for word in _words(subject) if not word.isdigit()}
@@ -327,6 +333,14 @@ def key_terms(
             weight *= policy.context
         if key not in found or found[key].weight < weight:
             found[key] = KeyTerm(word, key, weight)
+    subject_weight = sum(t.weight for t in found.values() if t.stem in in_subject)
+    context_weight = sum(t.weight for t in found.values() if t.stem not in in_subject)
+    if subject_weight and context_weight > policy.context_total * subject_weight:
+        # A long story around a short question: together it weighs a bounded share.
+        scale = policy.context_total * subject_weight / context_weight
+        for key, term in found.items():
+            if key not in in_subject:
+                found[key] = KeyTerm(term.word, key, term.weight * scale)
     return sorted(found.values(), key=lambda term: (-term.weight, term.word))
 
 

@@ -155,3 +155,17 @@ def test_a_message_that_is_all_context_is_judged_on_all_of_it() -> None:
     subject, _ = subject_and_context(message)
     assert subject == message
     assert "office" in weights(message)
+
+
+def test_a_long_story_weighs_at_most_a_share_of_a_short_question() -> None:
+    # Seven rare context words at a quarter each outweighed "unlock" (covered 0.44: declined).
+    message = (
+        "hi, user j.smith, pw: <PASSWORD_1> - it says account locked after I typed it wrong. "
+        "can you unlock my account?"
+    )
+    terms = key_terms(message, STATS)
+    subject = sum(t.weight for t in terms if t.word in {"unlock", "account"})
+    context = sum(t.weight for t in terms if t.word not in {"unlock", "account"})
+    assert context == pytest.approx(Policy().context_total * subject)
+    page = ("Unlock your account", ["Wait 30 minutes or unlock it in the portal."])
+    assert judge(terms, *page).sufficient
