@@ -25,13 +25,12 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         description="Cosine similarity below which the knowledge base is taken not to cover it.",
     )
     sufficiency_check: bool = Field(
-        False,
+        True,
         description="Answer only from an article whose title, heading or text covers the "
-        "question's key terms (its words weighed by their rarity in the knowledge base), not "
-        "from one that is merely similar; a question no article covers is crawled for, or "
-        "answered honestly as not covered. Off by default for now: on messages with context "
-        "around the question (a greeting, details the redactor replaced, 'since this morning') "
-        "it declines articles that answer them.",
+        "question's key terms (its words weighed by their rarity in the knowledge base; the "
+        "words of a message's context, such as a greeting, details the redactor replaced or "
+        "'since this morning', weigh little or nothing), not from one that is merely similar; "
+        "a question no article covers is crawled for, or answered honestly as not covered.",
     )
     see_also_margin: float = Field(
         0.08,

@@ -19,8 +19,9 @@ Without a language model, and cheaply (it runs on every turn):
   rare in the knowledge base, so by rarity alone they would outweigh the question. A message is
   read in clauses (:func:`subject_and_context`): a clause that greets or introduces, says what
   was tried, or holds a redactor's placeholder (the label of a pasted value: "my password is
-  <PASSWORD_1>") is *context*, unless it asks; the clauses of the sentences that ask (a question
-  mark, "how do I", "can't", "won't", "keeps ...ing", "isn't") are the *subject*. Words only
+  <PASSWORD_1>") is *context*, unless it asks; the clauses that ask (a question mark, "how do
+  I", "where") are the *subject*, else the sentences that say what is wrong ("can't", "won't",
+  "keeps ...ing", "isn't"), else all. Words only
   the context or the other sentences hold, and bare numbers, weigh :attr:`Policy.context` of
   their rarity, and together at most :attr:`Policy.context_total` of the subject's
   weight; time phrases ("since this morning", "every 10 minutes", "on Tuesday") weigh
@@ -288,19 +289,20 @@ def _words(text: str) -> list[str]:
 
 def subject_and_context(message: str) -> tuple[str, str]:
     """The part of ``message`` that says what is asked, and the rest (see the module's
-    description): its clauses that ask, else those that say what is wrong, else all, each
-    time only if they name a key term, less greetings, introductions, tries and pasted
-    values."""
-    clauses = [
-        clause
+    description): its clauses that ask, else its sentences that say what is wrong, else all,
+    each time only if they name a key term, less greetings, introductions, tries and pasted
+    values. A description that says what is wrong in passing ("make a file invisible, so you
+    cannot see it") is one sentence: it stays whole."""
+    sentences = [
+        [clause for clause in _CLAUSE_BREAK.split(sentence) if clause.strip()]
         for sentence in _SENTENCE_END.split(message)
-        for clause in _CLAUSE_BREAK.split(sentence)
-        if clause.strip()
     ]
+    clauses = [clause for sentence in sentences for clause in sentence]
     kept = [clause for clause in clauses if not _is_context(clause)]
+    wrong = [s for s in sentences if any(PROBLEM.search(_expanded(clause)) for clause in s)]
     for tier in (
-        [c for c in kept if QUESTION.search(c)],
-        [c for c in kept if PROBLEM.search(_expanded(c))],
+        [clause for clause in kept if QUESTION.search(clause)],
+        [clause for sentence in wrong for clause in sentence if clause in kept],
         kept,
     ):
         if tier == clauses:
@@ -335,12 +337,15 @@ def key_terms(
             found[key] = KeyTerm(word, key, weight)
     subject_weight = sum(t.weight for t in found.values() if t.stem in in_subject)
     context_weight = sum(t.weight for t in found.values() if t.stem not in in_subject)
-    if subject_weight and context_weight > policy.context_total * subject_weight:
-        # A long story around a short question: together it weighs a bounded share.
+    if context_weight > policy.context_total * subject_weight:
+        # A long story around a short question weighs a bounded share of it; around a question
+        # of common words only (no key term: similarity decides), nothing.
         scale = policy.context_total * subject_weight / context_weight
-        for key, term in found.items():
-            if key not in in_subject:
-                found[key] = KeyTerm(term.word, key, term.weight * scale)
+        found = {
+            key: term if key in in_subject else KeyTerm(term.word, key, term.weight * scale)
+            for key, term in found.items()
+            if key in in_subject or scale
+        }
     return sorted(found.values(), key=lambda term: (-term.weight, term.word))
 
 

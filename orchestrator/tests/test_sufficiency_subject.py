@@ -105,6 +105,9 @@ def test_a_message_of_one_plain_sentence_is_all_subject() -> None:
     for message in (
         "Ignore quickly-repeated key presses of the same key.",
         "Bluetooth, wi-fi and mobile broadband can be switched off to reduce battery use.",
+        # Says what is wrong in passing: narrowed to its second clause, "see" and "manager"
+        # were the key terms and the file manager's page answered it.
+        "Make a file invisible, so you cannot see it in the file manager.",
     ):
         assert subject_and_context(message) == (message, "")
 
@@ -169,3 +172,11 @@ def test_a_long_story_weighs_at_most_a_share_of_a_short_question() -> None:
     assert context == pytest.approx(Policy().context_total * subject)
     page = ("Unlock your account", ["Wait 30 minutes or unlock it in the portal."])
     assert judge(terms, *page).sufficient
+
+
+def test_context_alone_never_decides() -> None:
+    # The question's words are all common here: similarity decides, not "desks" and "moved".
+    stats = TermStats(chunks=10, holding={"add": 5, "network": 6, "printer": 4})
+    message = "Hi, I'm <PERSON_1>, I moved desks yesterday. How do I add the network printer?"
+    assert key_terms(message, stats) == []
+    assert judge(key_terms(message, stats), "Add a printer", ["Open Settings."]).sufficient

@@ -159,3 +159,38 @@ def test_answers_counts_the_page_an_answer_would_cite(
         assert without["wrong"] + without["declined"] == 2
     # Without their pages, nothing else in this corpus is about a VPN password or a printer.
     assert answers["sufficiency_without_page"]["declined"] == 2
+
+
+def test_redacted_answers_judge_messages_as_a_turn_receives_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = write_corpus(tmp_path)
+    queries = tmp_path / "chatty.jsonl"
+    printer = {
+        "query": "Hi, I'm Jana Novak (jana.novak@northwind.example), I moved desks yesterday. "
+        "How do I add the network printer?",
+        "relevant": ["hardware/printer.md"],
+    }
+    mislabelled = {"query": "How do I reset my VPN password?", "relevant": ["webcam.md"]}
+    queries.write_text(
+        "# how this set was written: a note, not a query\n"
+        + "\n".join(json.dumps(line) for line in (printer, mislabelled))
+        + "\n"
+    )
+
+    argv = ["--corpus", str(corpus), "--queries", str(queries), "--json", "--answers"]
+    code = run_eval_retrieval(_parse([*argv, "--redact", "--misses"]))
+
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "jana.novak@" not in out  # judged, listed and printed redacted only
+    result = json.loads(out)
+    assert result["n"] == 2  # the note is no query
+    answers = result["answers"]
+    assert answers["sufficiency"] == {"right": 1, "wrong": 1, "declined": 0}, answers["misses"]
+    (miss,) = answers["misses"]
+    assert miss["query"] == mislabelled["query"]
+    assert miss["outcome"] == "wrong"
+    assert miss["cited"].endswith("vpn-password.md")
+    # What the check said of the page it cited (this corpus is too small for key terms).
+    assert miss["judged"] == [f"{miss['cited']}: no key term to check"]
