@@ -408,7 +408,10 @@ def test_settings_refuse_unknown_categories_bad_addresses_and_missing_smtp(
         )
     with pytest.raises(ValidationError, match="TICKETING_SMTP_HOST"):
         TicketingSettings.model_validate(base | {"notify_routes": {"account": {"emails": [TEAM]}}})
-    for url in ("file:///etc/passwd", "http://hooks.slack.com/services/T1/B2/plainhttp7"):
+    for url in (
+        "file:deploy/slack/manifest.yaml",
+        "http://hooks.slack.com/services/T1/B2/plainhttp7",
+    ):
         with pytest.raises(ValidationError, match="https URL") as refused:
             TicketingSettings.model_validate(
                 base | {"notify_routes": {"account": {"slack_webhook_url": url}}}

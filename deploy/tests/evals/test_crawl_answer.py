@@ -120,9 +120,15 @@ def test_the_inputs_are_checked_before_any_stack_starts(tmp_path: Path) -> None:
         checked_inputs(_args(tmp_path, wrong_page, seed="/dispatch/"))
     with pytest.raises(EvalSetupError, match="seed /nowhere"):
         checked_inputs(_args(tmp_path, DISPATCH_SET, seed="/nowhere"))
-    # A path out of the site's folder is no page of it.
+    # A path out of the site's folder is no page of it, even to a page that exists there.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<h1>Home</h1>")
+    (tmp_path / "outside.html").write_text("<h1>Not the site's</h1>")
+    own = write(tmp_path, "questions:\n  - {question: hi, page: /}\n")
+    assert checked_inputs(_args(tmp_path, own, site=site, seed="/"))[1] == "/"
     with pytest.raises(EvalSetupError, match="seed"):
-        checked_inputs(_args(tmp_path, DISPATCH_SET, seed="/" + "../" * 12 + "etc/passwd"))
+        checked_inputs(_args(tmp_path, own, site=site, seed="/../outside.html"))
     with pytest.raises(EvalSetupError, match="not a folder"):
         checked_inputs(_args(tmp_path, DISPATCH_SET, site=tmp_path / "missing"))
     used = tmp_path / "used"
