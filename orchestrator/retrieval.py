@@ -48,6 +48,7 @@ What a caller can rely on:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -264,18 +265,24 @@ def keyword_tokens(text: str) -> list[str]:
     A compound such as "Wi-Fi" or "e-mail" yields its parts and the joined form ("wi", "fi",
     "wifi"), so it matches however a user spells it; possessives lose their "'s".
     """
+    tokens: list[str] = []
+    for word in _TOKEN.findall(text.lower()):
+        tokens.extend(_word_tokens(word))
+    return tokens
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """The tokens of one lower-cased word. Remembered: a knowledge base repeats a vocabulary of
+    some ten thousand words, and a snapshot of 100,000 chunks tokenises millions of them."""
     global _STOPWORDS
     if _STOPWORDS is None:
         _STOPWORDS = _stopwords()
-    tokens: list[str] = []
-    for match in _TOKEN.finditer(text.lower()):
-        word = match.group()
-        if word.endswith(("'s", "’s")):
-            word = word[:-2]
-        parts = [part for part in _SPLIT.split(word) if part]
-        candidates = [*parts, "".join(parts)] if len(parts) > 1 else parts
-        tokens.extend(light_stem(t) for t in candidates if t not in _STOPWORDS)
-    return tokens
+    if word.endswith(("'s", "’s")):
+        word = word[:-2]
+    parts = [part for part in _SPLIT.split(word) if part]
+    candidates = [*parts, "".join(parts)] if len(parts) > 1 else parts
+    return tuple(light_stem(t) for t in candidates if t not in _STOPWORDS)
 
 
 # Proper nouns, matched case-sensitively: "windows" in "Move windows" is not the OS.
@@ -394,6 +401,9 @@ class _Snapshot:
         self.openings = np.asarray(
             [i for i, record in enumerate(records) if record.chunk_index == 0], dtype=np.int64
         )
+        # The openings' own rows, side by side: every question ranks them all, and gathering
+        # them from the whole matrix copied a twentieth of it per question.
+        self.opening_embeddings = self.embeddings[self.openings]
         by_url: dict[str, list[int]] = {}
         for i, record in enumerate(records):
             by_url.setdefault(record.url, []).append(i)
@@ -494,8 +504,12 @@ class _Snapshot:
 
     def openings_ranked(self, vector: Any, limit: int, mask: Any = None) -> list[tuple[int, float]]:
         """Positions and cosines of the ``limit`` document openings closest to ``vector``."""
-        openings = self.openings if mask is None else self.openings[mask[self.openings]]
-        return self._ranked(vector, openings, limit)
+        scores = self.opening_embeddings @ vector
+        openings = self.openings
+        if mask is not None:
+            kept = mask[openings]
+            openings, scores = openings[kept], scores[kept]
+        return [(int(openings[i]), score) for i, score in _top(scores, limit)]
 
     def document(
         self, vector: Any, url: str, limit: int, mask: Any = None
@@ -682,6 +696,10 @@ class Retriever:
         self._checked_at = -math.inf
         self._built_at = -math.inf
         self._refresh_lock = threading.Lock()
+        self._checking: threading.Thread | None = None
+        """The background check under way, if any (see ``_snapshot``); started under
+        ``_starting``, never under ``_refresh_lock``, which a rebuild holds for seconds."""
+        self._starting = threading.Lock()
         self._epoch = 0
         """The published generations' epoch (``contracts.live``) at the last check."""
 
@@ -908,8 +926,27 @@ class Retriever:
         return self._index or stale
 
     def _snapshot(self, principals: Principals = ANONYMOUS) -> _Snapshot | None:
+        """The snapshot to answer from. The first one is built in the asking thread (without it
+        the answer would lack its keyword and document ranks); after that, a due check for
+        changes runs in a background thread and the question is answered from the snapshot
+        there is: over 100,000 chunks the check alone reads every id, and a rebuild takes
+        seconds, which no turn should wait for. (A ``refresh_interval_s`` of 0, every question
+        sees the collection as it is, keeps the check in the asking thread.)"""
         if self.config.mode == "dense" and principals.everything:
             return None  # nothing here needs it (a reader who may not read everything does)
+        if self._index is None or self.config.refresh_interval_s == 0:
+            self._refresh_logged()
+        elif time.monotonic() - self._checked_at >= self.config.refresh_interval_s:
+            with self._starting:
+                running = self._checking is not None and self._checking.is_alive()
+                if not running:
+                    self._checking = threading.Thread(
+                        target=self._refresh_logged, name="retrieval-snapshot", daemon=True
+                    )
+                    self._checking.start()
+        return self._index
+
+    def _refresh_logged(self) -> None:
         try:
             self.refresh()
         except Exception:
@@ -917,7 +954,6 @@ class Retriever:
             # the last good snapshot, if any) rather than fail the user's turn.
             logger.exception("refreshing the retrieval snapshot failed; using the previous one")
             self._checked_at = time.monotonic()
-        return self._index
 
     def _dense(
         self,

@@ -49,6 +49,12 @@ def add_parser(bench_kinds: Any) -> argparse.ArgumentParser:
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument(
+        "--corpus-dir",
+        type=Path,
+        help="keep the corpus in this directory and reuse it on later runs with the same "
+        "corpus options (writing 100,000 chunks takes minutes); default: a temporary one",
+    )
     parser.add_argument("--json", action="store_true")
     return parser
 
@@ -63,26 +69,34 @@ class _Precomputed:
         return [self.vectors[text] for text in texts]
 
 
-def build_corpus(args: argparse.Namespace, collection: Any) -> tuple[list[Any], list[list[str]]]:
-    """Write the synthetic corpus; the topics' vectors and words, for the questions."""
+def build_corpus(
+    args: argparse.Namespace, collection: Any, batch: int = 1000, *, write: bool = True
+) -> tuple[list[Any], list[Any]]:
+    """Write the synthetic corpus (``batch`` chunks a call), unless ``write`` is False (it was
+    written before); the topics' vectors and words, for the questions."""
     import numpy as np
 
     from contracts.readers import Readers
 
     rng = np.random.default_rng(args.seed)
-    vocabulary = [f"w{i:05d}" for i in range(20_000)]
+    vocabulary = np.array([f"w{i:05d}" for i in range(20_000)])
     zipf = 1.0 / np.arange(1, len(vocabulary) + 1)
     zipf /= zipf.sum()
+    # ``rng.choice(vocabulary, size, p=zipf)`` draws exactly these words from the same random
+    # stream, but checks and sums ``p`` again on every call: 1.4 ms a chunk, minutes at 100,000.
+    zipf_cdf = zipf.cumsum()
+    zipf_cdf /= zipf_cdf[-1]
     topics, topic_words = [], []
     ids: list[str] = []
-    embeddings: list[list[float]] = []
+    # One array, not lists of floats: 100,000 chunks' lists would take over a gigabyte.
+    embeddings = np.empty((args.documents * args.chunks_per_document, DIMENSIONS), np.float32)
     texts: list[str] = []
     metadatas: list[dict[str, Any]] = []
     groups = [f"group-{i:02d}" for i in range(args.groups)]
     for doc in range(args.documents):
         topic = rng.normal(size=DIMENSIONS)
         topic /= np.linalg.norm(topic)
-        words = list(rng.choice(vocabulary, size=30, replace=False))
+        words = rng.choice(vocabulary, size=30, replace=False)
         topics.append(topic)
         topic_words.append(words)
         if rng.random() < args.public:
@@ -95,9 +109,11 @@ def build_corpus(args: argparse.Namespace, collection: Any) -> tuple[list[Any], 
         for index in range(args.chunks_per_document):
             vector = topic + rng.normal(scale=0.06, size=DIMENSIONS)
             vector /= np.linalg.norm(vector)
-            body = " ".join([*rng.choice(words, size=12), *rng.choice(vocabulary, size=48, p=zipf)])
+            own = rng.choice(words, size=12)
+            common = vocabulary[zipf_cdf.searchsorted(rng.random(48), side="right")]
+            body = " ".join([*own, *common])
             ids.append(f"{doc}-{index}")
-            embeddings.append(vector.astype(np.float32).tolist())
+            embeddings[len(ids) - 1] = vector
             texts.append(body)
             metadatas.append(
                 {
@@ -110,8 +126,8 @@ def build_corpus(args: argparse.Namespace, collection: Any) -> tuple[list[Any], 
                     **readers.metadata(),
                 }
             )
-    for start in range(0, len(ids), 1000):
-        end = start + 1000
+    for start in range(0, len(ids) if write else 0, batch):
+        end = start + batch
         collection.add(
             ids=ids[start:end],
             embeddings=embeddings[start:end],
@@ -122,33 +138,50 @@ def build_corpus(args: argparse.Namespace, collection: Any) -> tuple[list[Any], 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Measure in a temporary Chroma directory, closed and removed afterwards."""
+    """Measure in a temporary Chroma directory, closed and removed afterwards, or in
+    ``--corpus-dir``, kept there for the next run with the same corpus options."""
+    if args.corpus_dir is not None:
+        args.corpus_dir.mkdir(parents=True, exist_ok=True)
+        return _run_in(args, args.corpus_dir)
+    with tempfile.TemporaryDirectory(prefix="deskpilot-bench-permissions-") as folder:
+        return _run_in(args, Path(folder))
+
+
+def _run_in(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     from contracts.settings import ServiceSettings
     from orchestrator.retrieval import open_chroma, open_collection
 
-    with tempfile.TemporaryDirectory(prefix="deskpilot-bench-permissions-") as folder:
-        # A local directory whatever CHROMA_HOST this shell sets: the bench writes a corpus.
-        settings = ServiceSettings(
-            data_dir=Path(folder),
-            chroma_host=None,
-            chroma_auth_token=None,
-            chroma_collection=f"bench-{uuid.uuid4().hex[:12]}",
-        )
-        client = open_chroma(settings)
-        try:
-            return _measure(args, open_collection(settings, client))
-        finally:
-            client.close()  # Chroma's files are released before the directory goes
+    # Named by what makes the corpus, so a kept directory is reused for the same corpus only.
+    name = (
+        f"bench-{args.documents}x{args.chunks_per_document}-g{args.groups}"
+        f"-p{args.public:g}-s{args.seed}"
+    )
+    # A local directory whatever CHROMA_HOST this shell sets: the bench writes a corpus.
+    settings = ServiceSettings(
+        data_dir=folder,
+        chroma_host=None,
+        chroma_auth_token=None,
+        chroma_collection=name if args.corpus_dir is not None else f"bench-{uuid.uuid4().hex[:12]}",
+    )
+    client = open_chroma(settings)
+    try:
+        return _measure(args, open_collection(settings, client), client.get_max_batch_size())
+    finally:
+        client.close()  # Chroma's files are released before the directory goes
 
 
-def _measure(args: argparse.Namespace, collection: Any) -> dict[str, Any]:
+def _measure(args: argparse.Namespace, collection: Any, batch: int) -> dict[str, Any]:
     import numpy as np
 
     from contracts.readers import EVERYONE, Principals
     from orchestrator.retrieval import HybridConfig, Retriever, use_one_blas_thread
 
+    expected = args.documents * args.chunks_per_document
+    stored = collection.count()
+    if stored not in (0, expected):
+        raise SystemExit(f"{collection.name} holds {stored} chunks, not {expected}: remove it")
     started = time.perf_counter()
-    topics, topic_words = build_corpus(args, collection)
+    topics, topic_words = build_corpus(args, collection, batch, write=stored == 0)
     written_s = time.perf_counter() - started
 
     use_one_blas_thread()  # as the orchestrator does
@@ -207,6 +240,7 @@ def _measure(args: argparse.Namespace, collection: Any) -> dict[str, Any]:
         "questions": args.questions,
         "k": args.k,
         "corpus_written_s": round(written_s, 1),
+        "corpus_reused": stored == expected,
         "snapshot_built_s": round(snapshot_s, 2),
         "unfiltered_p50_ms": p(timings["unfiltered"], 50),
         "filtered_p50_ms": p(timings["filtered"], 50),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 from chromadb.config import Settings
 
+from orchestrator import retrieval as retrieval_module
 from orchestrator.embedding import QueryEncoder, one_embedding_per_text
 from orchestrator.retrieval import (
     HybridConfig,
@@ -221,6 +224,41 @@ def test_the_refresh_check_is_throttled(kb: Any, encoder: QueryEncoder) -> None:
 
     assert all(hit.keyword_score == 0 for hit in retriever.search("QZ-5512", 3))
     retriever.refresh(force=True)
+    assert retriever.search("QZ-5512", 1)[0].keyword_score > 0
+
+
+def test_a_due_check_runs_beside_the_question_not_in_it(
+    kb: Any, encoder: QueryEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over 100,000 chunks a rebuild takes seconds: a question answers from the snapshot there
+    is while the check runs in the background, and the next question sees what it found."""
+    config = HybridConfig(refresh_interval_s=0.01, rebuild_min_interval_s=3600)
+    retriever = Retriever(encoder, kb, config)
+    retriever.search("printer", 1)  # the first snapshot is built in the asking thread
+    add(kb, encoder, "https://kb.example/plotter", "Plotters", "Plotters", "QZ-5512 needs A0.")
+    release = threading.Event()
+    reading = threading.Event()
+    read_records = retrieval_module._records
+
+    def slow_records(collection: Any) -> Any:
+        reading.set()
+        assert release.wait(30), "the test never let the rebuild finish"
+        return read_records(collection)
+
+    monkeypatch.setattr(retrieval_module, "_records", slow_records)
+    time.sleep(0.02)  # the check is due
+
+    hits = retriever.search("QZ-5512", 3)  # answered while the rebuild is held
+
+    assert reading.wait(30), "no rebuild started"
+    assert all(hit.keyword_score == 0 for hit in hits)
+    checking = retriever._checking
+    assert checking is not None
+    assert checking.is_alive()
+    assert retriever.search("QZ-5512", 3)  # a second question does not wait either
+    assert retriever._checking is checking  # nor does it start a second check
+    release.set()
+    checking.join(30)
     assert retriever.search("QZ-5512", 1)[0].keyword_score > 0
 
 
