@@ -5,6 +5,7 @@ best document's chunks), and the readable chunks rank as if the others did not e
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import numpy as np
@@ -117,15 +118,29 @@ def test_a_restricted_chunk_that_would_rank_first_is_invisible_to_others(
         assert found.hits[0].url == "https://kb.example/pay-questions"
 
 
+@pytest.mark.parametrize("exact_dense_limit", [20_000, 0], ids=["exact", "chroma-index"])
 def test_readers_rank_as_if_the_restricted_document_did_not_exist(
-    kb: Any, encoder: QueryEncoder, tmp_path: Any
+    kb: Any, encoder: QueryEncoder, exact_dense_limit: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same question over the same public chunks, once with the HR page in the collection
     (read by someone outside HR) and once without it: the same hits, in the same order, with
-    the same cosines. Dense search is exact in both, so only the filtering could differ."""
-    config = HybridConfig(candidates=3)  # fewer candidates than chunks: filtering must not
-    # let the HR chunks take places of the top 3
+    the same cosines. Dense search is exact in both (Chroma's index is, over so few chunks),
+    so only the filtering could differ; also when the reader's dense search asks Chroma's
+    index, as for one who may read more than ``exact_dense_limit`` chunks."""
+    # Fewer candidates than chunks: filtering must not let the HR chunks take places of the
+    # top 3.
+    config = HybridConfig(candidates=3, exact_dense_limit=exact_dense_limit)
+    asked: list[int] = []
+    query = kb.query
+
+    def counted(**kwargs: Any) -> Any:
+        asked.append(kwargs["n_results"])
+        return query(**kwargs)
+
+    monkeypatch.setattr(kb, "query", counted)
     with_hr = Retriever(encoder, kb, config).retrieve(QUESTION, 3, principals=IT)
+    # Exact: the snapshot alone; else Chroma, for more than the 3 candidates (IT reads 5 of 7).
+    assert asked == ([] if exact_dense_limit else [math.ceil(2 * 3 * 7 / 5)])
     restricted = kb.get(where={"readers_public": False})["ids"]
     assert len(restricted) == 2
     kb.delete(ids=restricted)
