@@ -48,3 +48,32 @@ def test_a_failed_run_removes_its_directory(temp_root: Path) -> None:
         permissions.run(tiny(["--questions", "1"]))
 
     assert list(temp_root.iterdir()) == []
+
+
+def test_a_kept_corpus_is_reused_for_the_same_options_only(temp_root: Path) -> None:
+    kept = temp_root / "kept"
+    first = permissions.run(tiny(["--corpus-dir", str(kept)]))
+    again = permissions.run(tiny(["--corpus-dir", str(kept)]))
+    other = permissions.run(tiny(["--corpus-dir", str(kept), "--seed", "17"]))
+
+    assert (first["corpus_reused"], again["corpus_reused"], other["corpus_reused"]) == (
+        False,
+        True,
+        False,
+    )
+    assert first["chunks"] == again["chunks"] == other["chunks"] == 12 * 3
+    # The same corpus drawn again: the same readers, so the same share readable.
+    assert again["readable_share"] == first["readable_share"]
+    assert again["unreadable_hits"] == 0
+    assert [path.name for path in temp_root.iterdir()] == ["kept"]
+
+
+def test_as_a_turn_the_question_is_embedded_within_the_timing(temp_root: Path) -> None:
+    result = permissions.run(tiny(["--as-turn"]))
+
+    assert result["as_turn"] is True
+    assert result["encode_p50_ms"] > 0
+    # Each timing holds its question's embedding.
+    assert result["unfiltered_p50_ms"] > result["encode_p50_ms"] / 2
+    # Measured on every run (a tiny corpus's figures round to about 0).
+    assert {"snapshot_memory_mb", "snapshot_check_s"} <= result.keys()
