@@ -301,10 +301,12 @@ def _resident_bytes() -> int:
 
 
 def _turn_encoder() -> Any:
-    """The orchestrator's query encoder, warmed up (its first call loads more than a turn's)."""
+    """The orchestrator's query encoder with its configured threads (one by default), warmed up
+    (its first call loads more than a turn's)."""
+    from orchestrator.config import OrchestratorSettings
     from orchestrator.embedding import QueryEncoder
 
-    model = QueryEncoder()
+    model = QueryEncoder(OrchestratorSettings().torch_threads)
     model.encode(["warm-up"])
     return model
 
