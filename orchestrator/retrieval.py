@@ -27,9 +27,12 @@ What a caller can rely on:
 * The keyword index is built in this process from the chunks stored in the collection, and is
   rebuilt when the collection changes (checked at most every ``refresh_interval_s``, and at once
   on ``chunks.indexed``), so chunks the indexer writes while the orchestrator runs become
-  keyword-searchable within seconds. Dense search sees the collection as it is for a reader who
-  may read every chunk (Chroma answers); for one who may not, it is exact over the readable
-  chunks of the snapshot, which includes new chunks from its next check.
+  keyword-searchable within seconds. The check and the rebuild run in a background thread (the
+  first build excepted): a question is answered from the snapshot there is. Dense search sees
+  the collection as it is for a reader who may read every chunk, or more than
+  ``HybridConfig.exact_dense_limit`` of them (Chroma answers, those they may not read dropped);
+  for one who may read fewer, it is exact over the readable chunks of the snapshot, which
+  includes new chunks from its next check.
 * With the user's operating system known, chunks for that OS (by the document's ``os`` metadata
   or an OS name in the section path) get a small multiplicative boost; chunks for no particular OS
   stay neutral.
@@ -398,7 +401,8 @@ class _Snapshot:
 
     The embeddings let the per-document ranking, the cosines of keyword-only candidates and the
     best document's chunks be computed here, exactly, instead of by three more Chroma round
-    trips per question; dense search itself always asks Chroma.
+    trips per question; dense search asks Chroma, except for a reader who may read only a few
+    of the chunks (see ``HybridConfig.exact_dense_limit``).
     """
 
     def __init__(self, records: list[_Record], embeddings: Any, marker: str) -> None:
