@@ -103,10 +103,12 @@ def urls(hits: Any) -> list[str]:
     return [hit.url for hit in hits]
 
 
+@pytest.mark.parametrize("exact_dense_limit", [20_000, 0], ids=["exact", "chroma-index"])
 def test_a_restricted_chunk_that_would_rank_first_is_invisible_to_others(
-    kb: Any, encoder: QueryEncoder
+    kb: Any, encoder: QueryEncoder, exact_dense_limit: int
 ) -> None:
-    retriever = Retriever(encoder, kb)
+    # Also when Chroma's index, which knows nothing of readers, finds the nearest chunks.
+    retriever = Retriever(encoder, kb, HybridConfig(exact_dense_limit=exact_dense_limit))
     for_hr = retriever.retrieve(QUESTION, 5, principals=HR)
     assert for_hr.hits[0].url == SALARY_URL  # it is the best match for whoever may read it
     assert urls(for_hr.best_document) == [SALARY_URL, SALARY_URL]
