@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support import SHARED
+
 REPO = Path(__file__).resolve().parents[1]
-COMPOSE_SCHEMA = REPO.parent / "shared" / "schemas" / "compose-spec.json"
+COMPOSE_SCHEMA = SHARED / "schemas" / "compose-spec.json"
 COMPOSE = REPO / "compose.yaml"
 COMPOSE_FILES = [COMPOSE, REPO / "deploy" / "compose.scale.yaml"]
 DOCKERFILE = REPO / "deploy" / "Dockerfile"

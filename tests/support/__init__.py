@@ -31,6 +31,13 @@ from uuid import uuid4
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The working directory of every child process, so ``contracts`` and ``tests`` import."""
 
+SHARED = REPO_ROOT.parent / "shared"
+"""What every developer and CI run has beside the repository (``../shared``, its README says
+what): schemas and the data below. Tests read it in place; nothing of it is copied in."""
+
+SHARED_DATA = SHARED / "data"
+"""Real corpora beside the repository: help sites, knowledge bases, intents, tickets, PII."""
+
 VECTOR_CACHE_VARIABLE = "DESKPILOT_TEST_VECTOR_CACHE"
 """Set by the root conftest.py for the whole test run (xdist workers inherit it)."""
 
