@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -156,8 +156,9 @@ class Embedder:
     def token_table(self) -> np.ndarray:
         """The model's input embedding of every word piece (vocabulary x dimension): what a
         word piece means before any context, a table look-up instead of a forward pass."""
-        module = self._model[0].auto_model.get_input_embeddings()
-        table: np.ndarray = module.weight.detach().cpu().numpy().astype(np.float64)
+        transformer: Any = self._model[0]  # sentence-transformers' Transformer module
+        weight = transformer.auto_model.get_input_embeddings().weight
+        table: np.ndarray = weight.detach().cpu().numpy().astype(np.float64)
         return table
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
