@@ -28,6 +28,7 @@ from orchestrator.intent import IntentClassifier
 from orchestrator.memory import ConversationStore
 from orchestrator.retrieval import HybridConfig, Retriever
 from orchestrator.service import Orchestrator
+from orchestrator.sites import SiteProfiles
 from orchestrator.state import TurnStatus, TurnStore
 from orchestrator.sufficiency import Verdict, judge_article
 from orchestrator.tests import stand_ins
@@ -87,9 +88,10 @@ def make_orchestrator(
     collection: Any,
     redis: aioredis.Redis,
     fleet: RecordingFleet,
+    sites: SiteProfiles | None = None,
     **settings: Any,
 ) -> Orchestrator:
-    config = OrchestratorSettings(crawl_seed_urls=[SEED], cases_max=0, **settings)
+    config = OrchestratorSettings(cases_max=0, **{"crawl_seed_urls": [SEED], **settings})
     deps = TurnDeps(
         retriever=Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
         intents=intents,
@@ -97,6 +99,7 @@ def make_orchestrator(
         conversations=ConversationStore(redis, 600),
         fleet=fleet,
         waits=CrawlWaits(redis, lock_wait_s=5),
+        sites=sites,
     )
     return Orchestrator(deps, config)
 

@@ -222,14 +222,38 @@ class RetrievalStep(Step):
             missing=", ".join(verdict.missing) if verdict else None,
         )
         if turn.off_topic and not turn.similar:
-            reason = f"outside IT support (scope score {turn.intent.scope_score:.2f}; "
-            reason += f"{turn.confidence})"
-            return Answer(body=compose_text(REFUSE_TEXT, Action.REFUSE), reason=reason + turn.by)
+            named = await help_site_subjects(turn)
+            if not named:
+                reason = f"outside IT support (scope score {turn.intent.scope_score:.2f}; "
+                reason += f"{turn.confidence})"
+                body = compose_text(REFUSE_TEXT, Action.REFUSE)
+                return Answer(body=body, reason=reason + turn.by)
+            turn.note(
+                "scope",
+                f"in scope: names the help site's {', '.join(named)} "
+                f"(scope score {turn.intent.scope_score:.2f})",
+            )
         if turn.follow_up and turn.reader is not Reader.LLM:
             # A follow-up ("im on linux") is the topic's kind of request, not a request of its
             # own. (The model read it with the topic already.)
             turn.read_intent = await asyncio.to_thread(deps.intents.classify, turn.search_text)
         return None
+
+
+async def help_site_subjects(turn: Turn) -> list[str]:
+    """The words of a question the scope model doubts that name a subject of a configured help
+    site (:mod:`orchestrator.sites`): such a question is read from the site, not refused (and
+    once read, answered or told the site does not say). Only with help sites to crawl, and only
+    within ``scope_site_margin`` under the threshold."""
+    deps, settings = turn.deps, turn.settings
+    if (
+        deps.sites is None
+        or not deps.may_crawl(settings)
+        or turn.intent.scope_score < settings.scope_threshold - settings.scope_site_margin
+    ):
+        return []
+    profile = await deps.sites.profile(settings.crawl_seed_urls)
+    return profile.subjects_named(turn.asked)
 
 
 def find_answer(turn: Turn) -> None:
