@@ -235,7 +235,24 @@ async def test_without_a_margin_or_a_configured_site_named_the_scope_model_decid
     page: str,
 ) -> None:
     sites = SiteProfiles(redis)
-    await sites.record([summary(page, "Testing plugins")])
+    # The configured site has been read (a page that names nothing of the question).
+    await sites.record([summary(page, "Testing plugins"), summary(f"{SEED}docs/faq", "FAQ")])
     question = "How do I run the tests for a plugin I wrote?"
     assert await actions_of(build(sites, **settings), question) == [Action.REFUSE]
     assert fleet.requests == []
+
+
+async def test_an_unread_help_site_is_read_before_a_doubted_question_is_refused(
+    build: Build,
+    redis: aioredis.Redis,  # noqa: F811
+    fleet: RecordingFleet,  # noqa: F811
+) -> None:
+    """No page of the site read yet, its seeds naming nothing ("help", "index"): a question the
+    scope model doubts crawls first; one it puts far out of scope is refused at once."""
+    orchestrator = build(SiteProfiles(redis), crawl_seed_urls=["http://help.example/index.html"])
+
+    assert await actions_of(orchestrator, "How do I run the tests for a plugin I wrote?") == []
+    assert len(fleet.requests) == 1
+    for question in OFF_TOPIC:
+        assert await actions_of(orchestrator, question) == [Action.REFUSE]
+    assert len(fleet.requests) == 1

@@ -222,17 +222,13 @@ class RetrievalStep(Step):
             missing=", ".join(verdict.missing) if verdict else None,
         )
         if turn.off_topic and not turn.similar:
-            named = await help_site_subjects(turn)
-            if not named:
+            kept = await help_site_subjects(turn)
+            if kept is None:
                 reason = f"outside IT support (scope score {turn.intent.scope_score:.2f}; "
                 reason += f"{turn.confidence})"
                 body = compose_text(REFUSE_TEXT, Action.REFUSE)
                 return Answer(body=body, reason=reason + turn.by)
-            turn.note(
-                "scope",
-                f"in scope: names the help site's {', '.join(named)} "
-                f"(scope score {turn.intent.scope_score:.2f})",
-            )
+            turn.note("scope", f"in scope: {kept} (scope score {turn.intent.scope_score:.2f})")
         if turn.follow_up and turn.reader is not Reader.LLM:
             # A follow-up ("im on linux") is the topic's kind of request, not a request of its
             # own. (The model read it with the topic already.)
@@ -240,20 +236,25 @@ class RetrievalStep(Step):
         return None
 
 
-async def help_site_subjects(turn: Turn) -> list[str]:
-    """The words of a question the scope model doubts that name a subject of a configured help
-    site (:mod:`orchestrator.sites`): such a question is read from the site, not refused (and
-    once read, answered or told the site does not say). Only with help sites to crawl, and only
-    within ``scope_site_margin`` under the threshold."""
+async def help_site_subjects(turn: Turn) -> str | None:
+    """Why a question the scope model doubts is read from the configured help sites instead of
+    refused (:mod:`orchestrator.sites`), or None: it names a subject of their profile, or no
+    page of theirs has been read yet, so they are read before refusing (after that crawl, only
+    a question that names their subjects, or one they answer, is kept). Only with help sites to
+    crawl, and only within ``scope_site_margin`` under the threshold."""
     deps, settings = turn.deps, turn.settings
     if (
         deps.sites is None
         or not deps.may_crawl(settings)
         or turn.intent.scope_score < settings.scope_threshold - settings.scope_site_margin
     ):
-        return []
+        return None
     profile = await deps.sites.profile(settings.crawl_seed_urls)
-    return profile.subjects_named(turn.asked)
+    if named := profile.subjects_named(turn.asked):
+        return f"names the help site's {', '.join(named)}"
+    if profile.pages == 0 and turn.allow_crawl:
+        return "the help site is not read yet: read before refusing"
+    return None
 
 
 def find_answer(turn: Turn) -> None:
