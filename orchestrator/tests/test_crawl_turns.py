@@ -36,6 +36,7 @@ from orchestrator.tests.articles import ARTICLES, add
 from orchestrator.tests.stand_ins import RecordingFleet, RecordingReplies
 from orchestrator.turn import TurnDeps
 from orchestrator.turn import question as question_steps
+from orchestrator.turn.deps import AuditTrail
 from tests.support import wait_until
 
 SEED = "http://help.example/index.html"
@@ -89,6 +90,7 @@ def make_orchestrator(
     redis: aioredis.Redis,
     fleet: RecordingFleet,
     sites: SiteProfiles | None = None,
+    audit: AuditTrail | None = None,
     **settings: Any,
 ) -> Orchestrator:
     config = OrchestratorSettings(cases_max=0, **{"crawl_seed_urls": [SEED], **settings})
@@ -100,6 +102,7 @@ def make_orchestrator(
         fleet=fleet,
         waits=CrawlWaits(redis, lock_wait_s=5),
         sites=sites,
+        **({"audit": audit} if audit is not None else {}),
     )
     return Orchestrator(deps, config)
 

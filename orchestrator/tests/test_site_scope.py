@@ -17,13 +17,15 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from contracts.events import Action, CrawlPageSummary
+from contracts.events import Action, AuditRecorded, CrawlPageSummary
 from deploy.evals.intents import load_held_apart
 from orchestrator.config import OrchestratorSettings
 from orchestrator.embedding import QueryEncoder
+from orchestrator.handlers import _audit_record
 from orchestrator.intent import IntentClassifier
 from orchestrator.service import Orchestrator
 from orchestrator.sites import KEY_PREFIX, MAX_PAGES, SiteProfile, SiteProfiles, url_words
+from orchestrator.state import TurnState
 from orchestrator.tests.test_crawl_turns import (  # noqa: F401 (fixtures)
     RecordingFleet,
     RecordingReplies,
@@ -34,6 +36,7 @@ from orchestrator.tests.test_crawl_turns import (  # noqa: F401 (fixtures)
     query,
     redis,
 )
+from orchestrator.turn.deps import AuditNote, AuditTrail
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE_DIR = REPO_ROOT.parent / "shared" / "data" / "sites" / "dispatch-docs"
@@ -171,9 +174,11 @@ def build(
     """An orchestrator over the test's Redis and collection with these site profiles, whose
     only help site is the Dispatch seed unless settings say otherwise."""
 
-    def made(sites: SiteProfiles, **settings: Any) -> Orchestrator:
+    def made(sites: SiteProfiles, audit: AuditTrail | None = None, **settings: Any) -> Orchestrator:
         settings = {"crawl_seed_urls": [SEED], **settings}
-        return make_orchestrator(encoder, intents, collection, redis, fleet, sites, **settings)
+        return make_orchestrator(
+            encoder, intents, collection, redis, fleet, sites, audit, **settings
+        )
 
     return made
 
@@ -191,6 +196,19 @@ async def dispatch_sites(redis: aioredis.Redis) -> SiteProfiles:  # noqa: F811
     return sites
 
 
+class ContractAudit:
+    """The audit records a turn would publish, each validated by the contract's model."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecorded] = []
+
+    async def record(self, turn: TurnState, *notes: AuditNote) -> None:
+        self.records += [_audit_record(turn, note, None) for note in notes]
+
+    async def publish(self, record: AuditRecorded) -> None:
+        self.records.append(record)
+
+
 async def test_a_doubted_question_naming_the_site_is_read_from_it_not_refused(
     build: Build,
     intents: IntentClassifier,  # noqa: F811
@@ -199,13 +217,16 @@ async def test_a_doubted_question_naming_the_site_is_read_from_it_not_refused(
 ) -> None:
     question = "How do I run the tests for a plugin I wrote?"
     assert not intents.classify(question).in_scope  # the scope model alone refuses it
+    audit = ContractAudit()
 
-    actions = await actions_of(build(dispatch_sites), question)
+    actions = await actions_of(build(dispatch_sites, audit), question)
 
     assert actions == []  # waiting on the crawl
     (request,) = fleet.requests
     assert request.seed_urls == [SEED]
     assert "plugin" in request.question
+    (retrieval,) = [record for record in audit.records if record.action == "retrieval"]
+    assert str(retrieval.details["in_scope_by"]).startswith("names the help site's")
 
 
 @pytest.mark.parametrize("question", OFF_TOPIC)

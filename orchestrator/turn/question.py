@@ -212,6 +212,8 @@ class RetrievalStep(Step):
         best = retrieval.confidence
         find_answer(turn)
         verdict = turn.verdict
+        refused = turn.off_topic and not turn.similar
+        kept = await help_site_subjects(turn) if refused else None
         turn.note(
             "retrieval",
             turn.confidence if verdict is None else f"{turn.confidence}; {verdict.reason}",
@@ -220,15 +222,12 @@ class RetrievalStep(Step):
             top_url=retrieval.hits[0].url if retrieval.hits else None,
             answered_from=turn.answering.url if turn.answering else None,
             missing=", ".join(verdict.missing) if verdict else None,
+            in_scope_by=kept,
         )
-        if turn.off_topic and not turn.similar:
-            kept = await help_site_subjects(turn)
-            if kept is None:
-                reason = f"outside IT support (scope score {turn.intent.scope_score:.2f}; "
-                reason += f"{turn.confidence})"
-                body = compose_text(REFUSE_TEXT, Action.REFUSE)
-                return Answer(body=body, reason=reason + turn.by)
-            turn.note("scope", f"in scope: {kept} (scope score {turn.intent.scope_score:.2f})")
+        if refused and kept is None:
+            reason = f"outside IT support (scope score {turn.intent.scope_score:.2f}; "
+            reason += f"{turn.confidence})"
+            return Answer(body=compose_text(REFUSE_TEXT, Action.REFUSE), reason=reason + turn.by)
         if turn.follow_up and turn.reader is not Reader.LLM:
             # A follow-up ("im on linux") is the topic's kind of request, not a request of its
             # own. (The model read it with the topic already.)
