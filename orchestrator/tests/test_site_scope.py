@@ -26,14 +26,12 @@ from orchestrator.intent import IntentClassifier
 from orchestrator.service import Orchestrator
 from orchestrator.sites import KEY_PREFIX, MAX_PAGES, SiteProfile, SiteProfiles, url_words
 from orchestrator.state import TurnState
+from orchestrator.tests.stand_ins import RecordingFleet, RecordingReplies, query
 from orchestrator.tests.test_crawl_turns import (  # noqa: F401 (fixtures)
-    RecordingFleet,
-    RecordingReplies,
     collection,
     fleet,
     intents,
     make_orchestrator,
-    query,
     redis,
 )
 from orchestrator.turn.deps import AuditNote, AuditTrail
