@@ -28,6 +28,7 @@ from orchestrator.intent import IntentClassifier
 from orchestrator.memory import ConversationStore
 from orchestrator.retrieval import HybridConfig, Retriever
 from orchestrator.service import Orchestrator
+from orchestrator.sites import SiteProfiles
 from orchestrator.state import TurnStatus, TurnStore
 from orchestrator.sufficiency import Verdict, judge_article
 from orchestrator.tests import stand_ins
@@ -35,6 +36,7 @@ from orchestrator.tests.articles import ARTICLES, add
 from orchestrator.tests.stand_ins import RecordingFleet, RecordingReplies
 from orchestrator.turn import TurnDeps
 from orchestrator.turn import question as question_steps
+from orchestrator.turn.deps import AuditTrail
 from tests.support import wait_until
 
 SEED = "http://help.example/index.html"
@@ -87,9 +89,11 @@ def make_orchestrator(
     collection: Any,
     redis: aioredis.Redis,
     fleet: RecordingFleet,
+    sites: SiteProfiles | None = None,
+    audit: AuditTrail | None = None,
     **settings: Any,
 ) -> Orchestrator:
-    config = OrchestratorSettings(crawl_seed_urls=[SEED], cases_max=0, **settings)
+    config = OrchestratorSettings(cases_max=0, **{"crawl_seed_urls": [SEED], **settings})
     deps = TurnDeps(
         retriever=Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
         intents=intents,
@@ -97,6 +101,8 @@ def make_orchestrator(
         conversations=ConversationStore(redis, 600),
         fleet=fleet,
         waits=CrawlWaits(redis, lock_wait_s=5),
+        sites=sites,
+        **({"audit": audit} if audit is not None else {}),
     )
     return Orchestrator(deps, config)
 
