@@ -49,6 +49,7 @@ import redis.asyncio as aioredis
 from contracts.readers import MAX_GROUPS, valid_principal
 from gateway.config import GatewaySettings, secret_value
 from gateway.identity import OBJECT_ID, Identity
+from gateway.retry_after import retry_after_s
 
 log = logging.getLogger("deskpilot.gateway.directory")
 
@@ -93,14 +94,6 @@ def _kind(principal: str) -> str | None:
     if len(principal) <= 254 and EMAIL.fullmatch(principal):
         return "email"
     return None
-
-
-def _retry_after(response: httpx.Response) -> float:
-    try:
-        value = float(response.headers.get("retry-after", FAILURE_PAUSE_S))
-    except ValueError:
-        value = FAILURE_PAUSE_S
-    return min(MAX_PAUSE_S, max(1.0, value))
 
 
 def _graph_code(response: httpx.Response) -> str:
@@ -245,7 +238,13 @@ class GraphDirectory:
         if status == 404:
             return None
         if status in (429, 503, 504):
-            raise Unavailable(f"Graph answered HTTP {status}", _retry_after(response))
+            pause = retry_after_s(
+                response.headers.get("retry-after"),
+                default=FAILURE_PAUSE_S,
+                cap=MAX_PAUSE_S,
+                floor=1.0,
+            )
+            raise Unavailable(f"Graph answered HTTP {status}", pause)
         if status == 403:
             raise Unavailable(
                 f"Graph denied access (HTTP 403, {_graph_code(response)}): grant the app the "

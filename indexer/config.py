@@ -7,6 +7,8 @@ Shared settings (Redis, Chroma, data directory) come from
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
@@ -53,6 +55,25 @@ class IndexerSettings(ServiceSettings):
         description=(
             "Cosine similarity of neighbouring sentences below which the text is taken to change "
             "topic: a chunk boundary is placed there whenever the size bounds allow."
+        ),
+    )
+    chunk_boundaries: Literal["static", "semantic"] = Field(
+        "semantic",
+        description=(
+            "What measures where a long section changes topic: `semantic` embeds every sentence "
+            "with the model (a forward pass per sentence, besides the one per chunk); `static` "
+            "sums the model's own word-piece embeddings of each sentence, weighted by rarity "
+            "within the document (a table look-up, no forward pass)."
+        ),
+    )
+    chunk_static_threshold: float = Field(
+        0.44,
+        ge=-1,
+        le=1,
+        description=(
+            "With `static` boundaries, the cosine similarity of neighbouring sentences below "
+            "which the text is taken to change topic (the static vectors are more alike than "
+            "the model's, so the threshold is higher than the semantic one)."
         ),
     )
     chunk_context_tokens: int = Field(

@@ -17,7 +17,9 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 # One of the few sanctioned writes to os.environ: huggingface_hub and transformers read these
 # switches when they are first imported, and this module is what imports them (lazily, below).
@@ -129,9 +131,9 @@ class Embedder:
             raise RuntimeError("the embedding model does not report its window")
         return int(length)
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Word pieces of each text as the model's own tokenizer cuts it, without the special
-        tokens: the unit chunk sizes are measured in, since it is what the model's window holds."""
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The word-piece ids of each text as the model's own tokenizer cuts it, without the
+        special tokens."""
         if not texts:
             return []
         with _encode_lock:  # the fast tokenizer is not thread-safe either
@@ -142,7 +144,22 @@ class Embedder:
                 return_token_type_ids=False,
                 verbose=False,
             )
-        return [len(ids) for ids in encoded["input_ids"]]
+        ids: list[list[int]] = encoded["input_ids"]
+        return ids
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text as the model's own tokenizer cuts it, without the special
+        tokens: the unit chunk sizes are measured in, since it is what the model's window holds."""
+        return [len(ids) for ids in self.token_ids(texts)]
+
+    @functools.cached_property
+    def token_table(self) -> np.ndarray:
+        """The model's input embedding of every word piece (vocabulary x dimension): what a
+        word piece means before any context, a table look-up instead of a forward pass."""
+        transformer: Any = self._model[0]  # sentence-transformers' Transformer module
+        weight = transformer.auto_model.get_input_embeddings().weight
+        table: np.ndarray = weight.detach().cpu().numpy().astype(np.float64)
+        return table
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed ``texts`` in batches of ``batch_size``; one normalised vector per text, in order.

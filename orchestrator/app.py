@@ -28,6 +28,7 @@ from orchestrator.llm import build_provider
 from orchestrator.memory import ConversationStore
 from orchestrator.retrieval import Retriever, open_collection, use_one_blas_thread
 from orchestrator.service import Orchestrator
+from orchestrator.sites import SiteProfiles
 from orchestrator.state import TurnStore
 from orchestrator.turn import TurnDeps
 
@@ -97,6 +98,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             incidents=incidents,
             automations=automations,
             runtime=RuntimeConfigReader(bus.redis),
+            sites=SiteProfiles(bus.redis),
         )
         orchestrator = Orchestrator(deps, settings)
         # What the admin API shows as defaults; admins' overrides apply per turn.

@@ -84,6 +84,15 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         "ones refused by a model that did not see them); with your own examples, `deskpilot "
         "eval intents --held-apart FILE` prints the threshold calibrated on them.",
     )
+    scope_site_margin: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="How far under the scope threshold a message may score and still be read "
+        "from the help sites, when it names a subject of their profile (their seed URLs, the "
+        "titles and URL words of the pages read from them): a help site's own subjects are in "
+        "scope. 0 refuses whatever the scope model refuses.",
+    )
     request_human_threshold: float = Field(
         0.5,
         ge=0,

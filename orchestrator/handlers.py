@@ -234,6 +234,8 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
             await replies.drain(event.correlation_id)
 
     async def on_finished(event: CrawlFinished, _: Delivery) -> None:
+        if orchestrator.deps.sites is not None:
+            await orchestrator.deps.sites.record(event.pages)
         try:
             with one_embedding_per_text():
                 await orchestrator.resume(event.correlation_id, replies, finished=len(event.pages))

@@ -40,15 +40,13 @@ from typing import Any
 from uuid import uuid4
 
 import httpx
-import httpx2
 import psutil
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from deploy.bench.chat import QUESTIONS, percentile
 from tests.support import wait_until_sync
 from tests.support.fake_slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, sign
 from tests.support.fake_teams import APP_PASSWORD, FakeTeams
+from tests.support.mcp_client import session
 from tests.support.stack import new_user, running_stack
 
 CHANNEL = "C0BENCH"
@@ -114,13 +112,7 @@ async def latency(url: str, slack: FakeSlack, teams: FakeTeams, turns: int) -> d
         "mcp": [],
         "mcp_search": [],
     }
-    headers = {"Authorization": f"Bearer {MCP_TOKEN}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=120) as http,
-        streamable_http_client(url + "/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as mcp,
-    ):
-        await mcp.initialize()
+    async with session(url, MCP_TOKEN, timeout_s=120) as mcp:
         for index in range(turns + 2):  # the first two rounds warm up, not counted
             question = QUESTIONS[index % len(QUESTIONS)]
             round_times = {

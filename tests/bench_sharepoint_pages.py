@@ -37,8 +37,8 @@ from indexer.sources.sharepoint import SharePointSource
 from indexer.sources.state import SyncState
 from indexer.sources.sync import SourceSync, SyncResult
 from indexer.store import open_collection
-from indexer.tests.test_sources import CountingEmbedder
-from indexer.tests.test_sources_sharepoint import config
+from indexer.tests.counting import CountingEmbedder
+from indexer.tests.synced_sources import sharepoint_config
 from tests.support.fake_graph import FakeGraph
 
 WORDS = (
@@ -98,7 +98,7 @@ def timed_run(
 ) -> tuple[SyncResult, float]:
     """One sync with a source of its own, as the indexer runs each (its caches start empty);
     the token is fetched before the clock starts (the login is not the sync's)."""
-    source = SharePointSource(config(graph))
+    source = SharePointSource(sharepoint_config(graph))
     try:
         source._access_token()
         started = time.perf_counter()

@@ -5,6 +5,7 @@ service's tests count as its package (they take shared test helpers from `tests.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,60 @@ def test_at_least_the_platform_services_exist() -> None:
         assert (ROOT / package / "__init__.py").is_file(), package
     for package in ("gateway", "redactor", "orchestrator", "indexer"):
         assert (ROOT / package / "__main__.py").is_file(), package
+
+
+IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from|import)[ \t][^\n(]*(?:\([^)]*\))?", re.MULTILINE)
+
+
+def imported_test_modules(source: str) -> list[str]:
+    """The test modules (``test_*``) a module imports, whichever way it names them."""
+    if not any("test_" in statement for statement in IMPORT_STATEMENT.findall(source)):
+        return []  # parsing only the files that may import one keeps the check quick
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            names = [module, *(f"{module}.{alias.name}".lstrip(".") for alias in node.names)]
+        found += [name for name in names if name.rsplit(".", 1)[-1].startswith("test_")]
+    return found
+
+
+def python_sources() -> dict[Path, str]:
+    """Every Python file of the repository (not the virtualenv, caches or other hidden folders)."""
+    return {
+        path: path.read_text()
+        for path in ROOT.rglob("*.py")
+        if not any(
+            part.startswith(".") or part == "node_modules" for part in path.relative_to(ROOT).parts
+        )
+    }
+
+
+def test_no_module_imports_a_test_module() -> None:
+    """What two test modules share is a fixture in their package's ``conftest.py`` or a helper
+    module (``tests/support`` when several packages use it), never one test module's insides."""
+    found = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path, source in python_sources().items()
+        for name in imported_test_modules(source)
+    ]
+    assert found == []
+
+
+def test_the_check_catches_every_way_of_importing_a_test_module() -> None:
+    source = (
+        "from gateway.tests.test_slack import answer\n"
+        "from indexer.tests import test_sources as sources\n"
+        "from .test_mcp import session\n"
+        "def f():\n    import tests.test_k8s\n"
+        "from gateway.tests.conftest import serve\nfrom tests.support import wait_until\n"
+    )
+    assert imported_test_modules(source) == [
+        "gateway.tests.test_slack",
+        "indexer.tests.test_sources",
+        ".test_mcp",
+        "tests.test_k8s",
+    ]

@@ -17,17 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from tests.support import SHARED
+from tests.support.manifests import COMPOSE, SERVICES, load_compose
 
 REPO = Path(__file__).resolve().parents[1]
-COMPOSE_SCHEMA = REPO.parent / "shared" / "schemas" / "compose-spec.json"
-COMPOSE = REPO / "compose.yaml"
+COMPOSE_SCHEMA = SHARED / "schemas" / "compose-spec.json"
 COMPOSE_FILES = [COMPOSE, REPO / "deploy" / "compose.scale.yaml"]
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 BASE_IMAGE = "python:3.13-slim"
 
-# The deployable services of this repository; each is a top-level package and a pip extra.
-SERVICES = ("gateway", "redactor", "ocr", "orchestrator", "indexer", "crawler", "ticketing")
 PUBLISHED = {"gateway"}
 # Workers compose.yaml itself runs several of, sharing their consumer group.
 REPLICATED = ("crawler", "indexer")
@@ -92,12 +91,6 @@ def check_jsonschema(schema: Path, *documents: Path) -> subprocess.CompletedProc
         check=False,
         env={**os.environ, **_NO_NETWORK},
     )
-
-
-def load_compose(path: Path = COMPOSE) -> dict[str, Any]:
-    document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert isinstance(document, dict), f"{path} is not a mapping"
-    return document
 
 
 def built_services() -> dict[str, dict[str, Any]]:

@@ -16,13 +16,15 @@ import promql_parser
 import pytest
 
 from contracts import metrics
-from tests.test_compose import COMPOSE, SERVICES, load_compose
-from tests.test_k8s import (
+from tests.support.manifests import (
+    COMPOSE,
     OUTSIDERS,
+    SERVICES,
     Endpoint,
     config_data,
     connects,
     deskpilot_pods,
+    load_compose,
     network_policies,
     of_kind,
     only_container,

@@ -11,12 +11,9 @@ an existing Deployment on every stream its consumer group reads (``contracts.top
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,11 +27,28 @@ from contracts.topics import SUBSCRIPTIONS, Group
 from deploy import redis_acl
 from deploy.envdoc import table
 from ocr.config import OcrSettings
+from tests.support.manifests import (
+    K8S,
+    OUTSIDERS,
+    PUBLIC_V4,
+    PUBLIC_V6,
+    STORES,
+    Endpoint,
+    config_data,
+    connects,
+    deskpilot_pods,
+    kustomization,
+    load_documents,
+    network_policies,
+    of_kind,
+    only_container,
+    resources,
+    selects,
+    workloads,
+)
 from ticketing.config import TicketingSettings
 
 REPO = Path(__file__).resolve().parents[1]
-K8S = REPO / "deploy" / "k8s"
-STORES = K8S / "stores"
 
 API_VERSIONS = {
     "ConfigMap": "v1",
@@ -104,48 +118,9 @@ def manifest_files(folder: Path = K8S) -> list[Path]:
     return sorted(p for p in folder.rglob("*.yaml") if p.name != "kustomization.yaml")
 
 
-def load_documents(path: Path) -> list[dict[str, Any]]:
-    documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
-    for document in documents:
-        assert isinstance(document, dict), f"{path}: a document is not a mapping"
-    return documents
-
-
-def kustomization(folder: Path) -> dict[str, Any]:
-    (document,) = load_documents(folder / "kustomization.yaml")
-    return document
-
-
-def resources(folder: Path = K8S) -> list[dict[str, Any]]:
-    """Every object the kustomization in ``folder`` applies (sub-kustomizations excluded)."""
-    objects = []
-    for name in kustomization(folder)["resources"]:
-        objects.extend(load_documents(folder / name))
-    return objects
-
-
-def of_kind(kind: str, objects: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
-    found = [o for o in (resources() if objects is None else objects) if o["kind"] == kind]
-    by_name = {o["metadata"]["name"]: o for o in found}
-    assert len(by_name) == len(found), f"two {kind}s share a name"
-    return by_name
-
-
-def only_container(workload: dict[str, Any]) -> dict[str, Any]:
-    containers = workload["spec"]["template"]["spec"]["containers"]
-    assert len(containers) == 1, f"{workload['metadata']['name']}: one container expected"
-    container: dict[str, Any] = containers[0]
-    return container
-
-
 def service_packages() -> set[str]:
     """Top-level packages that run as a service (``python -m NAME``)."""
     return {p.parent.name for p in REPO.glob("*/__main__.py")}
-
-
-def config_data() -> dict[str, str]:
-    data: dict[str, str] = of_kind("ConfigMap")["deskpilot-config"]["data"]
-    return data
 
 
 def secret_data(name: str = "deskpilot-secrets") -> dict[str, str]:
@@ -326,11 +301,6 @@ def test_kustomize_builds_the_folder(folder: Path) -> None:
 
 
 # -- Deployments against the repository --------------------------------------------------------
-
-
-def workloads() -> Iterator[dict[str, Any]]:
-    yield from of_kind("Deployment").values()
-    yield from of_kind("StatefulSet", resources(STORES)).values()
 
 
 def test_every_service_package_has_a_deployment_and_nothing_else_does() -> None:
@@ -886,9 +856,6 @@ def test_the_chroma_token_check_is_the_compose_one() -> None:
 
 # -- NetworkPolicies ---------------------------------------------------------------------------
 
-APP_NAMESPACE = "deskpilot"
-PUBLIC_V4 = "93.184.216.34"
-PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"
 PRIVATE_ADDRESSES = (
     "10.1.2.3",
     "172.20.0.5",
@@ -905,146 +872,6 @@ PRIVATE_ADDRESSES = (
 )
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """A pod (labels, namespace, named ports) or an address outside the cluster."""
-
-    name: str
-    ip: str
-    namespace: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()
-    ports: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def is_pod(self) -> bool:
-        return self.namespace is not None
-
-
-def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """Whether a label selector (matchLabels and matchExpressions) matches ``labels``."""
-    if not selector.get("matchLabels", {}).items() <= labels.items():
-        return False
-    for expression in selector.get("matchExpressions", []):
-        key, operator, values = expression["key"], expression["operator"], expression.get("values")
-        present = key in labels
-        ok = {
-            "In": present and labels.get(key) in (values or []),
-            "NotIn": not present or labels.get(key) not in (values or []),
-            "Exists": present,
-            "DoesNotExist": not present,
-        }[operator]
-        if not ok:
-            return False
-    return True
-
-
-def peer_matches(peer: dict[str, Any], other: Endpoint) -> bool:
-    if "ipBlock" in peer:
-        block = peer["ipBlock"]
-        address = ipaddress.ip_address(other.ip)
-        network = ipaddress.ip_network(block["cidr"])
-        if address.version != network.version or address not in network:
-            return False
-        return not any(
-            address in ipaddress.ip_network(cidr)
-            for cidr in block.get("except", [])
-            if ipaddress.ip_network(cidr).version == address.version
-        )
-    if not other.is_pod:
-        return False
-    if "namespaceSelector" in peer:
-        namespace_labels = {"kubernetes.io/metadata.name": str(other.namespace)}
-        if not selects(peer["namespaceSelector"], namespace_labels):
-            return False
-    elif other.namespace != APP_NAMESPACE:
-        return False
-    return selects(peer.get("podSelector", {}), dict(other.labels))
-
-
-def port_matches(rule: dict[str, Any], port: int, protocol: str, target: Endpoint) -> bool:
-    if not rule.get("ports"):
-        return True
-    for entry in rule["ports"]:
-        if entry.get("protocol", "TCP") != protocol:
-            continue
-        wanted = entry.get("port")
-        if wanted is None or wanted == port or dict(target.ports).get(str(wanted)) == port:
-            return True
-    return False
-
-
-def allowed_by(
-    policies: list[dict[str, Any]],
-    direction: str,
-    pod: Endpoint,
-    other: Endpoint,
-    port: int,
-    protocol: str,
-    target: Endpoint,
-) -> bool:
-    """Kubernetes' rule: a pod no policy of this direction selects is open; otherwise a
-    connection needs one rule of one selecting policy that matches the peer and the port."""
-    if not pod.is_pod or pod.namespace != APP_NAMESPACE:
-        return True  # outside the namespace these policies live in
-    kind, peers = ("Ingress", "from") if direction == "ingress" else ("Egress", "to")
-    selecting = [
-        p
-        for p in policies
-        if kind in p["spec"].get("policyTypes", ["Ingress"])
-        and selects(p["spec"]["podSelector"], dict(pod.labels))
-    ]
-    if not selecting:
-        return True
-    return any(
-        port_matches(rule, port, protocol, target)
-        and (not rule.get(peers) or any(peer_matches(peer, other) for peer in rule[peers]))
-        for policy in selecting
-        for rule in policy["spec"].get(direction, [])
-    )
-
-
-def connects(
-    policies: list[dict[str, Any]],
-    source: Endpoint,
-    target: Endpoint,
-    port: int,
-    protocol: str = "TCP",
-) -> bool:
-    return allowed_by(policies, "egress", source, target, port, protocol, target) and allowed_by(
-        policies, "ingress", target, source, port, protocol, target
-    )
-
-
-def network_policies() -> list[dict[str, Any]]:
-    return list(of_kind("NetworkPolicy").values()) + list(
-        of_kind("NetworkPolicy", resources(STORES)).values()
-    )
-
-
-def deskpilot_pods() -> dict[str, Endpoint]:
-    pods = {}
-    for n, workload in enumerate(workloads(), start=10):
-        template = workload["spec"]["template"]
-        ports = tuple(
-            (p["name"], p["containerPort"])
-            for c in template["spec"]["containers"]
-            for p in c.get("ports", [])
-            if "name" in p
-        )
-        name = workload["metadata"]["name"]
-        labels = tuple(sorted(template["metadata"]["labels"].items()))
-        pods[name] = Endpoint(name, f"10.244.0.{n}", APP_NAMESPACE, labels, ports)
-    return pods
-
-
-OUTSIDERS = {
-    "internet": Endpoint("internet", PUBLIC_V4),
-    "internet-v6": Endpoint("internet-v6", PUBLIC_V6),
-    "ingress-controller": Endpoint(
-        "ingress-controller", "10.244.9.1", "ingress-nginx", (("app", "ingress-nginx"),)
-    ),
-    "neighbour": Endpoint("neighbour", "10.244.9.2", APP_NAMESPACE, (("app", "other"),)),
-}
 KUBE_DNS = Endpoint("kube-dns", "10.96.0.10", "kube-system", (("k8s-app", "kube-dns"),))
 KEDA = Endpoint("keda", "10.244.9.3", "keda", (("app", "keda-operator"),))
 

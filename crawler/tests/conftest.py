@@ -39,7 +39,6 @@ from tests.support import wait_until
 from tests.support.chromium import needs_chromium as needs_chromium  # re-exported for modules
 
 SITES = Path(__file__).resolve().parent / "sites"
-SHARED_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
 
 @pytest.fixture

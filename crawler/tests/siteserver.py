@@ -6,10 +6,16 @@
   function of the hit count), and wins over the folder.
 * Every request is recorded (path with query, when, how many were in flight), so tests assert on
   what the crawler really fetched: hits per URL, spacing, concurrency.
+* For the SSRF tests, :func:`internal_server` is a server the guard must keep the crawler from
+  (on 127.0.0.2, outside :data:`LOOPBACK_ONE`), and :func:`twin_servers` puts one beside an
+  allowed site on the same port.
+* :func:`html`, :func:`links` and :data:`PROSE` write pages to serve.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import mimetypes
 import threading
 import time
@@ -191,3 +197,54 @@ class SiteServer:
             if target.is_file() and target.is_relative_to(root):
                 return target
         return None
+
+
+INTERNAL_BODY = b"INTERNAL SECRET"
+"""What :func:`internal_server` holds at ``/secret``: a crawl that shows it has leaked."""
+LOOPBACK_ONE = ipaddress.ip_network("127.0.0.1/32")
+"""The allowed site's address; 127.0.0.2 stays refused by the SSRF guard."""
+
+
+def internal_server(host: str) -> SiteServer:
+    """A server on ``host`` with :data:`INTERNAL_BODY` at ``/secret``, readable cross-origin."""
+    server = SiteServer(host=host)
+    server.route(
+        "/secret",
+        Reply(
+            body=INTERNAL_BODY,
+            content_type="text/plain",
+            headers={"Access-Control-Allow-Origin": "*"},
+        ),
+    )
+    return server
+
+
+@contextlib.contextmanager
+def twin_servers() -> Iterator[tuple[SiteServer, SiteServer]]:
+    """The allowed site on 127.0.0.1 and the internal server on 127.0.0.2, on the same port."""
+    for _ in range(20):
+        with SiteServer() as site:
+            try:
+                internal = SiteServer(host="127.0.0.2", port=site.port)
+            except OSError:  # that port is taken on 127.0.0.2: another pair
+                continue
+            with internal:
+                yield site, internal
+                return
+    raise RuntimeError("no port free on both 127.0.0.1 and 127.0.0.2")
+
+
+def html(title: str, body: str, head: str = "") -> str:
+    """A whole page around ``body``, with ``head`` added to its head."""
+    return (
+        f"<!doctype html><html><head><title>{title}</title>{head}</head><body>{body}</body></html>"
+    )
+
+
+def links(*paths: str) -> str:
+    """A list of links to ``paths``."""
+    return "<ul>" + "".join(f'<li><a href="{p}">Go to {p}</a></li>' for p in paths) + "</ul>"
+
+
+PROSE = " ".join(f"Step {n}: open the settings and check the VPN profile again." for n in range(8))
+"""Enough text that a page holding it needs no rendering."""

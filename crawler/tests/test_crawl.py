@@ -19,23 +19,13 @@ from pydantic import SecretStr
 from contracts.events import TurnReply
 from crawler.extract import html_text
 from crawler.tests.conftest import SITES, CrawlClient, RunCrawler, decode_entries, needs_chromium
-from crawler.tests.siteserver import Reply, SiteServer
+from crawler.tests.siteserver import PROSE, Reply, SiteServer, html, links
 from tests.support import wait_until
 from tests.support.fake_openai import TEST_KEY, FakeOpenAI
 from tests.support.fake_openai import Reply as LLMReply
 from tests.support.pdf import build_pdf
 
 pytestmark = needs_chromium
-
-
-def html(title: str, body: str, head: str = "") -> str:
-    return (
-        f"<!doctype html><html><head><title>{title}</title>{head}</head><body>{body}</body></html>"
-    )
-
-
-def links(*paths: str) -> str:
-    return "<ul>" + "".join(f'<li><a href="{p}">Go to {p}</a></li>' for p in paths) + "</ul>"
 
 
 async def test_a_small_site_is_crawled_whole(client: CrawlClient, run_crawler: RunCrawler) -> None:
@@ -393,9 +383,6 @@ async def test_javascript_only_content_is_rendered(
             pages = await client.pages(request)
     assert "Only scripts put this here." in html_text(pages[site.url("/")].html)
     assert site.url("/next") in pages
-
-
-PROSE = " ".join(f"Step {n}: open the settings and check the VPN profile again." for n in range(8))
 
 
 async def test_pages_whose_html_has_the_content_are_read_without_the_browser(

@@ -10,10 +10,7 @@ import pytest
 
 from crawler.fetch import Fetcher
 from crawler.guard import AddressGuard, AddressRefused, IPAddress
-from crawler.tests.siteserver import Reply, SiteServer
-from crawler.tests.test_ssrf import twin_servers
-
-LOOPBACK_ONE = ipaddress.ip_network("127.0.0.1/32")
+from crawler.tests.siteserver import LOOPBACK_ONE, Reply, SiteServer, twin_servers
 
 
 class Answers:

@@ -20,9 +20,9 @@ from contracts.heartbeat import heartbeat_key
 from contracts.topics import Group
 from crawler.config import CrawlerSettings
 from crawler.extract import html_text
-from crawler.tests.conftest import SHARED_DATA, CrawlClient, RunCrawler, needs_chromium
+from crawler.tests.conftest import CrawlClient, RunCrawler, needs_chromium
 from crawler.tests.siteserver import SiteServer
-from tests.support import Child, Children, child_env, wait_until
+from tests.support import SHARED_DATA, Child, Children, child_env, wait_until
 
 pytestmark = needs_chromium
 

@@ -13,9 +13,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from crawler.tests.conftest import CrawlClient, RunCrawler, needs_chromium
-from crawler.tests.siteserver import Reply, SiteServer
-from crawler.tests.test_crawl import PROSE, html, links
-from crawler.tests.test_ssrf import LOOPBACK_ONE, internal_server
+from crawler.tests.siteserver import (
+    LOOPBACK_ONE,
+    PROSE,
+    Reply,
+    SiteServer,
+    html,
+    internal_server,
+    links,
+)
 
 pytestmark = needs_chromium
 

@@ -11,24 +11,26 @@ did try (``/hop``, the worker script).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import socket
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from crawler.extract import html_text
 from crawler.tests.conftest import CrawlClient, RunCrawler, needs_chromium
-from crawler.tests.siteserver import Reply, SiteServer
+from crawler.tests.siteserver import (
+    INTERNAL_BODY,
+    LOOPBACK_ONE,
+    Reply,
+    SiteServer,
+    internal_server,
+    twin_servers,
+)
 
 pytestmark = needs_chromium
 
-INTERNAL_BODY = b"INTERNAL SECRET"
-LOOPBACK_ONE = ipaddress.ip_network("127.0.0.1/32")
-"""The allowed site's address; 127.0.0.2 stays refused by the SSRF guard."""
 
 # The body stays empty until the worker reports, so the crawler reads the page only then.
 PAGE_WITH_WORKER = """<!doctype html><html><head><title>Worker page</title></head><body>
@@ -46,19 +48,6 @@ fetch('/hop')
   .then((response) => response.text())
   .then((text) => postMessage('read ' + text), () => postMessage('the fetch failed'));
 """
-
-
-def internal_server(host: str) -> SiteServer:
-    server = SiteServer(host=host)
-    server.route(
-        "/secret",
-        Reply(
-            body=INTERNAL_BODY,
-            content_type="text/plain",
-            headers={"Access-Control-Allow-Origin": "*"},
-        ),
-    )
-    return server
 
 
 def page_text(pages: dict[str, Any], url: str) -> str:
@@ -161,21 +150,6 @@ class RebindingDNS:
         address = self.first if sum(self.asked.values()) == 1 else self.then
         number = int(port) if port else 0
         return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, number))]
-
-
-@contextlib.contextmanager
-def twin_servers() -> Iterator[tuple[SiteServer, SiteServer]]:
-    """The allowed site on 127.0.0.1 and the internal server on 127.0.0.2, on the same port."""
-    for _ in range(20):
-        with SiteServer() as site:
-            try:
-                internal = SiteServer(host="127.0.0.2", port=site.port)
-            except OSError:  # that port is taken on 127.0.0.2: another pair
-                continue
-            with internal:
-                yield site, internal
-                return
-    raise RuntimeError("no port free on both 127.0.0.1 and 127.0.0.2")
 
 
 @pytest.fixture

@@ -16,8 +16,13 @@ from an empty database without flushing anything another test holds.
 * Callers: :func:`admin`, :func:`bearer`, :func:`user_token` and :func:`user_headers` (HS256
   tokens signed with :data:`JWT_SECRET`), :func:`anonymous_user`.
 * The other services' side: :func:`publish` (as another service would, through a bus of its
-  own), :func:`stream_events`, :func:`handled_by_the_gateway`, and :func:`answered_turn` (a turn
-  sent and answered as the orchestrator would answer it).
+  own), :func:`stream_events`, :func:`handled_by_the_gateway`, :func:`answered_turn` (a turn
+  sent and answered as the orchestrator would answer it), and for the channels' turns
+  :func:`questions` and :func:`one_question` (what reached the bus), :func:`answer` and
+  :func:`answer_next` (answered as the orchestrator would).
+* :data:`INJECTION`, markup the admin page must show as text; :func:`admin_page` in Chromium.
+* Helpers of other kinds live beside this file (``hs256_tokens.py``) or, used beyond the
+  gateway's tests, in ``tests/support`` (``mcp_client.py``: the MCP SDK's client).
 
 Tests wait with :func:`tests.support.wait_until` / :func:`tests.support.wait_until_sync`.
 """
@@ -41,7 +46,15 @@ from fastapi.testclient import TestClient
 from redis import Redis
 
 from contracts.bus import Bus, decode_entry
-from contracts.events import Action, AnswerBody, AuditRecorded, Citation, Event, TurnReply
+from contracts.events import (
+    Action,
+    AnswerBody,
+    AuditRecorded,
+    Citation,
+    Event,
+    MessageReceived,
+    TurnReply,
+)
 from contracts.topics import Group, Topic, reply_stream
 from gateway.app import create_app
 from gateway.config import GatewaySettings
@@ -123,6 +136,9 @@ def serve(settings: GatewaySettings) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
 
+
+INJECTION = '<img src=x onerror="window.__pwned=1">'
+"""Markup that runs a script if a page shows it unescaped: what an admin page must show as text."""
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic"]
 
@@ -280,3 +296,49 @@ def answered_turn(
 
     wait_until_sync(done)
     return turn_id, conversation
+
+
+KB_URL = "https://it.northwind.example/kb/vpn-password-reset"
+"""The page :func:`answer` cites."""
+
+
+def questions(raw: Redis) -> list[MessageReceived]:
+    """The questions the gateway put on the bus for the orchestrator, oldest first."""
+    return stream_events(raw, Topic.MESSAGE_RECEIVED, MessageReceived)
+
+
+def answer_body(**fields: Any) -> AnswerBody:
+    """An answer citing :data:`KB_URL`; ``fields`` replace any of its fields."""
+    values: dict[str, Any] = {
+        "answer": "Open **Settings** and choose Reset [1].",
+        "action": Action.ANSWER,
+        "citations": [Citation(n=1, url=KB_URL, title="VPN password reset", snippet="steps")],
+        "category": "connectivity",
+    }
+    return AnswerBody(**(values | fields))
+
+
+def answer(settings: GatewaySettings, message: MessageReceived, **fields: Any) -> None:
+    """Answer ``message`` as the orchestrator would."""
+    reply = TurnReply(
+        kind="answer",
+        correlation_id=message.correlation_id,
+        conversation_id=message.conversation_id,
+        body=answer_body(**fields),
+    )
+    publish(settings, reply_stream(settings.instance_id), [reply])
+
+
+def one_question(raw: Redis, count: int = 1) -> MessageReceived:
+    """The ``count``-th question on the bus, once it is there."""
+    found = wait_until_sync(lambda: len(questions(raw)) >= count and questions(raw))
+    return found[count - 1]
+
+
+def answer_next(
+    settings: GatewaySettings, raw: Redis, count: int, **fields: Any
+) -> MessageReceived:
+    """Wait for the ``count``-th question on the bus and answer it (in a thread: it blocks)."""
+    message = wait_until_sync(lambda: len(questions(raw)) >= count and questions(raw)[count - 1])
+    answer(settings, message, **fields)
+    return message

@@ -21,12 +21,19 @@ from contracts.readers import MAX_GROUPS
 from gateway.config import GatewaySettings
 from gateway.directory import GraphDirectory, NoDirectory, Unavailable, build
 from gateway.identity import GroupReader
-from gateway.tests.conftest import JWT_SECRET, bearer, gateway_settings, serve, user_token
-from gateway.tests.test_mcp import answer_next, session, structured
-from gateway.tests.test_slack import one_question
+from gateway.tests.conftest import (
+    JWT_SECRET,
+    answer_next,
+    bearer,
+    gateway_settings,
+    one_question,
+    serve,
+    user_token,
+)
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
 from tests.support.fake_slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from tests.support.fake_teams import APP_PASSWORD, FakeTeams
+from tests.support.mcp_client import session, structured
 
 ALICE = "0f5a8c3e-1b2d-4e6f-8a9b-0c1d2e3f4a5b"
 BOB = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b"

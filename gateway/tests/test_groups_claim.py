@@ -16,7 +16,7 @@ from gateway.config import GatewaySettings
 from gateway.documents import check_readers
 from gateway.errors import ApiError, ErrorCode
 from gateway.identity import GroupReader, HS256Verifier, IdentityResolver, InvalidToken
-from gateway.tests.test_identity import AUDIENCE, ISSUER, SECRET, token, verifier
+from gateway.tests.hs256_tokens import AUDIENCE, ISSUER, SECRET, token, verifier
 
 ENTRA_GROUP = "6b2f1c9e-1d2a-4c1e-9f3b-2a7d5e8c0b14"
 

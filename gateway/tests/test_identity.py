@@ -32,30 +32,8 @@ from gateway.identity import (
     JwksVerifier,
     TokenQueryFilter,
 )
+from gateway.tests.hs256_tokens import AUDIENCE, ISSUER, SECRET, token, verifier
 from tests.support.fake_idp import FakeIdP, new_key
-
-SECRET = "s3cret-for-tests-only-0123456789abcdef"
-AUDIENCE = "deskpilot"
-ISSUER = "https://login.northwind.example"
-
-
-def token(secret: str = SECRET, algorithm: str = "HS256", **claims: Any) -> str:
-    now = int(time.time())
-    payload: dict[str, Any] = {
-        "sub": "emp-1042",
-        "aud": AUDIENCE,
-        "iss": ISSUER,
-        "iat": now,
-        "exp": now + 300,
-    }
-    payload.update(claims)
-    return jwt.encode({k: v for k, v in payload.items() if v is not None}, secret, algorithm)
-
-
-def verifier(**overrides: Any) -> HS256Verifier:
-    options: dict[str, Any] = {"audience": AUDIENCE, "issuer": ISSUER, "leeway_s": 0.0}
-    options.update(overrides)
-    return HS256Verifier(SECRET.encode(), **options)
 
 
 def refusal(presented: str, check: HS256Verifier | None = None) -> str:

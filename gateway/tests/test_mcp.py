@@ -6,16 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from redis import Redis
 
 from contracts.events import (
@@ -23,7 +20,6 @@ from contracts.events import (
     Incident,
     IncidentReceived,
     IncidentReported,
-    MessageReceived,
     Passage,
     SearchReceived,
     TicketChange,
@@ -38,26 +34,20 @@ from gateway.incidents import NAMESPACE as INCIDENT_BOARD
 from gateway.tests.conftest import (
     ADMIN_TOKEN,
     JWT_SECRET,
+    KB_URL,
+    answer_next,
     handled_by_the_gateway,
     publish,
+    questions,
     serve,
     stream_events,
     user_token,
 )
-from gateway.tests.test_slack import KB_URL, answer, questions
 from tests.support import wait_until_sync
+from tests.support.mcp_client import TOOLS, session, structured
 
 SERVICE_TOKEN = "itsm-agent-token-0123456789abcdefghij"
 NOC_TOKEN = "noc-monitoring-token-0123456789abcdefgh"
-TOOLS = {
-    "ask",
-    "search_knowledge_base",
-    "open_ticket",
-    "get_ticket",
-    "report_incident",
-    "list_incidents",
-    "get_incident",
-}
 
 
 @pytest.fixture
@@ -73,35 +63,6 @@ def settings_overrides() -> dict[str, Any]:
 def gateway(settings: GatewaySettings) -> Iterator[str]:
     with serve(settings) as url:
         yield url
-
-
-@asynccontextmanager
-async def session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    """An initialised MCP session with the gateway, as ``Authorization: Bearer token``."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
-        streamable_http_client(url + "/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as client,
-    ):
-        await client.initialize()
-        yield client
-
-
-def answer_next(
-    settings: GatewaySettings, raw: Redis, count: int, **fields: Any
-) -> MessageReceived:
-    """Wait for the ``count``-th question on the bus and answer it (in a thread: it blocks)."""
-    message = wait_until_sync(lambda: len(questions(raw)) >= count and questions(raw)[count - 1])
-    answer(settings, message, **fields)
-    return message
-
-
-def structured(result: Any) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    content = result.structured_content
-    assert isinstance(content, dict), result
-    return content
 
 
 async def test_the_sdks_client_lists_the_tools(gateway: str) -> None:

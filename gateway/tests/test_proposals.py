@@ -35,6 +35,7 @@ from contracts.topics import Topic
 from gateway.app import create_app
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import (
+    INJECTION,
     JWT_SECRET,
     admin,
     admin_page,
@@ -213,8 +214,6 @@ def test_unknown_proposals_and_callers_without_the_admin_role(client: TestClient
 
 
 # -- the admin page's Proposals tab, in the system Chromium ------------------------------------
-
-INJECTION = '<img src=x onerror="window.__pwned=1">'
 
 
 @pytest.fixture

@@ -13,20 +13,12 @@ import httpx
 import pytest
 from redis import Redis
 
-from contracts.events import (
-    Action,
-    AnswerBody,
-    Checklist,
-    Citation,
-    FeedbackReceived,
-    MessageReceived,
-    TurnReply,
-)
+from contracts.events import Action, Checklist, Citation, FeedbackReceived, MessageReceived
 from contracts.topics import Topic, reply_stream
 from gateway.channels.slack import blocks
 from gateway.channels.slack.adapter import HELP_TEXT
 from gateway.config import GatewaySettings
-from gateway.tests.conftest import publish, serve, stream_events
+from gateway.tests.conftest import KB_URL, answer, one_question, questions, serve, stream_events
 from tests.support import wait_until_sync
 from tests.support.fake_slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack, Posted, button
 
@@ -35,7 +27,6 @@ DM = "D0ALICEDM"
 ALICE, BOB, NOMAIL = "U0ALICE", "U0BOB", "U0NOMAIL"
 ALICE_EMAIL = "alice@northwind.example"
 QUESTION = "How do I reset my VPN password? My email is alice.private@example.org"
-KB_URL = "https://it.northwind.example/kb/vpn-password-reset"
 
 
 @pytest.fixture
@@ -68,31 +59,6 @@ def gateway(settings: GatewaySettings, slack: FakeSlack) -> Iterator[str]:
         yield url
 
 
-def questions(raw: Redis) -> list[MessageReceived]:
-    return stream_events(raw, Topic.MESSAGE_RECEIVED, MessageReceived)
-
-
-def answer_body(**fields: Any) -> AnswerBody:
-    values: dict[str, Any] = {
-        "answer": "Open **Settings** and choose Reset [1].",
-        "action": Action.ANSWER,
-        "citations": [Citation(n=1, url=KB_URL, title="VPN password reset", snippet="steps")],
-        "category": "connectivity",
-    }
-    return AnswerBody(**(values | fields))
-
-
-def answer(settings: GatewaySettings, message: MessageReceived, **fields: Any) -> None:
-    """Answer ``message`` as the orchestrator would."""
-    reply = TurnReply(
-        kind="answer",
-        correlation_id=message.correlation_id,
-        conversation_id=message.conversation_id,
-        body=answer_body(**fields),
-    )
-    publish(settings, reply_stream(settings.instance_id), [reply])
-
-
 def answered(slack: FakeSlack, channel: str, thread: str | None, count: int = 1) -> list[Posted]:
     """The app's messages in the thread once ``count`` of them carry answer blocks."""
 
@@ -101,11 +67,6 @@ def answered(slack: FakeSlack, channel: str, thread: str | None, count: int = 1)
         return found if len(found) >= count else None
 
     return wait_until_sync(done, message=lambda: f"no answer in {slack.thread(channel, thread)}")
-
-
-def one_question(raw: Redis, count: int = 1) -> MessageReceived:
-    found = wait_until_sync(lambda: len(questions(raw)) >= count and questions(raw))
-    return found[count - 1]
 
 
 def asked(slack: FakeSlack, raw: Redis) -> tuple[str, MessageReceived]:

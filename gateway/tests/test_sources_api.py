@@ -18,6 +18,7 @@ from contracts.sources import CATALOGUE_KEY, SourceStatus
 from contracts.topics import Topic
 from gateway.config import GatewaySettings
 from gateway.tests.conftest import (
+    INJECTION,
     admin,
     admin_page,
     bearer,
@@ -25,7 +26,6 @@ from gateway.tests.conftest import (
     stream_events,
     user_token,
 )
-from gateway.tests.test_proposals import INJECTION
 
 WIKI = SourceStatus(
     name="it-wiki",

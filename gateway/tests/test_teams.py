@@ -16,8 +16,7 @@ from contracts.topics import Topic
 from gateway.channels.teams.adapter import NOT_YOURS_TEXT, plain_text
 from gateway.channels.words import STILL_BROKEN_TEXT
 from gateway.config import GatewaySettings
-from gateway.tests.conftest import serve, stream_events
-from gateway.tests.test_slack import KB_URL, answer, one_question, questions
+from gateway.tests.conftest import KB_URL, answer, one_question, questions, serve, stream_events
 from tests.support import wait_until_sync
 from tests.support.fake_idp import new_key
 from tests.support.fake_teams import APP_PASSWORD, FakeTeams, Sent, card_actions

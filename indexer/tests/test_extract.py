@@ -14,8 +14,9 @@ from indexer.extract import (
     extract_document,
     split_front_matter,
 )
+from tests.support import SHARED_DATA
 
-GNOME_HELP = Path(__file__).resolve().parents[3] / "shared" / "data" / "kb" / "gnome-help"
+GNOME_HELP = SHARED_DATA / "kb" / "gnome-help"
 
 HELP_PAGE = """<!DOCTYPE html>
 <html><head>

@@ -4,8 +4,6 @@ on (a missing permission) apart from those worth retrying (5xx, throttling)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, cast
 
 import httpx
@@ -22,8 +20,7 @@ from indexer.sources.base import Draft, DraftCitation, DraftError
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.runner import SourceRunner, UnknownSource
 from indexer.sources.sharepoint import SharePointSource
-from indexer.tests.test_sources import config as confluence_config
-from indexer.tests.test_sources_sharepoint import config as graph_config
+from indexer.tests.synced_sources import confluence_config, sharepoint_config
 from tests.support import wait_until
 from tests.support.fake_confluence import FakeConfluence
 from tests.support.fake_graph import FakeGraph
@@ -43,18 +40,6 @@ DRAFT = Draft(
         DraftCitation("ME21N shortcuts lost", "IT-1042"),
     ),
 )
-
-
-@pytest.fixture
-def confluence() -> Iterator[FakeConfluence]:
-    with FakeConfluence({"IT": "Information Technology", "HR": "People"}) as fake:
-        yield fake
-
-
-@pytest.fixture
-def graph(tmp_path: Path) -> Iterator[FakeGraph]:
-    with FakeGraph(tmp_path) as fake:
-        yield fake
 
 
 def assert_inert_with_sources(html: str) -> None:
@@ -143,7 +128,7 @@ def test_confluence_unreachable_is_retryable(confluence: FakeConfluence) -> None
 
 
 def test_sharepoint_draft_is_an_unpublished_site_page(graph: FakeGraph) -> None:
-    source = SharePointSource(graph_config(graph))
+    source = SharePointSource(sharepoint_config(graph))
     try:
         link = source.write_draft(DRAFT)
     finally:
@@ -165,7 +150,7 @@ def test_sharepoint_draft_is_an_unpublished_site_page(graph: FakeGraph) -> None:
 
 def test_sharepoint_without_write_permission_says_which(graph: FakeGraph) -> None:
     graph.deny("/pages")
-    source = SharePointSource(graph_config(graph))
+    source = SharePointSource(sharepoint_config(graph))
     with pytest.raises(DraftError) as raised:
         source.write_draft(DRAFT)
     source.close()
@@ -177,7 +162,7 @@ def test_sharepoint_without_write_permission_says_which(graph: FakeGraph) -> Non
 def test_sharepoint_503_with_retry_after_is_retried_then_500_is_retryable(
     graph: FakeGraph,
 ) -> None:
-    source = SharePointSource(graph_config(graph))
+    source = SharePointSource(sharepoint_config(graph))
     graph.fail_page_creates(1, 503)
     assert source.write_draft(DRAFT).url
     graph.fail_page_creates(1, 500)
@@ -190,7 +175,7 @@ def test_sharepoint_503_with_retry_after_is_retried_then_500_is_retryable(
 
 
 def test_sharepoint_expired_token_is_refreshed_once(graph: FakeGraph) -> None:
-    source = SharePointSource(graph_config(graph))
+    source = SharePointSource(sharepoint_config(graph))
     source.write_draft(DRAFT)
     graph.expire_tokens()
     source.write_draft(Draft("second-proposal", "Second", "Body"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +20,12 @@ from contracts.live import read_live, versioned_doc_ids, visible
 from indexer.config import IndexerSettings
 from indexer.embedding import Embedder
 from indexer.service import Ingestor
-from indexer.sources.config import ConfluenceConfig
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.state import SyncState
 from indexer.sources.sync import SourceSync, SyncBusy, source_doc_id
 from indexer.tests.counting import CountingEmbedder
-from tests.support.fake_confluence import EMAIL, TOKEN, FakeConfluence
+from indexer.tests.synced_sources import chunks_of, confluence_config
+from tests.support.fake_confluence import FakeConfluence
 
 VPN = (
     "<h1>VPN</h1><p>Connect to the company VPN with the GlobalProtect client before you open "
@@ -46,17 +45,6 @@ SALARY = "<h1>Salary bands</h1><p>HR only: the salary bands for 2026 are reviewe
 
 
 @pytest.fixture
-def confluence() -> Iterator[FakeConfluence]:
-    with FakeConfluence({"IT": "Information Technology", "HR": "People"}) as fake:
-        yield fake
-
-
-@pytest.fixture
-def client(fresh_redis: redis.Redis) -> redis.Redis:
-    return fresh_redis
-
-
-@pytest.fixture
 def counting(embedder: Embedder) -> CountingEmbedder:
     return CountingEmbedder(embedder)
 
@@ -68,20 +56,6 @@ def counted_ingestor(
     return Ingestor(counting, collection, settings)
 
 
-def config(fake: FakeConfluence, **overrides: Any) -> ConfluenceConfig:
-    values: dict[str, Any] = {
-        "name": "wiki",
-        "base_url": fake.base_url,
-        "spaces": ("IT", "HR"),
-        "email": EMAIL,
-        "api_token": TOKEN,
-        "page_size": 2,
-        "max_retries": 2,
-        **overrides,
-    }
-    return ConfluenceConfig.model_validate(values)
-
-
 def sync(
     fake: FakeConfluence,
     ingestor: Ingestor,
@@ -89,31 +63,11 @@ def sync(
     grace_s: float = 60.0,
     **overrides: Any,
 ) -> Any:
-    source = ConfluenceSource(config(fake, **overrides))
+    source = ConfluenceSource(confluence_config(fake, **overrides))
     try:
         return SourceSync(source, ingestor, SyncState(client, "wiki"), grace_s).run()
     finally:
         source.close()
-
-
-def chunks_of(
-    collection: Collection,
-    page_id: str,
-    client: redis.Redis | None = None,
-    source: str = "wiki",
-) -> dict[str, list[Any]]:
-    """The document's chunks a reader sees (the published generation only), or with ``client``
-    None, every chunk stored."""
-    doc_id = source_doc_id(source, page_id)
-    live = read_live(client, [doc_id]) if client is not None else None
-    stored = collection.get(where={"doc_id": doc_id}, include=["metadatas", "documents"])
-    rows = zip(stored["ids"], stored["documents"] or [], stored["metadatas"] or [], strict=True)
-    kept = [row for row in rows if live is None or visible([row[2]], live)[0]]
-    return {
-        "ids": [row[0] for row in kept],
-        "documents": [row[1] for row in kept],
-        "metadatas": [row[2] for row in kept],
-    }
 
 
 def seed(fake: FakeConfluence) -> list[str]:
@@ -471,8 +425,8 @@ def test_a_due_schedule_is_claimed_by_one_replica_per_interval(
 ) -> None:
     from indexer.sources.runner import SourceRunner
 
-    scheduled = config(confluence, interval_s=3600)
-    on_demand = config(confluence, name="manual")
+    scheduled = confluence_config(confluence, interval_s=3600)
+    on_demand = confluence_config(confluence, name="manual")
     replicas = [SourceRunner([scheduled, on_demand], ingestor, client) for _ in range(3)]
     claims = [runner.due() for runner in replicas]
     assert sorted(claims) == [[], [], ["wiki"]]
@@ -484,7 +438,7 @@ def test_a_busy_source_keeps_its_catalogue_entry(
 ) -> None:
     from indexer.sources.runner import SourceRunner, UnknownSource
 
-    runner = SourceRunner([config(confluence)], ingestor, client)
+    runner = SourceRunner([confluence_config(confluence)], ingestor, client)
     runner.announce()
     holder = SyncState(client, "wiki")
     assert holder.acquire()

@@ -5,28 +5,17 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 from chromadb.api.models.Collection import Collection
 
 from indexer.service import Ingestor
-from indexer.sources.config import SharePointConfig
-from indexer.sources.sharepoint import SharePointSource
 from indexer.sources.state import SyncState
-from indexer.sources.sync import SourceSync, SyncResult, source_doc_id
-from indexer.tests.test_sources import CountingEmbedder, chunks_of
-from tests.support.fake_graph import (
-    CLIENT_ID,
-    CLIENT_SECRET,
-    HOST,
-    SITE_PATH,
-    TENANT,
-    FakeGraph,
-)
+from indexer.sources.sync import source_doc_id
+from indexer.tests.counting import CountingEmbedder
+from indexer.tests.synced_sources import VPN_MD, Syncer, chunks_of
+from tests.support.fake_graph import CLIENT_SECRET, FakeGraph
 
 
 def docx_bytes() -> bytes:
@@ -43,52 +32,10 @@ def docx_bytes() -> bytes:
     return out.getvalue()
 
 
-VPN_MD = b"# VPN\n\nConnect with GlobalProtect to vpn.example.com before internal sites.\n"
 WIFI_HTML = (
     b"<html><head><title>Wi-Fi</title></head><body><h1>Wi-Fi</h1><p>Join Corp-WiFi with your "
     b"company account.</p><script>steal()</script></body></html>"
 )
-
-
-@pytest.fixture
-def graph(tmp_path: Path) -> Iterator[FakeGraph]:
-    with FakeGraph(tmp_path) as fake:
-        yield fake
-
-
-@pytest.fixture
-def client(fresh_redis: redis.Redis) -> redis.Redis:
-    return fresh_redis
-
-
-def config(graph: FakeGraph, **overrides: Any) -> SharePointConfig:
-    values: dict[str, Any] = {
-        "name": "intranet",
-        "tenant_id": TENANT,
-        "client_id": CLIENT_ID,
-        "client_secret": CLIENT_SECRET,
-        "site": f"{HOST}:{SITE_PATH}",
-        "graph_url": graph.graph_url,
-        "authority_host": graph.origin,
-        "ca_bundle": graph.ca_bundle,
-        "max_retries": 2,
-        **overrides,
-    }
-    return SharePointConfig.model_validate(values)
-
-
-class Syncer:
-    """One source object across runs (its msal token cache lives as long as it does)."""
-
-    def __init__(self, graph: FakeGraph, ingestor: Ingestor, client: redis.Redis, **kw: Any):
-        self.source = SharePointSource(config(graph, **kw))
-        self.ingestor, self.client = ingestor, client
-
-    def close(self) -> None:
-        self.source.close()
-
-    def run(self) -> SyncResult:
-        return SourceSync(self.source, self.ingestor, SyncState(self.client, "intranet")).run()
 
 
 def seed(graph: FakeGraph) -> list[str]:

@@ -18,12 +18,9 @@ from indexer.service import Ingestor
 from indexer.sources.base import Change, DocumentError
 from indexer.sources.sharepoint import SharePointSource
 from indexer.sources.sharepoint_pages import list_item_key, page_change, page_key
-from indexer.tests import test_sources_sharepoint as libraries
-from indexer.tests.test_sources import CountingEmbedder, chunks_of
+from indexer.tests.counting import CountingEmbedder
+from indexer.tests.synced_sources import VPN_MD, Syncer, chunks_of, sharepoint_config
 from tests.support.fake_graph import FakeGraph
-
-Syncer, config = libraries.Syncer, libraries.config
-graph, client = libraries.graph, libraries.client  # the fixtures
 
 FAQ = {"list": "IT FAQ", "title": "Title", "body": ["Answer", "Details"], "groups": ["all-staff"]}
 VPN_PAGE = [
@@ -172,7 +169,7 @@ def test_bad_list_config_is_refused_with_a_clear_message(
     graph: FakeGraph, lists: list[dict[str, Any]], message: str
 ) -> None:
     with pytest.raises(ValidationError, match=message):
-        config(graph, lists=lists)
+        sharepoint_config(graph, lists=lists)
 
 
 def test_a_list_or_column_the_site_lacks_stops_the_run_naming_it(
@@ -213,7 +210,7 @@ def test_page_html_cannot_move_the_citation_or_inject_script(
 
 def test_forged_keys_and_odd_listings_are_refused(graph: FakeGraph) -> None:
     faq(graph)
-    source = SharePointSource(config(graph, lists=[FAQ]))
+    source = SharePointSource(sharepoint_config(graph, lists=[FAQ]))
     try:
         for key in ("page/../../drives/x", "page/", "list/../x/1", "list/nope/1"):
             with pytest.raises(DocumentError):
@@ -235,7 +232,7 @@ def test_a_run_stopped_in_a_list_resumes_there_without_reading_anything_twice(
     page = graph.add_page("VPN setup", VPN_PAGE)
     list_id, first_item = faq(graph)
     second = graph.add_list_item(list_id, {"Title": "Printer jam", "Answer": "Open tray B."})
-    graph.add_file("vpn.md", libraries.VPN_MD)
+    graph.add_file("vpn.md", VPN_MD)
     graph.fail_list_deltas_after(1)  # the list's first delta page, then Graph goes down
     stopped = Syncer(graph, ingestor, client, lists=[FAQ], max_retries=0).run()
     assert stopped.error is not None
@@ -282,7 +279,7 @@ def test_a_list_delta_token_graph_no_longer_honours_means_a_full_resync(
 def test_the_indexer_refuses_to_start_with_a_list_nobody_is_said_to_read(
     graph: FakeGraph, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    source = config(graph).model_dump(mode="json") | {
+    source = sharepoint_config(graph).model_dump(mode="json") | {
         "client_secret": "graph-test-secret-value",
         "lists": [{"list": "IT FAQ", "body": ["Answer"]}],
     }

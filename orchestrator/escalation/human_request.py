@@ -116,7 +116,7 @@ _IDENTITY = re.compile(
 
 _PERSON_NP = rf"{_DET}(?:(?:{_QUALIFIER}\s+)?{_MODS}(?:{_PERSON}|{_DESK})|{_AGENT})\b"
 # Directly named, no modifiers: after verbs with other senses ("call", "message", "reach").
-_PERSON_DIRECT = rf"{_DET}(?:{_QUALIFIER}\s+)?(?:{_PERSON}|{_DESK}|{_AGENT})\b"
+_PERSON_DIRECT = rf"{_DET}(?:{_QUALIFIER}\s+|oncall\s+)?(?:{_PERSON}|{_DESK}|{_AGENT})\b"
 _REQUEST_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
     (kind, reason, re.compile(pattern))
     for kind, reason, pattern in (
@@ -129,7 +129,7 @@ _REQUEST_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         (
             "person",
             "asked to contact the help desk",
-            rf"\b(?:contact|call|phone|ring|email|e-mail|reach|ping|message)\s+{_PERSON_DIRECT}",
+            rf"\b(?:contact|call|phone|ring|email|e-mail|reach|ping|message|page)\s+{_PERSON_DIRECT}",
         ),
         # "I want to talk to the founders", "could I speak with your manager"
         (
@@ -360,6 +360,9 @@ def _correct(word: str) -> str:
 
 _PHRASES = (
     (re.compile(r"\bhuman resources\b"), "hr"),
+    # "the on-call engineer" names a role; its "call" is no verb.
+    (re.compile(r"\bon-call\b"), "oncall"),
+    (re.compile(r"\b(the|our|my|an|their|your) on call\b"), r"\1 oncall"),
     (re.compile(r"\bhand (off|over)\b"), r"hand\1"),
     (re.compile(r"\bhelp desk\b"), "helpdesk"),
 )
@@ -391,6 +394,65 @@ def is_negated(clause: str, start: int) -> bool:
 
 # A copula before the phrase describes someone ("I am a real person"), it asks for nobody.
 _DESCRIBING = re.compile(r"\b(i am|we are|he is|she is|they are|is|was|am|are)\s+(a |an )?$")
+
+
+# Who does what a request asks ("can Dispatch message the employee", "how can the tool start a
+# call for an incident"): a question whose verb has a thing for its subject asks what a product
+# can do; only the user, the assistant or a person ("can someone call me") ask for help.
+_SUBJECT_BEFORE = re.compile(
+    r"^(?:(?:how|why|when|where|what|so|and|then|also|but|hi|hello|hey)\s+)?(?:can|could|does|"
+    r"do|did|will|would|should|may|might|is it possible for)\s+"
+    r"(?P<subject>(?:[a-z0-9<>_-]+\s+){1,4}?)(?:to\s+)?$"
+)
+# Words between the modal and its verb that are no subject ("why can not i simply speak").
+_NOT_SUBJECT = word_set(
+    "not also automatically ever still even just simply really please actually maybe be able"
+)
+# A modal followed by a verb has no subject of its own there ("i would like to log a request").
+_VERB_AFTER_MODAL = word_set("like love prefer rather want need have get go be try")
+_ASKING_WORD = re.compile(
+    rf"\b(?:i|we|you|ya|yall|someone|somebody|anyone|anybody|one|it|they|he|she|this|that|"
+    rf"deskpilot|<\w+>|{_PERSON}|{_DESK}|{_AGENT})\b"
+)
+# The assistant named as the subject ("can the bot open a ticket"), not a product's own bot.
+_ASSISTANT_SUBJECT = re.compile(rf"(?:the |this |a |an |you )?(?:{_BOT}|assistant)")
+# A how-to question ("how do I message a colleague in Teams", "what command do I use to page the
+# on-call engineer") asks how to reach someone with a tool; only reaching the company's help
+# ("how do I reach the help desk", "how can I talk to a person") asks for that help.
+_HOW_TO_USE = re.compile(
+    rf"{_HOW_TO.pattern}|\b(?:what|which) (?:[a-z0-9-]+ ){{0,3}}(?:do|can|should) (?:i|we) "
+    r"use\b|\bis there (?:a way|an option|a setting|a feature)\b"
+)
+_THIRD_PARTY = re.compile(
+    r"\b(?:employees?|colleagues?|managers?|engineers?|people|staff|being|users?|customers?|"
+    r"participants?|responders?|members?|reporters?|commanders?)\b"
+)
+_HELPER = re.compile(
+    rf"\b(?:humans?|human beings?|person|representatives?|reps?|technicians?|techs?|"
+    rf"specialists?|operators?|someone|somebody|supervisors?|administrators?|admins?|experts?|"
+    rf"consultants?|live chat|<\w+>|{_QUALIFIER}|{_DESK}|{_AGENT})\b"
+)
+
+
+def _asked_of_a_thing(before: str) -> bool:
+    """The verb after ``before`` has a thing for its subject ("can dispatch ", "how does the
+    tool "): the clause asks what the thing does."""
+    found = _SUBJECT_BEFORE.search(before)
+    if found is None:
+        return False
+    words = [w for w in found.group("subject").split() if w not in _NOT_SUBJECT]
+    if not words or words[0] in _VERB_AFTER_MODAL:
+        return False
+    if _ASSISTANT_SUBJECT.fullmatch(" ".join(words)):
+        return False
+    return not _ASKING_WORD.search(" ".join(words))
+
+
+def _reaching_a_third_party(phrase: str, whole: str) -> bool:
+    """A how-to question about reaching someone who is not the company's help."""
+    return bool(
+        _HOW_TO_USE.search(whole) and _THIRD_PARTY.search(phrase) and not _HELPER.search(phrase)
+    )
 
 
 @dataclass(frozen=True)
@@ -442,8 +504,11 @@ def detect_human_request(text: str) -> HumanRequest | None:
             continue
         for kind, reason, pattern in _REQUEST_PATTERNS:
             for match in pattern.finditer(clause):
+                if kind != "escalate" and _asked_of_a_thing(clause[: match.start()]):
+                    continue
                 if kind == "person" and (
                     _QUOTED_CONTACT.search(match.group())
+                    or _reaching_a_third_party(match.group(), whole)
                     or (
                         reason == "asked for a real person"
                         and _DESCRIBING.search(clause[: match.start()])
@@ -469,6 +534,7 @@ def detect_human_request(text: str) -> HumanRequest | None:
         m
         for m in re.finditer(rf"\b{_CREATE}\b", whole)
         if not _ADJECTIVE_BEFORE.search(whole[: m.start()])
+        and not _asked_of_a_thing(whole[: m.start()])
     ]
     if (
         len(words) <= 12

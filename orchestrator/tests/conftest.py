@@ -1,14 +1,22 @@
 """Fixtures of the orchestrator's tests: the local chat-completions server
-(``tests/support/fake_openai.py``) and the query encoder (its model loads once per session)."""
+(``tests/support/fake_openai.py``) and a provider talking to it, the query encoder (its model
+loads once per session) and an empty Chroma collection. Helpers that are no fixtures live beside
+this file: ``articles.py`` (a knowledge base written as the indexer writes it) and
+``stand_ins.py`` (what a turn talks to)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from orchestrator.embedding import QueryEncoder
-from tests.support.fake_openai import FakeOpenAI
+from orchestrator.llm import OpenAICompatible, OpenAICompatibleConfig
+from orchestrator.tests.articles import new_collection
+from tests.support.fake_openai import TEST_KEY, FakeOpenAI
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +37,27 @@ def fake(openai_server: FakeOpenAI) -> FakeOpenAI:
     """The module's server, with no scripted replies, no recorded requests and the test key."""
     openai_server.reset()
     return openai_server
+
+
+@pytest.fixture
+async def llm(fake: FakeOpenAI) -> AsyncIterator[OpenAICompatible]:
+    """The OpenAI-compatible provider against the local server, one retry, short back-offs (a
+    module may define its own ``llm`` with other settings)."""
+    config = OpenAICompatibleConfig(
+        base_url=fake.base_url,
+        model="fake-model",
+        api_key=SecretStr(TEST_KEY),
+        read_timeout_s=5.0,
+        max_retries=1,
+        backoff_base_s=0.01,
+        backoff_max_s=0.02,
+    )
+    provider = OpenAICompatible(config)
+    yield provider
+    await provider.aclose()
+
+
+@pytest.fixture
+def collection(tmp_path: Path) -> Any:
+    """An empty collection in a persistent Chroma under the test's folder."""
+    return new_collection(tmp_path)

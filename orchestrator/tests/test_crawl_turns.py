@@ -19,7 +19,7 @@ import pytest
 import redis.asyncio as aioredis
 from chromadb.config import Settings
 
-from contracts.events import Action, AnswerBody, ChunksIndexed, ContextInsufficient, QueryReceived
+from contracts.events import Action, ChunksIndexed, QueryReceived
 from contracts.periodic import every
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import DEADLINES_KEY, CrawlWaits, sweep_due
@@ -28,11 +28,15 @@ from orchestrator.intent import IntentClassifier
 from orchestrator.memory import ConversationStore
 from orchestrator.retrieval import HybridConfig, Retriever
 from orchestrator.service import Orchestrator
-from orchestrator.state import TurnState, TurnStatus, TurnStore
+from orchestrator.sites import SiteProfiles
+from orchestrator.state import TurnStatus, TurnStore
 from orchestrator.sufficiency import Verdict, judge_article
-from orchestrator.tests.test_retrieval import ARTICLES, add
+from orchestrator.tests import stand_ins
+from orchestrator.tests.articles import ARTICLES, add
+from orchestrator.tests.stand_ins import RecordingFleet, RecordingReplies
 from orchestrator.turn import TurnDeps
 from orchestrator.turn import question as question_steps
+from orchestrator.turn.deps import AuditTrail
 from tests.support import wait_until
 
 SEED = "http://help.example/index.html"
@@ -44,30 +48,6 @@ PAGE_BODY = (
     "2. Lift the print head and take out the empty ribbon cassette.\n"
     "3. Slide the new ribbon cassette in until it clicks, then close the cover."
 )
-
-
-class RecordingFleet:
-    def __init__(self) -> None:
-        self.requests: list[ContextInsufficient] = []
-        self.stops: list[str] = []
-
-    async def request(self, request: ContextInsufficient) -> None:
-        self.requests.append(request)
-
-    async def stop(self, turn: TurnState, job_id: str) -> None:
-        self.stops.append(job_id)
-
-
-class RecordingReplies:
-    def __init__(self) -> None:
-        self.progress_seen: list[tuple[str, str | None]] = []
-        self.answers: list[AnswerBody] = []
-
-    async def progress(self, turn: TurnState, stage: str, detail: str | None = None) -> None:
-        self.progress_seen.append((stage, detail))
-
-    async def answer(self, turn: TurnState, body: AnswerBody) -> None:
-        self.answers.append(body)
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +89,11 @@ def make_orchestrator(
     collection: Any,
     redis: aioredis.Redis,
     fleet: RecordingFleet,
+    sites: SiteProfiles | None = None,
+    audit: AuditTrail | None = None,
     **settings: Any,
 ) -> Orchestrator:
-    config = OrchestratorSettings(crawl_seed_urls=[SEED], cases_max=0, **settings)
+    config = OrchestratorSettings(cases_max=0, **{"crawl_seed_urls": [SEED], **settings})
     deps = TurnDeps(
         retriever=Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
         intents=intents,
@@ -119,18 +101,15 @@ def make_orchestrator(
         conversations=ConversationStore(redis, 600),
         fleet=fleet,
         waits=CrawlWaits(redis, lock_wait_s=5),
+        sites=sites,
+        **({"audit": audit} if audit is not None else {}),
     )
     return Orchestrator(deps, config)
 
 
 def query(text: str = QUESTION) -> QueryReceived:
-    return QueryReceived(
-        correlation_id=uuid.uuid4().hex,
-        conversation_id=uuid.uuid4().hex,
-        user_id="u1",
-        text=text,
-        reply_to="reply.test",
-    )
+    """The badge printer question (or ``text``) as the redactor hands it on."""
+    return stand_ins.query(text)
 
 
 def indexed(event: QueryReceived, *urls: str) -> ChunksIndexed:

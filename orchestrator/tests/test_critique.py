@@ -19,7 +19,7 @@ from orchestrator.llm.critique import (
     critique_applies,
 )
 from orchestrator.retrieval import Hit, _record
-from orchestrator.tests.test_llm import config
+from orchestrator.tests.stand_ins import llm_config
 from orchestrator.unanswered import unanswered
 from tests.support.fake_openai import (
     FakeOpenAI,
@@ -63,7 +63,7 @@ DRAFT = (
 
 @pytest.fixture
 async def llm(fake: FakeOpenAI) -> AsyncIterator[OpenAICompatible]:
-    provider = OpenAICompatible(config(fake, max_retries=1, read_timeout_s=2.0, deadline_s=3.0))
+    provider = OpenAICompatible(llm_config(fake, max_retries=1, read_timeout_s=2.0, deadline_s=3.0))
     yield provider
     await provider.aclose()
 

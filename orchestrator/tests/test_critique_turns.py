@@ -19,8 +19,7 @@ from orchestrator.handlers import BusReplies
 from orchestrator.llm import NoLLM, OpenAICompatible
 from orchestrator.llm.critique import OFFER_TECHNICIAN, UNSURE_WITH_SUPPORT
 from orchestrator.memory import Conversation, ConversationStore
-from orchestrator.tests.test_service_llm import MONITOR, StubRetriever, Turn, classified, llm  # noqa: F401
-from orchestrator.tests.test_turn_writes import make, query
+from orchestrator.tests.stand_ins import MONITOR, StubRetriever, Turn, classified, make, query
 from tests.support.fake_openai import FakeOpenAI, critique, critiqued_parts, json_mode, reading
 
 SYNCED = replace(MONITOR, source="it-wiki")
@@ -42,7 +41,7 @@ def judge(supported: list[bool], confidence: float) -> Any:
 @pytest.mark.parametrize("mode", ["off", "sources"])
 async def test_sources_mode_leaves_uploaded_and_demo_articles_as_the_model_wrote_them(
     fake: FakeOpenAI,
-    llm: OpenAICompatible,  # noqa: F811
+    llm: OpenAICompatible,
     mode: str,
 ) -> None:
     fake.responder = judge([True, False], 0.9)
@@ -56,7 +55,7 @@ async def test_sources_mode_leaves_uploaded_and_demo_articles_as_the_model_wrote
 @pytest.mark.parametrize("mode", ["sources", "all"])
 async def test_an_answer_from_a_synced_source_is_critiqued(
     fake: FakeOpenAI,
-    llm: OpenAICompatible,  # noqa: F811
+    llm: OpenAICompatible,
     mode: str,
 ) -> None:
     fake.responder = judge([True, False], 0.9)
@@ -113,7 +112,7 @@ async def over_the_bus(
 
 async def test_a_doubted_answer_says_so_offers_a_technician_and_is_reported(
     fake: FakeOpenAI,
-    llm: OpenAICompatible,  # noqa: F811
+    llm: OpenAICompatible,
     fresh_redis_url: str,
     client: aioredis.Redis,
 ) -> None:
@@ -135,7 +134,7 @@ async def test_a_doubted_answer_says_so_offers_a_technician_and_is_reported(
 
 async def test_a_confident_critique_sends_no_notice(
     fake: FakeOpenAI,
-    llm: OpenAICompatible,  # noqa: F811
+    llm: OpenAICompatible,
     fresh_redis_url: str,
     client: aioredis.Redis,
 ) -> None:

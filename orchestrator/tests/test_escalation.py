@@ -124,6 +124,58 @@ def test_near_misses_are_not_requests(text: str) -> None:
     assert detect_human_request(text) is None
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # what a product does: the verb's subject is a thing, not the user or a person
+        "How can Dispatch start a Zoom call for an incident?",
+        "Can Dispatch message the employee involved in a suspicious alert to check it was them?",
+        "Does ServiceNow open an incident automatically when monitoring alerts?",
+        "can the incident bot page the on-call engineer?",
+        "Can Slack call the on-call engineer when a case opens",
+        # how to reach someone with a tool, not the company's help
+        "What slash command do I use to page the on-call engineer from the incident channel?",
+        "How do I message the employee involved in an alert from Dispatch?",
+        "how do I chat with a colleague in Teams",
+        "What command do I use to message the incident commander?",
+        "Where do employees go to report an incident?",
+    ],
+)
+def test_questions_about_a_product_feature_are_not_requests(text: str) -> None:
+    assert detect_human_request(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("can I talk to someone", "person"),
+        ("get me a human", "person"),
+        ("I want a technician to call me", "person"),
+        # the user, the assistant or a person as the subject still asks
+        ("can someone from IT call me back", "person"),
+        ("could the service desk call me", "person"),
+        ("can you message a technician for me", "person"),
+        ("can IT open a ticket for me", "ticket"),
+        ("can Deskpilot open a ticket for me", "ticket"),
+        ("Can the help desk start a ticket for this?", "ticket"),
+        ("can the service desk open a ticket for my monitor", "ticket"),
+        ("can the bot open a ticket for me", "ticket"),
+        # a how-to question about reaching the company's help asks for it
+        ("how do I reach the help desk", "person"),
+        ("how can I reach a real employee", "person"),
+        # the on-call engineer asked for, not asked about
+        ("call the on-call engineer now", "person"),
+        ("please page the on-call engineer", "person"),
+        ("I want to talk to the on-call engineer", "person"),
+        ("could you connect me to the on call engineer", "person"),
+    ],
+)
+def test_requests_beside_product_questions_still_escalate(text: str, kind: str) -> None:
+    request = detect_human_request(text)
+    assert request is not None, text
+    assert request.kind == kind
+
+
 def test_redaction_placeholders_are_people_one_can_ask_for() -> None:
     assert detect_human_request("can I talk to <PERSON_1> from the network team?") is not None
     assert detect_human_request("my colleague <PERSON_1> cannot log in") is None

@@ -23,7 +23,6 @@ from orchestrator.llm import (
     MessageReading,
     NoLLM,
     OpenAICompatible,
-    OpenAICompatibleConfig,
     build_provider,
     decide_json,
     generate_answer,
@@ -32,6 +31,7 @@ from orchestrator.llm import (
     read_message,
 )
 from orchestrator.retrieval import Hit
+from orchestrator.tests.stand_ins import llm_config
 from tests.support.fake_openai import (
     TEST_KEY,
     FakeOpenAI,
@@ -76,26 +76,9 @@ class Decision(BaseModel):
     reason: str
 
 
-def config(fake: FakeOpenAI, **overrides: object) -> OpenAICompatibleConfig:
-    values: dict[str, object] = {
-        "base_url": fake.base_url,
-        "model": "fake-model",
-        "api_key": SecretStr(KEY),
-        "connect_timeout_s": 2.0,
-        "read_timeout_s": 5.0,
-        "max_retries": 2,
-        "backoff_base_s": 0.01,
-        "backoff_max_s": 0.05,
-        "retry_after_max_s": 2.0,
-        "deadline_s": 10.0,
-    }
-    values.update(overrides)
-    return OpenAICompatibleConfig.model_validate(values)
-
-
 @pytest.fixture
 async def llm(fake: FakeOpenAI) -> AsyncIterator[OpenAICompatible]:
-    provider = OpenAICompatible(config(fake))
+    provider = OpenAICompatible(llm_config(fake))
     yield provider
     await provider.aclose()
 
@@ -125,7 +108,7 @@ async def test_chat_round_trip_sends_the_documented_request(
 
 async def test_no_authorization_header_without_a_key(fake: FakeOpenAI) -> None:
     fake.reset(api_key=None)  # like Ollama or llama.cpp
-    provider = OpenAICompatible(config(fake, api_key=None))
+    provider = OpenAICompatible(llm_config(fake, api_key=None))
     try:
         fake.enqueue("Hi.")
         assert await provider.chat(HELLO) == "Hi."
@@ -208,7 +191,7 @@ async def test_retries_are_bounded(fake: FakeOpenAI, llm: OpenAICompatible) -> N
 
 async def test_401_is_not_retried_and_carries_the_servers_message(fake: FakeOpenAI) -> None:
     wrong_key = "sk-wrong-key-that-is-long"
-    provider = OpenAICompatible(config(fake, api_key=SecretStr(wrong_key)))
+    provider = OpenAICompatible(llm_config(fake, api_key=SecretStr(wrong_key)))
     try:
         with pytest.raises(LLMError) as caught:
             await provider.chat(HELLO)
@@ -232,7 +215,7 @@ async def test_400_is_not_retried(fake: FakeOpenAI, llm: OpenAICompatible) -> No
 
 
 async def test_unknown_model_is_a_404_not_retried(fake: FakeOpenAI) -> None:
-    provider = OpenAICompatible(config(fake, model="gpt-nonexistent"))
+    provider = OpenAICompatible(llm_config(fake, model="gpt-nonexistent"))
     try:
         with pytest.raises(LLMError) as caught:
             await provider.chat(HELLO)
@@ -243,7 +226,7 @@ async def test_unknown_model_is_a_404_not_retried(fake: FakeOpenAI) -> None:
 
 
 async def test_read_timeout_is_an_llm_timeout(fake: FakeOpenAI) -> None:
-    provider = OpenAICompatible(config(fake, read_timeout_s=0.2, max_retries=1))
+    provider = OpenAICompatible(llm_config(fake, read_timeout_s=0.2, max_retries=1))
     fake.enqueue(Reply("late", delay_s=1.0), Reply("late", delay_s=1.0))
     try:
         with pytest.raises(LLMTimeout):
@@ -254,7 +237,7 @@ async def test_read_timeout_is_an_llm_timeout(fake: FakeOpenAI) -> None:
 
 
 async def test_the_deadline_bounds_a_call_with_its_retries(fake: FakeOpenAI) -> None:
-    provider = OpenAICompatible(config(fake, deadline_s=0.3))
+    provider = OpenAICompatible(llm_config(fake, deadline_s=0.3))
     fake.enqueue(Reply("late", delay_s=30.0))
     started = time.monotonic()
     try:
@@ -269,7 +252,7 @@ async def test_an_unreachable_endpoint_is_retried_then_fails(fake: FakeOpenAI) -
     with socket.socket() as probe:  # a port with nobody listening
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    provider = OpenAICompatible(config(fake, base_url=f"http://127.0.0.1:{port}/v1"))
+    provider = OpenAICompatible(llm_config(fake, base_url=f"http://127.0.0.1:{port}/v1"))
     try:
         with pytest.raises(LLMError, match="cannot reach"):
             await provider.chat(HELLO)
@@ -358,7 +341,7 @@ async def test_an_llm_error_falls_back_and_logs_the_reason_only(
     fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
     secret_question = "Reset VPN for <PERSON_1>, passphrase PURPLE-ELEPHANT-42"
-    provider = OpenAICompatible(config(fake, api_key=SecretStr("sk-wrong-key-that-is-long")))
+    provider = OpenAICompatible(llm_config(fake, api_key=SecretStr("sk-wrong-key-that-is-long")))
     caplog.set_level(logging.DEBUG)
     try:
         body = await generate_answer(provider, secret_question, [VPN], EXTRACTIVE)
@@ -382,7 +365,7 @@ async def test_server_errors_after_retries_fall_back(
 
 
 async def test_a_timeout_falls_back_quickly(fake: FakeOpenAI) -> None:
-    provider = OpenAICompatible(config(fake, read_timeout_s=0.2, max_retries=0))
+    provider = OpenAICompatible(llm_config(fake, read_timeout_s=0.2, max_retries=0))
     fake.enqueue(Reply("Open the portal [1].", delay_s=30.0))
     started = time.monotonic()
     try:

@@ -4,7 +4,6 @@ best document's chunks), and the readable chunks rank as if the others did not e
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any
 
@@ -23,7 +22,7 @@ from orchestrator.retrieval import (
     _Snapshot,
     keyword_tokens,
 )
-from orchestrator.tests.test_retrieval import ARTICLES, collection  # noqa: F401 - fixture
+from orchestrator.tests.articles import ARTICLES, put
 
 SALARY_URL = "https://wiki.example/hr/salary-bands"
 SALARY = (
@@ -37,40 +36,8 @@ HR = Principals(user_id="u-hana", groups=frozenset({"hr-team"}))
 IT = Principals(user_id="u-ivan", groups=frozenset({"it-staff"}))
 
 
-def put(
-    chroma: Any,
-    encoder: QueryEncoder,
-    url: str,
-    title: str,
-    section: str,
-    body: str,
-    readers: Readers | None,
-    *,
-    index: int = 0,
-) -> str:
-    """One chunk as the indexer writes it, with its readers when it has any."""
-    chunk_id = hashlib.sha256(f"{url}\n{index}\n{body}".encode()).hexdigest()[:32]
-    metadata: dict[str, Any] = {
-        "doc_id": hashlib.sha256(url.encode()).hexdigest(),
-        "url": url,
-        "title": title,
-        "section": section,
-        "chunk_index": index,
-        "os": "",
-    }
-    if readers is not None:
-        metadata.update(readers.metadata())
-    chroma.upsert(
-        ids=[chunk_id],
-        embeddings=encoder.encode([f"{section}\n\n{body}"]),
-        documents=[body],
-        metadatas=[metadata],
-    )
-    return chunk_id
-
-
 @pytest.fixture
-def kb(collection: Any, encoder: QueryEncoder) -> Any:  # noqa: F811 - the fixture above
+def kb(collection: Any, encoder: QueryEncoder) -> Any:
     for url, title, section, body in ARTICLES:
         put(collection, encoder, url, title, section, body, None)
     hr_only = Readers(public=False, groups=("hr-team",))
@@ -369,7 +336,7 @@ def test_the_keyword_scores_of_a_reader_weigh_no_word_of_a_chunk_they_may_not_re
 
 
 def test_a_chunk_written_since_an_all_public_snapshot_takes_no_dense_rank(
-    collection: Any,  # noqa: F811 - the fixture above
+    collection: Any,
     encoder: QueryEncoder,
 ) -> None:
     """With nothing restricted in the snapshot, a reader's dense search asks Chroma, which also

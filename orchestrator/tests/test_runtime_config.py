@@ -39,8 +39,8 @@ from orchestrator.memory import ConversationStore
 from orchestrator.retrieval import HybridConfig, Retriever
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnStore
-from orchestrator.tests.test_crawl_turns import RecordingFleet, RecordingReplies
-from orchestrator.tests.test_retrieval import ARTICLES, add
+from orchestrator.tests.articles import ARTICLES, add
+from orchestrator.tests.stand_ins import RecordingFleet, RecordingReplies
 from orchestrator.turn import TurnDeps
 
 PRINTER_QUESTION = "How do I add a network printer?"

@@ -20,8 +20,7 @@ from contracts.topics import Topic, reply_stream
 from orchestrator import handlers, search
 from orchestrator.embedding import QueryEncoder
 from orchestrator.retrieval import Retriever
-from orchestrator.tests.test_retrieval import ARTICLES, VPN_BODY, VPN_URL, add, new_collection
-from orchestrator.tests.test_retrieval_readers import put
+from orchestrator.tests.articles import ARTICLES, VPN_BODY, VPN_URL, add, new_collection, put
 
 REPLIES = reply_stream("gw-test")
 

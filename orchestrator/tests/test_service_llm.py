@@ -7,154 +7,16 @@ logic: which reading is used, what runs concurrently, what the user sees while t
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
-from contracts.events import Action, AnswerBody
+from contracts.events import Action
 from contracts.readers import ANONYMOUS, Principals
-from orchestrator.config import OrchestratorSettings
-from orchestrator.intent import Intent, IntentClassifier
-from orchestrator.llm import LLMProvider, NoLLM, OpenAICompatible, OpenAICompatibleConfig
-from orchestrator.memory import Conversation, ConversationStore
-from orchestrator.retrieval import Hit, Retrieval, Retriever
-from orchestrator.service import BY_CLASSIFIER, BY_LLM, Orchestrator
-from orchestrator.state import TurnState, TurnStore
-from orchestrator.turn import TurnDeps
-from tests.support.fake_openai import TEST_KEY, FakeOpenAI, Reply, reading, server_error
-
-QUEUES = {
-    "connectivity": "Network",
-    "peripheral_exchange": "Hardware Logistics",
-    "other": "Service Desk",
-}
-MONITOR = Hit(
-    chunk_id="request-second-monitor#0",
-    text="To request a second monitor:\n\n1. Open the service portal.\n2. Choose Hardware.\n"
-    "3. Submit the form with your manager's name.",
-    url="https://it.northwind.example/kb/request-second-monitor",
-    title="Request a second monitor",
-    section="Request a second monitor",
-    score=0.82,
-)
-UNRELATED = Hit(
-    chunk_id="office-wifi#0",
-    text="Connect to NW-Corp and sign in with your account.",
-    url="https://it.northwind.example/kb/office-wifi",
-    title="Office Wi-Fi",
-    section="Office Wi-Fi",
-    score=0.12,
-)
-
-
-def classified(**changes: Any) -> Intent:
-    values: dict[str, Any] = {
-        "kind": "informational",
-        "kind_confidence": 0.9,
-        "category": "peripheral_exchange",
-        "category_confidence": 0.9,
-        "queue": "Hardware Logistics",
-        "in_scope": True,
-        "scope_score": 0.95,
-        "conversational": False,
-        "request_human": False,
-        "request_human_score": 0.01,
-    }
-    return Intent.model_validate({**values, **changes})
-
-
-class StubClassifier:
-    """The learned classifier's place: a fixed intent, and the texts it was asked about."""
-
-    def __init__(self, intent: Intent) -> None:
-        self.intent = intent
-        self.queues = dict(QUEUES)
-        self.texts: list[str] = []
-
-    def classify(self, text: str) -> Intent:
-        self.texts.append(text)
-        return self.intent
-
-
-class StubRetriever:
-    """Returns fixed hits; ``searched`` is set once a search has started."""
-
-    def __init__(self, hits: list[Hit]) -> None:
-        self.hits = hits
-        self.searched = threading.Event()
-        self.queries: list[str] = []
-        self.readers: list[Principals] = []
-
-    def retrieve(
-        self, question: str, k: int, *, os: str | None = None, principals: Principals = ANONYMOUS
-    ) -> Retrieval:
-        self.queries.append(question)
-        self.readers.append(principals)
-        self.searched.set()
-        return Retrieval(hits=self.hits[:k], best_document=self.hits[:1])
-
-
-class RecordedReplies:
-    def __init__(self) -> None:
-        self.progress_seen: list[tuple[str, str | None]] = []
-
-    async def progress(self, turn: TurnState, stage: str, detail: str | None = None) -> None:
-        self.progress_seen.append((stage, detail))
-
-    async def answer(self, turn: TurnState, body: AnswerBody) -> None:
-        raise AssertionError("decide() does not send the answer")
-
-
-@pytest.fixture
-async def llm(fake: FakeOpenAI) -> AsyncIterator[OpenAICompatible]:
-    config = OpenAICompatibleConfig(
-        base_url=fake.base_url,
-        model="fake-model",
-        api_key=SecretStr(TEST_KEY),
-        read_timeout_s=5.0,
-        max_retries=1,
-        backoff_base_s=0.01,
-        backoff_max_s=0.02,
-    )
-    provider = OpenAICompatible(config)
-    yield provider
-    await provider.aclose()
-
-
-class Turn:
-    """One orchestrator with stand-ins, and a conversation to run messages through."""
-
-    def __init__(self, llm: LLMProvider, intent: Intent, hits: list[Hit]) -> None:
-        self.classifier = StubClassifier(intent)
-        self.retriever = StubRetriever(hits)
-        self.replies = RecordedReplies()
-        self.conversation = Conversation(conversation_id="conv-1")
-        deps = TurnDeps(
-            retriever=cast(Retriever, self.retriever),
-            intents=cast(IntentClassifier, self.classifier),
-            turns=cast(TurnStore, None),  # decide() keeps no state of its own
-            conversations=cast(ConversationStore, None),
-            llm=llm,
-        )
-        self.orchestrator = Orchestrator(deps, OrchestratorSettings(llm_stream_interval_s=0))
-
-    async def say(
-        self, text: str, *, groups: list[str] | None = None, authenticated: bool = False
-    ) -> tuple[AnswerBody, str]:
-        turn = TurnState(
-            correlation_id="turn-1",
-            conversation_id="conv-1",
-            user_id="u-1",
-            groups=groups or [],
-            authenticated=authenticated,
-            reply_to="replies.test",
-            question=text,
-        )
-        return await self.orchestrator.decide(text, self.conversation, turn, self.replies)
-
+from orchestrator.llm import NoLLM, OpenAICompatible
+from orchestrator.service import BY_CLASSIFIER, BY_LLM
+from orchestrator.tests.stand_ins import MONITOR, UNRELATED, Turn, classified
+from tests.support.fake_openai import FakeOpenAI, Reply, reading, server_error
 
 WEATHER = "What's the weather like in Paris tomorrow?"
 

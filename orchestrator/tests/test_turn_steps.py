@@ -2,7 +2,7 @@
 it (the others untouched), and what a reply does decided by its type, never by its reason.
 
 The orchestrator runs on the session's real Redis with stand-ins for the models (no encoder, no
-Chroma: ``test_service_llm``'s), so what is checked is how the steps make up the turn.
+Chroma: ``stand_ins.py``), so what is checked is how the steps make up the turn.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from orchestrator.memory import ChecklistState, Conversation, ConversationStore
 from orchestrator.retrieval import Retriever
 from orchestrator.service import Orchestrator
 from orchestrator.state import TurnState, TurnStatus, TurnStore
-from orchestrator.tests.test_service_llm import MONITOR, StubClassifier, StubRetriever, classified
+from orchestrator.tests.stand_ins import MONITOR, StubClassifier, StubRetriever, classified
 from orchestrator.turn import TURN_STEPS, Answer, Reply, Section, Step, Steps, Turn, TurnDeps
 
 DOCUMENTED_ORDER = (

@@ -1,16 +1,15 @@
 """What a turn writes on its way to the answer: its audit records together (one write, before the
 answer), its state once, and the search announced while it runs.
 
-The orchestrator runs on the session's real Redis with the stand-ins of ``test_service_llm`` for
+The orchestrator runs on the session's real Redis with the stand-ins of ``stand_ins.py`` for
 the models, and recording stand-ins for the services it talks to.
 """
 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -21,42 +20,24 @@ from contracts.events import (
     AnswerBody,
     ChunksIndexed,
     ContextInsufficient,
-    QueryReceived,
     TurnReply,
     UnansweredNotice,
 )
 from contracts.readers import ANONYMOUS, Principals
 from contracts.settings import ServiceSettings
 from orchestrator.attachments import ConversationKeys
-from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits
 from orchestrator.handlers import BusReplies
-from orchestrator.intent import IntentClassifier
-from orchestrator.memory import ConversationStore
-from orchestrator.retrieval import Retrieval, Retriever
-from orchestrator.service import Orchestrator
-from orchestrator.state import TurnState, TurnStatus, TurnStore
-from orchestrator.tests.test_service_llm import (
+from orchestrator.retrieval import Retrieval
+from orchestrator.state import TurnState, TurnStatus
+from orchestrator.tests.stand_ins import (
     MONITOR,
     UNRELATED,
-    StubClassifier,
+    Event,
     StubRetriever,
-    classified,
+    make,
+    query,
 )
-from orchestrator.turn import AuditNote, TurnDeps
-
-Event = tuple[str, Any]
-
-
-class RecordingAudit:
-    def __init__(self, events: list[Event]) -> None:
-        self.events = events
-
-    async def record(self, turn: TurnState, *notes: AuditNote) -> None:
-        self.events.append(("audit", [note.action for note in notes]))
-
-    async def publish(self, record: Any) -> None:
-        self.events.append(("audit", [record.action]))
 
 
 class RecordingReplies:
@@ -70,16 +51,6 @@ class RecordingReplies:
         self.events.append(("answer", body.action.value))
 
 
-class CountingTurns(TurnStore):
-    def __init__(self, client: aioredis.Redis, ttl_s: int) -> None:
-        super().__init__(client, ttl_s)
-        self.saved: list[TurnStatus] = []
-
-    async def save(self, state: TurnState) -> None:
-        self.saved.append(state.status)
-        await super().save(state)
-
-
 class RecordingFleet:
     def __init__(self) -> None:
         self.requests: list[ContextInsufficient] = []
@@ -89,6 +60,13 @@ class RecordingFleet:
 
     async def stop(self, turn: TurnState, job_id: str) -> None:
         return None
+
+
+@pytest.fixture
+async def redis(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(fresh_redis_url)
+    yield client
+    await client.aclose()
 
 
 class RefreshingRetriever(StubRetriever):
@@ -123,39 +101,6 @@ class AnnouncingReplies(RecordingReplies):
         await super().progress(turn, stage, detail)
         if stage == "searching":
             self.announced.set()
-
-
-@pytest.fixture
-async def redis(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(fresh_redis_url)
-    yield client
-    await client.aclose()
-
-
-def make(
-    redis: aioredis.Redis, events: list[Event], retriever: Any, **deps: Any
-) -> tuple[Orchestrator, CountingTurns]:
-    turns = CountingTurns(redis, 600)
-    built = TurnDeps(
-        retriever=cast(Retriever, retriever),
-        intents=cast(IntentClassifier, StubClassifier(classified())),
-        turns=turns,
-        conversations=ConversationStore(redis, 600),
-        audit=RecordingAudit(events),
-        **deps,
-    )
-    settings = OrchestratorSettings(cases_max=0, crawl_seed_urls=["https://help.example/"])
-    return Orchestrator(built, settings), turns
-
-
-def query(text: str = "How do I request a second monitor?") -> QueryReceived:
-    return QueryReceived(
-        correlation_id=uuid.uuid4().hex,
-        conversation_id=uuid.uuid4().hex,
-        user_id="u1",
-        text=text,
-        reply_to="reply.test",
-    )
 
 
 async def test_an_answered_turn_records_its_audit_trail_in_one_write_before_the_answer(

@@ -26,6 +26,7 @@ from orchestrator.intent import IntentClassifier
 from orchestrator.llm import LLMProvider, NoLLM
 from orchestrator.memory import Conversation, ConversationStore
 from orchestrator.retrieval import Retriever
+from orchestrator.sites import SiteProfiles
 from orchestrator.state import TurnState, TurnStore
 
 
@@ -129,6 +130,7 @@ class TurnDeps:
     incidents: IncidentStore | None = None
     automations: AutomationRunner | None = None
     runtime: RuntimeConfigReader | None = None
+    sites: SiteProfiles | None = None
 
     def may_crawl(self, settings: OrchestratorSettings) -> bool:
         """Whether a turn the knowledge base does not cover may wait on a crawl."""

@@ -212,6 +212,8 @@ class RetrievalStep(Step):
         best = retrieval.confidence
         find_answer(turn)
         verdict = turn.verdict
+        refused = turn.off_topic and not turn.similar
+        kept = await help_site_subjects(turn) if refused else None
         turn.note(
             "retrieval",
             turn.confidence if verdict is None else f"{turn.confidence}; {verdict.reason}",
@@ -220,8 +222,9 @@ class RetrievalStep(Step):
             top_url=retrieval.hits[0].url if retrieval.hits else None,
             answered_from=turn.answering.url if turn.answering else None,
             missing=", ".join(verdict.missing) if verdict else None,
+            in_scope_by=kept,
         )
-        if turn.off_topic and not turn.similar:
+        if refused and kept is None:
             reason = f"outside IT support (scope score {turn.intent.scope_score:.2f}; "
             reason += f"{turn.confidence})"
             return Answer(body=compose_text(REFUSE_TEXT, Action.REFUSE), reason=reason + turn.by)
@@ -230,6 +233,27 @@ class RetrievalStep(Step):
             # own. (The model read it with the topic already.)
             turn.read_intent = await asyncio.to_thread(deps.intents.classify, turn.search_text)
         return None
+
+
+async def help_site_subjects(turn: Turn) -> str | None:
+    """Why a question the scope model doubts is read from the configured help sites instead of
+    refused (:mod:`orchestrator.sites`), or None: it names a subject of their profile, or no
+    page of theirs has been read yet, so they are read before refusing (after that crawl, only
+    a question that names their subjects, or one they answer, is kept). Only with help sites to
+    crawl, and only within ``scope_site_margin`` under the threshold."""
+    deps, settings = turn.deps, turn.settings
+    if (
+        deps.sites is None
+        or not deps.may_crawl(settings)
+        or turn.intent.scope_score < settings.scope_threshold - settings.scope_site_margin
+    ):
+        return None
+    profile = await deps.sites.profile(settings.crawl_seed_urls)
+    if named := profile.subjects_named(turn.asked):
+        return f"names the help site's {', '.join(named)}"
+    if profile.pages == 0 and turn.allow_crawl:
+        return "the help site is not read yet: read before refusing"
+    return None
 
 
 def find_answer(turn: Turn) -> None:

@@ -25,8 +25,8 @@ import yaml
 
 from redactor.config import RedactorSettings
 from redactor.service import Redactor
+from tests.support import SHARED_DATA
 
-_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 _ENTITY_MARKUP = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 
 
@@ -70,9 +70,11 @@ def count(redactor: Redactor, texts: list[str], show: int) -> Counter[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--intents", type=Path, default=_DATA / "intents/rasa-helpdesk-nlu.yml")
     parser.add_argument(
-        "--tickets", type=Path, default=_DATA / "tickets/it-ticket-categories.train.csv"
+        "--intents", type=Path, default=SHARED_DATA / "intents/rasa-helpdesk-nlu.yml"
+    )
+    parser.add_argument(
+        "--tickets", type=Path, default=SHARED_DATA / "tickets/it-ticket-categories.train.csv"
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N tickets")
     parser.add_argument("--show", type=int, default=0, help="print N examples per type")

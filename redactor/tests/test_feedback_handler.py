@@ -4,30 +4,19 @@ entry deleted."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
 
 import redis.asyncio as aioredis
 
 from contracts.bus import Bus, decode_entry
 from contracts.events import Action, FeedbackReceived, FeedbackRecorded, utcnow
 from contracts.topics import Topic, dead_letter_stream
+from tests.support import entry_gone, wait_until
 
 COMMENT = (
     "Did not help. I'm Zebulon Quackenbush, zq7731.leak@fastmail.com, "
     "my password is Quokka!Tr0mb0ne#88"
 )
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout_s: float = 30) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (result := await check()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-    return result
 
 
 def rating(comment: str | None) -> FeedbackReceived:
@@ -52,7 +41,7 @@ async def test_a_ratings_comment_is_redacted_on_its_way_on(
     given = rating(COMMENT)
     entry_id = await bus.publish(Topic.FEEDBACK_RECEIVED, given)
 
-    entries = await eventually(lambda: client.xrange(Topic.FEEDBACK_RECORDED))
+    entries = await wait_until(lambda: client.xrange(Topic.FEEDBACK_RECORDED), timeout_s=30)
     recorded = decode_entry(entries[0][1], FeedbackRecorded)
 
     assert recorded.comment is not None
@@ -68,8 +57,9 @@ async def test_a_ratings_comment_is_redacted_on_its_way_on(
     assert recorded.cited_urls == given.cited_urls
     assert (recorded.action, recorded.category) == (Action.ANSWER, "connectivity")
     # The raw entry lives only until it is redacted.
-    await eventually(
-        lambda: _gone(client, Topic.FEEDBACK_RECEIVED, entry_id),
+    await wait_until(
+        lambda: entry_gone(client, Topic.FEEDBACK_RECEIVED, entry_id),
+        timeout_s=30,
     )
     assert await client.xlen(dead_letter_stream(Topic.FEEDBACK_RECEIVED)) == 0
 
@@ -80,10 +70,6 @@ async def test_a_rating_without_a_comment_passes_as_it_is(
     bus, client = running
     await bus.publish(Topic.FEEDBACK_RECEIVED, rating("   "))
 
-    entries = await eventually(lambda: client.xrange(Topic.FEEDBACK_RECORDED))
+    entries = await wait_until(lambda: client.xrange(Topic.FEEDBACK_RECORDED), timeout_s=30)
 
     assert decode_entry(entries[0][1], FeedbackRecorded).comment is None
-
-
-async def _gone(client: aioredis.Redis, topic: str, entry_id: str) -> bool:
-    return not await client.xrange(topic, min=entry_id, max=entry_id)

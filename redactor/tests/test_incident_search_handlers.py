@@ -20,7 +20,7 @@ from contracts.events import (
     utcnow,
 )
 from contracts.topics import Topic, dead_letter_stream
-from redactor.tests.test_feedback_handler import _gone, eventually
+from tests.support import entry_gone, wait_until
 
 EMAIL = "zq7731.leak@fastmail.com"
 PHONE = "+44 20 7946 0958"
@@ -53,7 +53,7 @@ async def test_an_incidents_texts_are_redacted_and_the_raw_report_deleted(
     given = reported(incident)
     entry_id = await bus.publish(Topic.INCIDENT_RECEIVED, given)
 
-    entries = await eventually(lambda: client.xrange(Topic.INCIDENT_REPORTED))
+    entries = await wait_until(lambda: client.xrange(Topic.INCIDENT_REPORTED), timeout_s=30)
     event = decode_entry(entries[0][1], IncidentReported)
 
     stored = b"".join(entries[0][1].values())
@@ -72,7 +72,7 @@ async def test_an_incidents_texts_are_redacted_and_the_raw_report_deleted(
     # The order of an incident's reports is their callers' order, not the redactor's.
     assert event.occurred_at == given.occurred_at
     assert (event.correlation_id, event.conversation_id) == ("inc-7", "inc-7")
-    await eventually(lambda: _gone(client, Topic.INCIDENT_RECEIVED, entry_id))
+    await wait_until(lambda: entry_gone(client, Topic.INCIDENT_RECEIVED, entry_id), timeout_s=30)
     assert await client.xlen(dead_letter_stream(Topic.INCIDENT_RECEIVED)) == 0
 
 
@@ -84,7 +84,7 @@ async def test_a_redelivered_report_gives_the_same_event(
     await bus.publish(Topic.INCIDENT_RECEIVED, given)
     await bus.publish(Topic.INCIDENT_RECEIVED, given)
 
-    entries = await eventually(
+    entries = await wait_until(
         lambda: _count_at_least(client, Topic.INCIDENT_REPORTED, 2), timeout_s=30
     )
     ids = {decode_entry(fields, IncidentReported).event_id for _, fields in entries}
@@ -104,7 +104,7 @@ async def test_a_status_link_is_kept_unless_something_else_is_in_it(
     for incident_id, url in (("inc-8", link), ("inc-9", f"{link}?token={API_KEY}")):
         incident = Incident(id=incident_id, title="VPN down", status="investigating", url=url)
         await bus.publish(Topic.INCIDENT_RECEIVED, reported(incident))
-    entries = await eventually(lambda: _reported_count(client, 2))
+    entries = await wait_until(lambda: _reported_count(client, 2), timeout_s=30)
     shown = {e.incident.id: e.incident.url for e in entries}
     assert shown == {"inc-8": link, "inc-9": None}
 
@@ -133,11 +133,11 @@ async def test_an_incident_named_like_a_conversation_numbers_its_placeholders_ap
             reply_to="reply.test",
         ),
     )
-    await eventually(lambda: client.xrange(Topic.QUERY_RECEIVED))
+    await wait_until(lambda: client.xrange(Topic.QUERY_RECEIVED), timeout_s=30)
     guess = "other.person@example.org"
     incident = Incident(id=victim, title=f"VPN down for {guess}", status="investigating")
     await bus.publish(Topic.INCIDENT_RECEIVED, reported(incident))
-    [event] = await eventually(lambda: _reported_count(client, 1))
+    [event] = await wait_until(lambda: _reported_count(client, 1), timeout_s=30)
     assert event.incident.title == "VPN down for <EMAIL_ADDRESS_1>"  # not _2: its own numbering
     await bus.publish(
         Topic.MESSAGE_RECEIVED,
@@ -149,7 +149,7 @@ async def test_an_incident_named_like_a_conversation_numbers_its_placeholders_ap
             reply_to="reply.test",
         ),
     )
-    queries = await eventually(lambda: _queries_count(client, 2))
+    queries = await wait_until(lambda: _queries_count(client, 2), timeout_s=30)
     assert queries[-1].text == "or <EMAIL_ADDRESS_2>"  # the conversation's numbering, untouched
 
 
@@ -174,7 +174,7 @@ async def test_a_search_is_redacted_and_keeps_who_asks_and_where_to_answer(
     )
     entry_id = await bus.publish(Topic.SEARCH_RECEIVED, given)
 
-    entries = await eventually(lambda: client.xrange(Topic.SEARCH_REQUESTED))
+    entries = await wait_until(lambda: client.xrange(Topic.SEARCH_REQUESTED), timeout_s=30)
     request = decode_entry(entries[0][1], SearchRequested)
 
     assert EMAIL.encode() not in b"".join(entries[0][1].values())
@@ -183,4 +183,4 @@ async def test_a_search_is_redacted_and_keeps_who_asks_and_where_to_answer(
     assert {c.entity_type for c in request.redactions} >= {"EMAIL_ADDRESS"}
     assert (request.user_id, request.groups, request.limit) == ("mcp:itsm", ["it-staff", "emea"], 3)
     assert (request.reply_to, request.correlation_id) == ("reply.gw-1", "search-1")
-    await eventually(lambda: _gone(client, Topic.SEARCH_RECEIVED, entry_id))
+    await wait_until(lambda: entry_gone(client, Topic.SEARCH_RECEIVED, entry_id), timeout_s=30)

@@ -17,7 +17,7 @@ import redis
 from mcp.client.session import ClientSession
 
 from deploy.runner import Stack
-from gateway.tests.test_mcp import TOOLS, session, structured
+from tests.support.mcp_client import TOOLS, session, structured
 from tests.support.stack import SHARED_MCP_NOC_TOKEN, SHARED_MCP_TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared-stack")]

@@ -5,7 +5,8 @@
   other's messages on the shared server.
 * :func:`wait_until` (async) and :func:`wait_until_sync` (for sync tests, and where another event
   loop runs, like Playwright's sync API) are how a test waits for anything: short polls up to a
-  deadline, never a fixed sleep.
+  deadline, never a fixed sleep. :func:`entry_gone` is what to wait for when a service must
+  delete the raw entry it read.
 * :class:`Children` starts Python programs from the repository root as subprocesses, keeps their
   output in a log file for failure messages, and kills whatever is still running at teardown.
 """
@@ -30,6 +31,13 @@ from uuid import uuid4
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The working directory of every child process, so ``contracts`` and ``tests`` import."""
+
+SHARED = REPO_ROOT.parent / "shared"
+"""What every developer and CI run has beside the repository (``../shared``, its README says
+what): schemas and the data below. Tests read it in place; nothing of it is copied in."""
+
+SHARED_DATA = SHARED / "data"
+"""Real corpora beside the repository: help sites, knowledge bases, intents, tickets, PII."""
 
 VECTOR_CACHE_VARIABLE = "DESKPILOT_TEST_VECTOR_CACHE"
 """Set by the root conftest.py for the whole test run (xdist workers inherit it)."""
@@ -147,6 +155,12 @@ def _timed_out(
     return AssertionError(
         f"timed out after {timeout_s:g}s waiting for {name}" + (f": {detail}" if detail else "")
     )
+
+
+async def entry_gone(client: Any, topic: str, entry_id: str) -> bool:
+    """Whether the entry ``entry_id`` of the stream ``topic`` is no longer there (``client``: an
+    asynchronous Redis client)."""
+    return not await client.xrange(topic, min=entry_id, max=entry_id)
 
 
 @dataclass

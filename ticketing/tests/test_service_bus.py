@@ -17,7 +17,6 @@ from faststream.redis.parser import BinaryMessageFormatV1
 from contracts.bus import RAW_FIELD
 from contracts.events import (
     AuditRecorded,
-    EscalationReason,
     EscalationRequested,
     Event,
     Incident,
@@ -25,8 +24,6 @@ from contracts.events import (
     TicketChange,
     TicketEvent,
     TicketStatusRequested,
-    TranscriptLine,
-    TriedStep,
 )
 from contracts.topics import Group, Topic, dead_letter_stream
 from tests.support import wait_until
@@ -36,6 +33,7 @@ from ticketing.backends.base import TicketDraft, request_reference
 from ticketing.backends.jira import JiraBackend
 from ticketing.service import PENDING
 from ticketing.tests.conftest import jira_config, settings_for
+from ticketing.tests.escalations import escalation
 
 E = TypeVar("E", bound=Event)
 SUPPORT = "helpdesk@northwind.example"
@@ -61,31 +59,6 @@ async def read(redis: aioredis.Redis, topic: str, model: type[E]) -> list[E]:
 
 async def ticket_events(redis: aioredis.Redis, change: TicketChange) -> list[TicketEvent]:
     return [e for e in await read(redis, Topic.TICKET_EVENTS, TicketEvent) if e.change == change]
-
-
-def escalation(n: int = 1, **overrides: Any) -> EscalationRequested:
-    values: dict[str, Any] = {
-        "correlation_id": f"turn-{n}",
-        "conversation_id": f"conv-{n}",
-        "user_id": f"user-{n}",
-        "reply_to": "reply.gw-1",
-        "reason": EscalationReason.LOW_CONFIDENCE,
-        "reason_detail": "every checklist step failed",
-        "summary": "VPN: cannot connect after password change (Windows)",
-        "problem": "The VPN client fails with error 0x80070005 since <DATE_TIME_1>.",
-        "topic": "connectivity:vpn",
-        "category": "connectivity",
-        "environment": {"os": "windows", "application": "VPN", "error_codes": "0x80070005"},
-        "tried": [TriedStep(step="Restart the VPN client", outcome="failed")],
-        "answers_given": ["Restart the client and sign in again [1]"],
-        "transcript": [
-            TranscriptLine(role="user", text="my vpn is broken"),
-            TranscriptLine(role="assistant", text="Let's try restarting the client."),
-        ],
-        "idempotency_key": f"esc-{n}",
-    }
-    values.update(overrides)
-    return EscalationRequested.model_validate(values)
 
 
 @contextlib.asynccontextmanager

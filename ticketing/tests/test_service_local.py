@@ -15,14 +15,10 @@ from pydantic import ValidationError
 
 from contracts.events import (
     EscalationReason,
-    EscalationRequested,
-    Event,
     IncidentReported,
     TicketChange,
-    TicketEvent,
     TranscriptLine,
 )
-from contracts.topics import Topic
 from tests.support.fake_statuspage import FakeStatusPage
 from ticketing.backends.base import topic_label
 from ticketing.backends.local import LocalBackend
@@ -31,27 +27,7 @@ from ticketing.content import MAX_DESCRIPTION, TRANSCRIPT_FILENAME, build_ticket
 from ticketing.service import PendingRequests, TicketingService, _lock_key
 from ticketing.statuspage import StatusPageWatcher
 from ticketing.tests.conftest import settings_for
-from ticketing.tests.test_service_bus import escalation
-
-
-class RecordingOutbox:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Event]] = []
-        self.dead: list[tuple[EscalationRequested, str, int]] = []
-
-    async def publish(self, topic: str, event: Event) -> str:
-        self.events.append((topic, event))
-        return "0-1"
-
-    async def dead_letter(self, event: EscalationRequested, error: str, attempts: int) -> None:
-        self.dead.append((event, error, attempts))
-
-    def ticket_events(self, change: TicketChange) -> list[TicketEvent]:
-        return [
-            e
-            for topic, e in self.events
-            if topic == Topic.TICKET_EVENTS and isinstance(e, TicketEvent) and e.change == change
-        ]
+from ticketing.tests.escalations import RecordingOutbox, escalation
 
 
 @pytest.fixture

@@ -55,8 +55,7 @@ from ticketing.content import (
 )
 from ticketing.service import TicketingService
 from ticketing.tests.conftest import jira_config, settings_for
-from ticketing.tests.test_service_bus import escalation
-from ticketing.tests.test_service_local import RecordingOutbox
+from ticketing.tests.escalations import RecordingOutbox, escalation
 
 MARKER = "EVIL"
 PAYLOADS = [

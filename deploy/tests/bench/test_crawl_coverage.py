@@ -8,9 +8,9 @@ from pathlib import Path
 
 from deploy.bench.crawl import Coverage, coverage_of, reference_texts
 from indexer.extract import extract_html
-from tests.support import REPO_ROOT
+from tests.support import SHARED_DATA
 
-DISPATCH = REPO_ROOT.parent / "shared" / "data" / "sites" / "dispatch-docs"
+DISPATCH = SHARED_DATA / "sites" / "dispatch-docs"
 
 PAGE = """<!doctype html><html><head><title>Zoom | Docs</title></head><body>
 <nav class="navbar"><a href="/">Docs</a></nav>

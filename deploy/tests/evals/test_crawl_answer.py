@@ -29,9 +29,9 @@ from deploy.evals.crawl_answer import (
     stack_env,
     summary,
 )
+from tests.support import REPO_ROOT, SHARED_DATA
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-DISPATCH = REPO_ROOT.parent / "shared" / "data" / "sites" / "dispatch-docs"
+DISPATCH = SHARED_DATA / "sites" / "dispatch-docs"
 DISPATCH_SET = REPO_ROOT / "deploy" / "evals" / "data" / "dispatch-docs.questions.yaml"
 HOST = "127.0.0.1:4321"
 PAGE = "/dispatch/docs/administration/faq"

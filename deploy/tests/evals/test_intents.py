@@ -39,9 +39,9 @@ from deploy.evals.intents import (
 )
 from orchestrator.config import OrchestratorSettings
 from orchestrator.intent import embed, load_examples
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, SHARED_DATA
 
-SHARED_RASA = REPO_ROOT.parent / "shared/data/intents/rasa-helpdesk-nlu.yml"
+SHARED_RASA = SHARED_DATA / "intents" / "rasa-helpdesk-nlu.yml"
 HELD_APART = REPO_ROOT / "orchestrator/tests/data/scope.heldapart.txt"
 
 RASA = """\

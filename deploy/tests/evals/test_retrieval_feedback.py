@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deploy.evals.retrieval import add_parser, run_eval_retrieval
-from deploy.tests.evals.test_retrieval import write_corpus
+from deploy.tests.evals.kb_corpus import write_corpus
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

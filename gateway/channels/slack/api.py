@@ -37,11 +37,10 @@ class SlackFailure(Exception):
     """A Web API call that failed; ``error`` is Slack's code (``ratelimited``,
     ``channel_not_found``, ...) or the transport's exception name."""
 
-    def __init__(self, error: str, *, transient: bool, retry_after_s: int | None = None) -> None:
+    def __init__(self, error: str, *, transient: bool) -> None:
         super().__init__(error)
         self.error = error
         self.transient = transient
-        self.retry_after_s = retry_after_s
 
 
 def _failure(exc: Exception) -> SlackFailure:
@@ -49,15 +48,9 @@ def _failure(exc: Exception) -> SlackFailure:
         status = exc.response.status_code
         data = exc.response.data if isinstance(exc.response.data, dict) else {}
         error = str(data.get("error") or f"http_{status}")
-        retry_after = exc.response.headers.get("Retry-After") or exc.response.headers.get(
-            "retry-after"
-        )
-        transient = status == 429 or status >= 500
-        return SlackFailure(
-            error,
-            transient=transient,
-            retry_after_s=int(retry_after) if retry_after and str(retry_after).isdigit() else None,
-        )
+        # The patient client's retry handler waits out a 429's Retry-After; the quick one never
+        # waits. Either way the wait is the SDK's: the failure only says whether to try later.
+        return SlackFailure(error, transient=status == 429 or status >= 500)
     return SlackFailure(type(exc).__name__, transient=True)
 
 

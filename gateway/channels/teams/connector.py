@@ -19,6 +19,8 @@ from urllib.parse import quote
 
 import httpx
 
+from gateway.retry_after import retry_after_s
+
 log = logging.getLogger("deskpilot.gateway.teams")
 
 SCOPE = "https://api.botframework.com/.default"
@@ -99,7 +101,10 @@ class BotConnector:
                 renewed = True  # the token was revoked or expired early: one new one
                 continue
             if status in (429, 503) and attempt < RETRIES:
-                await asyncio.sleep(_retry_after(response))
+                wait = retry_after_s(
+                    response.headers.get("retry-after"), default=1.0, cap=MAX_WAIT_S
+                )
+                await asyncio.sleep(wait)
                 continue
             error = _json(response).get("error")
             code = error.get("code") if isinstance(error, dict) else None
@@ -138,11 +143,3 @@ def _json(response: httpx.Response) -> dict[str, Any]:
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
-
-
-def _retry_after(response: httpx.Response) -> float:
-    value = response.headers.get("retry-after", "1")
-    try:
-        return min(MAX_WAIT_S, max(0.0, float(value)))
-    except ValueError:
-        return 1.0

@@ -1,0 +1,135 @@
+"""What the configured help sites are about: their profile, so their own subjects are in scope.
+
+An assistant for a help site answers what the site covers. The scope model is trained on IT
+support; a question about a product's documentation ("how do I run the tests for a plugin I
+wrote?", "how often does Dispatch recalculate what an incident has cost us?") may score just
+under its threshold. A question the model doubts (its scope score within
+``ORCHESTRATOR_SCOPE_SITE_MARGIN`` under the threshold) that names a subject of a configured
+site's profile is not refused: it is read from the site like any question the knowledge base
+does not cover. Weather, recipes and trivia name none of a help site's subjects and score far
+lower, so they stay refused.
+
+A site's profile is what names its subjects, read without rendering: its seed URLs' words (the
+product in ``/dispatch/``, ``docs.example-product.com``), and every page the fleet has read from
+it, by its title and its URL's words (``/docs/contributing/plugins/testing``: contributing,
+plugins, testing). The pages come with each ``crawl.finished`` event, so the profile grows as
+the site is read and is shared by every replica.
+
+Redis keys: ``deskpilot:orchestrator:site-profile:<site>`` (``<site>`` is scheme, host and
+port): hash of page URL → title, kept :data:`PROFILE_TTL_S` after its last write and at most
+:data:`MAX_PAGES` pages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+import redis.asyncio as aioredis
+
+from contracts.events import CrawlPageSummary
+from orchestrator.sentiment import word_set
+from orchestrator.sufficiency import close_forms, key_terms, stems
+
+KEY_PREFIX = "deskpilot:orchestrator:site-profile:"
+PROFILE_TTL_S = 7 * 24 * 3600
+"""A site not read for a week is profiled afresh from its next crawl (and its seeds meanwhile)."""
+MAX_PAGES = 5000
+"""Pages a profile keeps: enough for a documentation site, bounded for any site."""
+
+# Words of URLs and host names that say nothing about a site's subject.
+_URL_NOISE = word_set(
+    "www docs doc documentation help support wiki kb en us gb html htm php aspx asp jsp index "
+    "default home page pages com org net io co uk dev app apps site sites github gitlab "
+    "localhost latest stable current master main"
+)
+_URL_SPLIT = re.compile(r"[\s/\-_.~+:%=?&]+|(?<=[a-z])(?=[A-Z])")
+
+
+def site_of(url: str) -> str:
+    """A URL's site: scheme, host and port, lower case ("http://127.0.0.1:8000")."""
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+
+
+def url_words(url: str, *, host: bool = False) -> str:
+    """The words of a URL's path (and host labels with ``host``), noise and numbers left out."""
+    parts = urlsplit(url)
+    text = unquote(parts.path)
+    if host:
+        text = f"{parts.hostname or ''} {text}"
+    words = (w.lower() for w in _URL_SPLIT.split(text))
+    return " ".join(w for w in words if w and w not in _URL_NOISE and not w.isdigit())
+
+
+@dataclass(frozen=True, slots=True)
+class SiteProfile:
+    """The stems that name a help site's subjects (see the module's description)."""
+
+    stems: frozenset[str]
+    pages: int
+    """Pages read from the site that it was built from (its seeds alone: 0)."""
+
+    @classmethod
+    def build(cls, seeds: Iterable[str], pages: Iterable[tuple[str, str]]) -> SiteProfile:
+        """The profile of seed URLs and pages read, each as (URL, title)."""
+        found: set[str] = set()
+        for seed in seeds:
+            found.update(stems(url_words(seed, host=True)))
+        count = 0
+        for url, title in pages:
+            count += 1
+            found.update(stems(f"{title} {url_words(url)}"))
+        return cls(frozenset(found), count)
+
+    def subjects_named(self, question: str) -> list[str]:
+        """The question's key terms that name one of the site's subjects, in the question's
+        words (:func:`orchestrator.sufficiency.key_terms`: asking and stop words never do)."""
+        return [
+            term.word
+            for term in key_terms(question, None)
+            if any(close_forms(term.stem, known) for known in self.stems)
+        ]
+
+
+class SiteProfiles:
+    """The configured help sites' profiles, in Redis so every replica reads the same."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+
+    async def record(self, pages: Sequence[CrawlPageSummary]) -> int:
+        """Note the pages a crawl read (those served with success), each under its site;
+        returns how many were noted."""
+        read = [page for page in pages if 200 <= page.status < 300]
+        by_site: dict[str, dict[str, str]] = {}
+        for page in read:
+            by_site.setdefault(site_of(page.url), {})[page.url] = page.title[:300]
+        for site, titles in by_site.items():
+            key = KEY_PREFIX + site
+            if await self.client.hlen(key) >= MAX_PAGES:
+                titles = {
+                    url: title
+                    for url, title in titles.items()
+                    if await self.client.hexists(key, url)
+                }
+            if titles:
+                async with self.client.pipeline(transaction=False) as pipe:
+                    pipe.hset(key, items=[part for pair in titles.items() for part in pair])
+                    pipe.expire(key, PROFILE_TTL_S)
+                    await pipe.execute()
+        return len(read)
+
+    async def profile(self, seeds: Sequence[str]) -> SiteProfile:
+        """The profile of the seeds' sites: their seeds' words and every page read from them."""
+        pages: list[tuple[str, str]] = []
+        for site in dict.fromkeys(site_of(seed) for seed in seeds):
+            held = await self.client.hgetall(KEY_PREFIX + site)
+            pages.extend((_text(url), _text(title)) for url, title in held.items())
+        return SiteProfile.build(seeds, pages)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
