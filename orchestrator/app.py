@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -33,6 +34,8 @@ from orchestrator.state import TurnStore
 from orchestrator.turn import TurnDeps
 
 SERVICE = "orchestrator"
+
+logger = logging.getLogger(__name__)
 
 
 def build_retriever(
@@ -121,6 +124,16 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
         async def chroma() -> bool:
             return await asyncio.to_thread(retriever.ping)
 
+        async def warm_snapshot() -> None:
+            # Built now rather than by the first question, which would wait for it (tens of
+            # seconds at 100,000 chunks); a question asked meanwhile waits only for the rest.
+            try:
+                await asyncio.to_thread(retriever.refresh, force=True)
+            except Exception:
+                logger.exception("building the retrieval snapshot at start failed")
+
+        warming = asyncio.create_task(warm_snapshot(), name="retrieval-snapshot")
+
         try:
             # Turns whose crawl neither finished nor reported in time are answered anyway;
             # ratings other replicas counted reach this one's ranking.
@@ -130,6 +143,7 @@ def create_worker(settings: OrchestratorSettings | None = None) -> Worker:
             ):
                 yield {"chroma": chroma}
         finally:
+            await asyncio.wait({warming}, timeout=settings.graceful_timeout_s)
             await llm.aclose()
             await automations.aclose()
             live_client.close()

@@ -372,6 +372,19 @@ def test_one_trace_and_one_correlation_id_span_the_turn(stack: Stack) -> None:
         assert {r.get("trace_id") for r in lines} == {trace_id}, service
 
 
+def test_the_retrieval_snapshot_is_built_at_start_not_by_the_first_question(
+    stack: Stack,
+) -> None:
+    ask(stack, "My webcam does not work")  # a turn has run, whichever test ran first
+    records = log_records(stack, "orchestrator")
+    built = [i for i, r in enumerate(records) if "retrieval snapshot built" in r.get("msg", "")]
+    turns = [i for i, r in enumerate(records) if r.get("correlation_id")]
+    assert built, "the orchestrator never built its retrieval snapshot"
+    assert turns
+    assert built[0] < turns[0]
+    assert records[built[0]].get("correlation_id") is None
+
+
 def test_raw_text_is_deleted_once_redacted(stack: Stack) -> None:
     secret_mail = "jane.doe.e2e@northwind.example"
     body = ask(stack, f"Please email {secret_mail} about the VPN password reset").json()
