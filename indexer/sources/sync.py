@@ -5,7 +5,9 @@ What a caller can rely on:
 
 * **new** documents are indexed; **changed** ones (another version, or the same version with
   other content or readers) get their chunks replaced so that a reader checking generations
-  (:mod:`contracts.live`) sees the old version or the new one, never both, never neither;
+  (:mod:`contracts.live`) sees the old version or the new one, never both, never neither; when
+  only the readers changed (same content hash), the new chunks reuse the old ones' text and
+  vectors, so nothing is embedded;
   **unchanged** ones (same version as indexed) are not even fetched, so nothing is embedded;
   **deleted** ones lose their chunks.
 * One document that cannot be read or extracted is counted ``failed``, kept in the state's
@@ -225,7 +227,11 @@ class SourceSync:
             "source_version": change.version,
             **readers.metadata(),
         }
-        self.ingestor.ingest_documents([document], {doc_id: Versioned(generation, metadata)})
+        versioned = Versioned(generation, metadata)
+        same_text = known is not None and known.content_hash == document.content_hash
+        # Other readers, same text: the published chunks and their vectors, restamped.
+        if not (same_text and known and self.ingestor.restamp(doc_id, known.generation, versioned)):
+            self.ingestor.ingest_documents([document], {doc_id: versioned})
         # Also when the ingestor found it current (a run killed after the write): the switch.
         self.state.publish(doc_id, generation)
         self.state.retire(self.ingestor.other_generations(doc_id, generation))

@@ -110,7 +110,7 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
         self._throttle = 0
         self._delta_pages = 0
         self._fail_after: int | None = None
-        self._drive_token_floor = 0
+        self._drive_token_floors: dict[str, int] = {}
         self.site_pages: dict[str, dict[str, Any]] = {}
         """Pages created through the API, by id: the JSON they were created with."""
         self.published: list[str] = []
@@ -180,10 +180,13 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
     def fail_deltas_after(self, pages: int | None) -> None:
         self._fail_after, self._delta_pages = pages, 0
 
-    def expire_drive_delta_tokens(self) -> None:
-        """Every drive delta link issued so far answers 410 ``resyncRequired``."""
+    def expire_drive_delta_tokens(self, drive: str | None = None) -> None:
+        """Every delta link issued so far for ``drive`` (None: every drive) answers 410
+        ``resyncRequired``."""
         with self._lock:
-            self._drive_token_floor = next(self._clock)
+            now = next(self._clock)
+            for expired in [drive] if drive else list(self.drives):
+                self._drive_token_floors[expired] = now
 
     def fail_page_creates(self, count: int, status: int = 503) -> None:
         """The next ``count`` page creations answer ``status`` (503 with ``Retry-After``)."""
@@ -367,7 +370,8 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
             token = request.query_params.get("token", "")
             since, _, page = token.partition(".")
             since_at, start = int(since or 0), int(page or 0)
-            if token and not page and since_at < self._drive_token_floor:  # a delta link's
+            expired = since_at < self._drive_token_floors.get(drive, 0)
+            if token and not page and expired:  # a delta link Graph no longer honours
                 return _error(
                     410,
                     "resyncRequired",
