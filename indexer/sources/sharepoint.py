@@ -12,21 +12,27 @@ between runs and whose throttling (429/503 with ``Retry-After``) must behave as 
 (with kiota and azure-identity under it) would hide exactly those links and waits.
 
 Incremental by drive delta queries: the first run pages through ``/drives/{id}/root/delta`` by
-``@odata.nextLink`` to the ``@odata.deltaLink``, which is kept per drive; later runs start from
-it and get only what changed, deleted items with the ``deleted`` facet. The cursor (every
-drive's delta link, and the next link of the drive being read) moves page by page, only once the
-page is committed. Files: .docx (python-docx, headings kept), .pdf, .md, .html, .txt (the
-indexer's extractor); other files are not listed.
+``@odata.nextLink`` to the ``@odata.deltaLink``, which is kept per drive; later runs start from it
+and get only what changed, deleted items with the ``deleted`` facet. The cursor (every drive's delta
+link, and the next link of the drive being read) moves page by page, only once the page is
+committed. An enumeration from a drive's start (its first sync, or after Graph's 410
+``resyncRequired`` on a kept link) names every file that exists and no deleted one: its pages are a
+complete listing of the drive's keys (:attr:`ChangePage.scope`), so the sync removes at its end what
+it did not name; a run stopped midway keeps "enumerating" in the cursor and resumes as one (the keys
+it named so far are in Redis). The drive delta asks for sharing changes (:data:`SHARING_CHANGES`): a
+file Graph marks ``sharedChanged`` has its readers read with the listing and made part of its
+version, so its chunks get its new readers. Files: .docx (python-docx, headings kept), .pdf, .md,
+.html, .txt (the indexer's extractor); other files are not listed.
 
 Configured lists are read the same way, by list item delta queries
 (``/sites/{id}/lists/{list}/items/delta?$expand=fields``), their delta links kept beside the
 drives'. Site pages have no delta query: every run lists them
 (``/sites/{id}/pages/microsoft.graph.sitePage``, by ``@odata.nextLink``) with their ``eTag``,
 ``lastModifiedDateTime`` and readers (read every run) as the version, so an unchanged page is
-skipped without being read and a page whose permissions alone changed is re-indexed;
-the ids a complete listing returned are kept in the cursor, and a page the next complete listing
-misses is deleted. A run goes pages, then lists, then drives; the cursor remembers which of these
-feeds the run has finished, so a run resumed midway does not read them again.
+skipped without being read and a page whose permissions alone changed is re-indexed; each
+listing is a complete listing of the pages' keys, so a page it misses is deleted. A run goes
+pages, then lists, then drives; the cursor remembers which of these feeds the run has
+finished, so a run resumed midway does not read them again.
 
 Who may read: a file's and a page's Graph permissions (a page is a file of the site's Site Pages
 library: ``/sites/{id}/lists/{list}/drive``, then the file by name); a list item's readers come

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import redis
 from chromadb.api.models.Collection import Collection
 
@@ -23,6 +24,12 @@ from tests.support.fake_graph import FakeGraph
 FAQ = {"list": "IT FAQ", "title": "Title", "body": ["Answer"], "groups": ["all-staff"]}
 PAGE = [[["<h2>Badges</h2><p>Collect your badge at the front desk on your first day.</p>"]]]
 POLICIES = "b!drive1"
+
+
+@pytest.fixture
+def counting(embedder: Any) -> CountingEmbedder:
+    """The session's embedder, counting what it embeds: what is unchanged costs nothing."""
+    return CountingEmbedder(embedder)
 
 
 def files(graph: FakeGraph, drive: str, *names: str) -> list[str]:
@@ -50,9 +57,12 @@ def readable_by(
 
 
 def test_what_was_deleted_while_a_delta_link_was_stale_is_swept_by_the_resync(
-    graph: FakeGraph, embedder: Any, collection: Collection, settings: Any, client: redis.Redis
+    graph: FakeGraph,
+    counting: CountingEmbedder,
+    collection: Collection,
+    settings: Any,
+    client: redis.Redis,
 ) -> None:
-    counting = CountingEmbedder(embedder)
     graph.drives[POLICIES] = "Policies"
     documents = files(graph, "b!drive0", "printers.md", "wifi.md", "vpn.md")
     policies = files(graph, POLICIES, "travel.md", "laptops.md")
@@ -100,9 +110,12 @@ def test_what_was_deleted_while_a_delta_link_was_stale_is_swept_by_the_resync(
 
 
 def test_a_resync_stopped_midway_resumes_and_sweeps_the_same_indexing_nothing_twice(
-    graph: FakeGraph, embedder: Any, collection: Collection, settings: Any, client: redis.Redis
+    graph: FakeGraph,
+    counting: CountingEmbedder,
+    collection: Collection,
+    settings: Any,
+    client: redis.Redis,
 ) -> None:
-    counting = CountingEmbedder(embedder)
     ingestor = Ingestor(counting, collection, settings)
     graph.page_size = 1
     names = ("a.md", "b.md", "c.md", "d.md")
@@ -169,9 +182,12 @@ def test_the_pages_listing_sweeps_deleted_pages_and_keeps_one_being_edited(
 
 
 def test_a_file_permission_change_alone_reaches_its_readers_at_the_next_sync(
-    graph: FakeGraph, embedder: Any, collection: Collection, settings: Any, client: redis.Redis
+    graph: FakeGraph,
+    counting: CountingEmbedder,
+    collection: Collection,
+    settings: Any,
+    client: redis.Redis,
 ) -> None:
-    counting = CountingEmbedder(embedder)
     syncer = Syncer(graph, Ingestor(counting, collection, settings), client, pages=False)
     vpn = graph.add_file("vpn.md", VPN_MD, groups=["it-staff"], organization_link=False).id
     other = graph.add_file("wifi.md", b"# Wi-Fi\n\nJoin Corp-WiFi with your account.\n").id
