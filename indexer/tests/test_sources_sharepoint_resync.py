@@ -6,6 +6,7 @@ a file's permission change alone reaches its chunks at the next sync."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -14,11 +15,14 @@ import redis
 from chromadb.api.models.Collection import Collection
 
 from contracts.readers import Principals, Readers
-from indexer.service import Ingestor
+from indexer.extract import extract_bytes
+from indexer.service import Ingestor, Versioned
+from indexer.sources.base import Change, DocumentError
+from indexer.sources.sharepoint import SharePointSource
 from indexer.sources.sharepoint_pages import list_item_key, page_key
 from indexer.sources.state import PREFIX, SyncState
 from indexer.tests.counting import CountingEmbedder
-from indexer.tests.synced_sources import VPN_MD, Syncer, chunks_of
+from indexer.tests.synced_sources import VPN_MD, Syncer, chunks_of, sharepoint_config
 from tests.support.fake_graph import FakeGraph
 
 FAQ = {"list": "IT FAQ", "title": "Title", "body": ["Answer"], "groups": ["all-staff"]}
@@ -214,3 +218,59 @@ def test_a_file_permission_change_alone_reaches_its_readers_at_the_next_sync(
         assert (again.error, again.summary.total) == (None, 0)
     finally:
         syncer.close()
+
+
+def test_restamping_reuses_vectors_and_refuses_what_it_cannot_copy_whole(
+    counting: CountingEmbedder, collection: Collection, settings: Any
+) -> None:
+    ingestor = Ingestor(counting, collection, settings)
+    document = dataclasses.replace(
+        extract_bytes(VPN_MD * 20, "vpn.md", "https://contoso.example/vpn.md"), explicit_id="d1"
+    )
+    before = Versioned("g1", Readers(public=False, groups=("it-staff",)).metadata())
+    ingestor.ingest_documents([document], {"d1": before})
+    embedded = counting.texts
+    after = Versioned("g2", Readers(public=False, groups=("hr-staff",)).metadata())
+
+    assert ingestor.restamp("d1", "g1", after)
+    assert counting.texts == embedded
+    stored = collection.get(where={"doc_id": "d1"}, include=["metadatas", "embeddings"])
+    by_generation: dict[str, list[tuple[int, list[float]]]] = {}
+    for meta, vector in zip(stored["metadatas"] or [], stored["embeddings"], strict=True):
+        by_generation.setdefault(str(meta["generation"]), []).append(
+            (int(str(meta["chunk_index"])), list(vector))
+        )
+        if meta["generation"] == "g2":
+            assert meta["readers_groups"] == "|hr-staff|"
+    g1, g2 = sorted(by_generation["g1"]), sorted(by_generation["g2"])
+    assert [index for index, _ in g1] == [index for index, _ in g2] == list(range(len(g1)))
+    for (_, old), (_, new) in zip(g1, g2, strict=True):
+        # The same vectors (Chroma normalises what it stores: float32 rounding at most).
+        assert max(abs(x - y) for x, y in zip(old, new, strict=True)) < 1e-6
+    count = len(stored["ids"])
+
+    assert not ingestor.restamp("d1", "g1", after)  # written already: nothing twice
+    assert not ingestor.restamp("d1", "no-such", Versioned("g3"))  # nothing to copy
+    collection.delete(ids=sorted(collection.get(where={"generation": "g2"})["ids"])[:1])
+    assert not ingestor.restamp("d1", "g2", Versioned("g4"))  # g2 is incomplete now
+    assert len(collection.get(where={"doc_id": "d1"})["ids"]) == count - 1
+
+
+def test_odd_sharing_marks_are_handled_without_a_request_elsewhere(graph: FakeGraph) -> None:
+    source = SharePointSource(sharepoint_config(graph))
+    mark = {"@microsoft.graph.sharedChanged": "True"}
+    try:
+        folder = {"id": "01F", "name": "Team", "folder": {}, **mark}
+        assert source._file_change("b!drive0", folder) is None
+        gone = source._file_change("b!drive0", {"id": "01G", "deleted": {}, **mark})
+        assert gone == Change("b!drive0/01G", "", deleted=True)
+        forged = {"id": "../../sites", "name": "x.md", "file": {}, "cTag": "c1", **mark}
+        odd = source._file_change("b!drive0", forged)
+        assert odd == Change("b!drive0/../../sites", "c1#shared")  # readers: read (and fail) later
+        with pytest.raises(DocumentError):
+            source.permissions(odd)
+        plain = {"id": "01H", "name": "y.md", "file": {}, "cTag": "c2"}
+        unmarked = {**plain, "@microsoft.graph.sharedChanged": "False"}
+        assert source._file_change("b!drive0", unmarked) == Change("b!drive0/01H", "c2")
+    finally:
+        source.close()
