@@ -161,6 +161,31 @@ def test_a_resync_stopped_midway_resumes_and_sweeps_the_same_indexing_nothing_tw
     assert (again.error, again.summary.total) == (None, 0)
 
 
+def test_a_stopped_resync_whose_next_link_expired_starts_over_forgetting_what_it_listed(
+    graph: FakeGraph, ingestor: Ingestor, collection: Collection, client: redis.Redis
+) -> None:
+    graph.page_size = 1
+    ids = files(graph, "b!drive0", "a.md", "b.md", "c.md")
+    assert Syncer(graph, ingestor, client, pages=False).run().summary.new == 3
+    graph.expire_drive_delta_tokens()
+    graph.fail_deltas_after(2)  # the stale link (410), the enumeration's first page (a.md)
+    stopped = Syncer(graph, ingestor, client, pages=False, max_retries=0).run()
+    assert stopped.error is not None
+    state = SyncState(client, "intranet")
+    assert state.seen("b!drive0/") == {f"b!drive0/{ids[0]}"}
+
+    graph.fail_deltas_after(None)
+    graph.delete_file(ids[0])  # listed by the stopped part of the resync, gone now
+    graph.expire_drive_delta_tokens()  # a long pause: the resync's next link expires too
+    resumed = Syncer(graph, ingestor, client, pages=False).run()
+    assert resumed.error is None
+    assert (resumed.summary.deleted, resumed.summary.new) == (1, 0)
+    assert visible(collection, client, f"b!drive0/{ids[0]}") == []
+    assert state.known(f"b!drive0/{ids[0]}") is None
+    for kept in ids[1:]:
+        assert visible(collection, client, f"b!drive0/{kept}")
+
+
 def test_the_pages_listing_sweeps_deleted_pages_and_keeps_one_being_edited(
     graph: FakeGraph, ingestor: Ingestor, collection: Collection, client: redis.Redis
 ) -> None:

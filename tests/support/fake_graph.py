@@ -12,15 +12,16 @@ Graph v1.0 (under ``/v1.0``):
 
 * ``GET /sites/{host}:/{path}``: the site (``id`` is ``host,site-guid,web-guid``)
 * ``GET /sites/{id}/drives``: ``{"value": [{"id", "name", "driveType": "documentLibrary"}]}``
-* ``GET /drives/{id}/root/delta[?token=...]``: pages of driveItems (``@odata.nextLink`` to the
-  next page, ``@odata.deltaLink`` after the last). Without a token, the drive as it is (no
-  deleted items); with the token of a delta link, only the items changed or deleted since
-  (deleted ones with the ``deleted`` facet, ``{"state": "deleted"}``), or 410
-  ``resyncRequired`` (with a ``Location`` to enumerate afresh) for a link Graph no longer
-  honours. With ``Prefer: deltashowremovedasdeleted, deltatraversepermissiongaps,
-  deltashowsharingchanges`` an item reported because its permissions changed carries
-  ``"@microsoft.graph.sharedChanged": "True"``; the third preference without the other two
-  (which Microsoft documents as required with it) is refused 400.
+* ``GET /drives/{id}/root/delta[?token=...]``: pages of driveItems (``@odata.nextLink`` to the next
+  page, ``@odata.deltaLink`` after the last). Without a token, the drive as it is (no deleted
+  items); with the token of a delta link, only the items changed or deleted since (deleted ones with
+  the ``deleted`` facet, ``{"state": "deleted"}``), or 410 ``resyncRequired`` (with a ``Location``
+  to enumerate afresh) for a delta or next link Graph no longer honours. Pages go by position in
+  time, not by index: an item deleted or changed during an enumeration shifts nothing (a changed one
+  is listed again later, as Graph may). With ``Prefer: deltashowremovedasdeleted,
+  deltatraversepermissiongaps, deltashowsharingchanges`` an item reported because its permissions
+  changed carries ``"@microsoft.graph.sharedChanged": "True"``; the third preference without the
+  other two (which Microsoft documents as required with it) is refused 400.
 * ``GET /drives/{d}/items/{i}``, ``/content`` (302 to a pre-authenticated download URL, served
   without a token), ``/permissions`` (``roles``, ``grantedToV2`` with ``user``/``group``/
   ``siteGroup``, ``link.scope``)
@@ -367,11 +368,14 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
             self._delta_pages += 1
             if self._fail_after is not None and self._delta_pages > self._fail_after:
                 return _error(503, "serviceNotAvailable", "Service unavailable")
+            # Tokens: none (an enumeration's start), "S" (a delta link: changes after S),
+            # "S.P.I" (a next link: after position P of a listing since S, "" for an
+            # enumeration; issued at I, so it can expire too).
             token = request.query_params.get("token", "")
-            since, _, page = token.partition(".")
-            since_at, start = int(since or 0), int(page or 0)
-            expired = since_at < self._drive_token_floors.get(drive, 0)
-            if token and not page and expired:  # a delta link Graph no longer honours
+            since, _, rest = token.partition(".")
+            after, _, issued = rest.partition(".")
+            link_at = int(issued) if rest else int(since or 0)
+            if token and link_at < self._drive_token_floors.get(drive, 0):
                 return _error(
                     410,
                     "resyncRequired",
@@ -379,33 +383,32 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
                     {"Location": base},
                 )
             fresh = not since  # an enumeration of what exists: no deleted items
+            position = max(int(since or 0), int(after or 0))
             changed = sorted(
                 (
                     i
                     for i in self.items.values()
-                    if i.drive == drive and i.changed_at > since_at and not (fresh and i.deleted)
+                    if i.drive == drive and i.changed_at > position and not (fresh and i.deleted)
                 ),
                 key=lambda i: i.changed_at,
             )
-            now = max((i.changed_at for i in self.items.values()), default=0)
-            if token and not page:
-                start = 0
-            batch = changed[start : start + self.page_size]
+            batch = changed[: self.page_size]
             values: list[dict[str, Any]] = []
-            if not token and start == 0:
+            if not token:
                 values.append({"id": "01ROOT", "name": "root", "root": {}, "folder": {}})
             for item in batch:
                 shown = self._item_json(item)
-                if sharing and not fresh and item.shared_at > since_at and not item.deleted:
+                if sharing and not fresh and item.shared_at > int(since) and not item.deleted:
                     shown["@microsoft.graph.sharedChanged"] = "True"
                 values.append(shown)
+            issued_now = next(self._clock)
         body: dict[str, Any] = {"value": values}
-        if start + self.page_size < len(changed):
-            body["@odata.nextLink"] = (
-                f"{base}?{urlencode({'token': f'{since}.{start + self.page_size}'})}"
-            )
+        if len(changed) > self.page_size:
+            following = f"{since}.{batch[-1].changed_at}.{issued_now}"
+            body["@odata.nextLink"] = f"{base}?{urlencode({'token': following})}"
         else:
-            body["@odata.deltaLink"] = f"{base}?{urlencode({'token': str(now)})}"
+            # Changes after the link's issue: every change so far has an earlier time.
+            body["@odata.deltaLink"] = f"{base}?{urlencode({'token': str(issued_now)})}"
         return JSONResponse(body)
 
     def _item_json(self, item: FakeItem) -> dict[str, Any]:
