@@ -82,7 +82,8 @@ class Source(abc.ABC):
     kind: ClassVar[str]
     lists_everything: ClassVar[bool] = False
     """True when a run lists every document (no deletions reported): a document not listed by a
-    complete run is deleted. False for delta sources, which report deletions themselves."""
+    complete run is deleted. False for delta sources, which report deletions themselves (and
+    mark a complete listing of a part of themselves with :attr:`ChangePage.scope`)."""
 
     def __init__(self, name: str) -> None:
         self.name = name

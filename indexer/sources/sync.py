@@ -228,9 +228,18 @@ class SourceSync:
             **readers.metadata(),
         }
         versioned = Versioned(generation, metadata)
-        same_text = known is not None and known.content_hash == document.content_hash
-        # Other readers, same text: the published chunks and their vectors, restamped.
-        if not (same_text and known and self.ingestor.restamp(doc_id, known.generation, versioned)):
+        # Other readers, same text: the published chunks and their vectors, restamped (with the
+        # document's link as it is now: a moved file keeps its hash).
+        restamped = (
+            known is not None
+            and known.content_hash == document.content_hash
+            and self.ingestor.restamp(
+                doc_id,
+                known.generation,
+                Versioned(generation, {**metadata, "url": document.url}),
+            )
+        )
+        if not restamped:
             self.ingestor.ingest_documents([document], {doc_id: versioned})
         # Also when the ingestor found it current (a run killed after the write): the switch.
         self.state.publish(doc_id, generation)
