@@ -62,7 +62,8 @@ class ChangePage:
     then every known document under ``scope`` the listing did not name is deleted, and nothing
     outside it. The keys listed so far are kept in the sync state, so a run stopped in the
     middle and resumed (from a cursor the source made to continue the listing) sweeps exactly
-    as an uninterrupted one.
+    as an uninterrupted one. Such a listing ends within the source's listing: what a run that
+    reaches its end left open (a library no longer configured) is forgotten, not swept.
     """
 
     changes: tuple[Change, ...]

@@ -402,6 +402,10 @@ class SharePointSource(Source):
                 )
             )
         todo = [feed for feed in feeds if feed[0] not in done]
+        if not todo:
+            # What was left of a stopped run is no longer configured: the run is over, and the
+            # next one reads every feed again.
+            yield ChangePage((), json.dumps({"deltas": deltas, "done": []}), last=True)
         for index, (key, scope, feed) in enumerate(todo):
             resuming = key == current and bool(following)
             start = following if resuming else deltas.get(key)

@@ -9,7 +9,8 @@ Under ``deskpilot:indexer:source:<name>:``:
 * ``seen``: set of keys a complete listing in progress has listed (sources that list everything
   each run: what is not seen by the end is deleted); ``seen:<prefix>`` the same for a complete
   listing of the keys under a prefix (a library a delta source enumerates afresh), kept from the
-  listing's first page to its last, whatever runs that takes;
+  listing's first page to its last, across runs stopped in between (a run that ends drops any
+  left open);
 * ``failed``: hash, key -> version of documents that failed; the next run retries them first;
 * ``retired``: sorted set, chunk id -> when its generation was replaced; deleted after a grace
   period, so a reader that read the previous generation just before the switch still finds it;
@@ -132,8 +133,11 @@ class SyncState:
         self.client.hincrby(self._key("run"), name, value)
 
     def finish(self) -> None:
-        """The run is over: the next one starts a new run (from the cursor kept)."""
-        self.client.delete(self._key("run"), self._key("seen"))
+        """The run is over: the next one starts a new run (from the cursor kept). A listing
+        that ran to its end closed every complete listing of a prefix it opened; one still
+        open was abandoned by the source (a library no longer configured): its keys go too."""
+        abandoned = list(self.client.scan_iter(match=self._key("seen:*"), count=500))
+        self.client.delete(self._key("run"), self._key("seen"), *abandoned)
 
     def seen(self, scope: str = "") -> set[str]:
         """Keys listed so far by the complete listing of ``scope`` in progress."""

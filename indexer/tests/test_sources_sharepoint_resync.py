@@ -186,6 +186,32 @@ def test_a_stopped_resync_whose_next_link_expired_starts_over_forgetting_what_it
         assert visible(collection, client, f"b!drive0/{kept}")
 
 
+def test_a_resync_of_a_library_no_longer_configured_is_dropped_not_swept(
+    graph: FakeGraph, ingestor: Ingestor, collection: Collection, client: redis.Redis
+) -> None:
+    graph.page_size = 1
+    graph.drives[POLICIES] = "Policies"
+    policies = files(graph, POLICIES, "travel.md", "laptops.md", "phones.md")
+    assert Syncer(graph, ingestor, client, pages=False).run().summary.new == 3
+    graph.expire_drive_delta_tokens(POLICIES)
+    graph.fail_deltas_after(3)  # Documents' delta, then Policies' 410 and first page
+    stopped = Syncer(graph, ingestor, client, pages=False, max_retries=0).run()
+    assert stopped.error is not None
+    state = SyncState(client, "intranet")
+    assert state.seen(f"{POLICIES}/") == {f"{POLICIES}/{policies[0]}"}
+
+    graph.fail_deltas_after(None)
+    resumed = Syncer(graph, ingestor, client, pages=False, libraries=["Documents"]).run()
+    assert (resumed.error, resumed.summary.deleted) == (None, 0)
+    assert not list(client.scan_iter(f"{PREFIX}intranet:seen*"))
+    for kept in policies:  # not swept by a listing that never ended
+        assert visible(collection, client, f"{POLICIES}/{kept}")
+    (later,) = files(graph, "b!drive0", "printers.md")  # and the next run reads Documents again
+    after = Syncer(graph, ingestor, client, pages=False, libraries=["Documents"]).run()
+    assert (after.error, after.summary.new) == (None, 1)
+    assert visible(collection, client, f"b!drive0/{later}")
+
+
 def test_the_pages_listing_sweeps_deleted_pages_and_keeps_one_being_edited(
     graph: FakeGraph, ingestor: Ingestor, collection: Collection, client: redis.Redis
 ) -> None:
