@@ -57,6 +57,15 @@ def chunk_id(doc_id: str, chunk: Chunk, generation: str = "") -> str:
     return f"{doc_id[:16]}-{chunk.ordinal:04d}-{digest[:24]}"
 
 
+def _restamped_id(chunk_id: str, generation: str) -> str:
+    """The id of a chunk written again under another generation (:meth:`Ingestor.restamp`):
+    its document prefix and position kept, the rest derived from its old id and the generation,
+    so writing the same generation again overwrites instead of duplicating."""
+    kept = chunk_id.rsplit("-", 1)[0]
+    digest = hashlib.sha256(f"{chunk_id}\n{generation}".encode()).hexdigest()
+    return f"{kept}-{digest[:24]}"
+
+
 def _readers_salt(doc: ExtractedDocument) -> str:
     """Part of a restricted upload's chunk ids: other readers give other ids, so a change of who
     may read it is a change of the collection's ids, which the orchestrator's snapshot notices
@@ -260,6 +269,61 @@ class Ingestor:
                 report.add(self._store(doc, chunks, ids, embeddings, versioned.get(doc.doc_id)))
         report.seconds = time.perf_counter() - started
         return report
+
+    def restamp(self, doc_id: str, published: str, versioned: Versioned) -> bool:
+        """Write ``doc_id``'s chunks of generation ``published`` again as ``versioned``'s
+        generation, with its metadata (other readers), reusing their text and vectors: for a
+        document whose readers alone changed, nothing is chunked or embedded. The published
+        chunks stay for the caller to retire, as after :meth:`ingest_documents`.
+
+        False, with nothing written, when the published chunks are incomplete or from other
+        chunking settings, or chunks of the new generation exist already: the caller ingests
+        the document instead (which finds those current)."""
+        stored = self._collection.get(
+            where={"doc_id": doc_id},
+            include=["metadatas", "documents", "embeddings"],
+        )
+        rows = [
+            row
+            for row in zip(
+                stored["ids"],
+                stored["documents"] or [],
+                stored["metadatas"] or [],
+                list(stored["embeddings"] if stored["embeddings"] is not None else []),
+                strict=True,
+            )
+            if row[2].get("generation") in (published, versioned.generation)
+        ]
+        if any(row[2].get("generation") == versioned.generation for row in rows) or not rows:
+            return False
+        indices = sorted(int(str(row[2].get("chunk_index", -1))) for row in rows)
+        if indices != list(range(len(rows))) or any(
+            row[2].get("chunking") != self._chunker.fingerprint
+            or row[2].get("chunk_count") != len(rows)
+            for row in rows
+        ):
+            return False
+        indexed_at = datetime.now(UTC).isoformat(timespec="seconds")
+        ids = [_restamped_id(row[0], versioned.generation) for row in rows]
+        metadatas: list[Metadata] = [
+            {
+                **row[2],
+                **versioned.metadata,
+                "generation": versioned.generation,
+                "indexed_at": indexed_at,
+            }
+            for row in rows
+        ]
+        with self._store_lock:
+            for start in range(0, len(ids), _WRITE_BATCH):
+                end = start + _WRITE_BATCH
+                self._collection.upsert(
+                    ids=ids[start:end],
+                    embeddings=[row[3] for row in rows[start:end]],
+                    documents=[row[1] for row in rows[start:end]],
+                    metadatas=metadatas[start:end],
+                )
+        return True
 
     def other_generations(self, doc_id: str, generation: str) -> list[str]:
         """Ids of ``doc_id``'s chunks that are not of ``generation``."""

@@ -54,11 +54,27 @@ class ChangePage:
     ``cursor`` is stored only once every change of the page is committed. ``last`` marks the end
     of the listing; a source that lists everything every run (:attr:`Source.lists_everything`)
     then learns which known documents it did not list: those are deleted.
+
+    A delta source that sometimes lists one part of itself completely (a library enumerated
+    afresh because Graph no longer honours its delta link) says so with ``scope``: this page
+    belongs to a complete listing of the keys starting with ``scope``. ``scope_first`` marks
+    the page that starts (or starts again) that listing, ``scope_last`` the page that ends it:
+    then every known document under ``scope`` the listing did not name is deleted, and nothing
+    outside it. The keys listed so far are kept in the sync state, so a run stopped in the
+    middle and resumed (from a cursor the source made to continue the listing) sweeps exactly
+    as an uninterrupted one. Such a listing ends within the source's listing: what a run that
+    reaches its end left open (a library no longer configured) is forgotten, not swept.
     """
 
     changes: tuple[Change, ...]
     cursor: str | None
     last: bool = False
+    scope: str | None = None
+    scope_first: bool = False
+    scope_last: bool = False
+    present: tuple[str, ...] = ()
+    """Keys of a complete listing that exist but have no change to apply now (a published page
+    being edited keeps what is indexed): not deleted by the sweep, not touched either."""
 
 
 class Source(abc.ABC):
@@ -67,7 +83,8 @@ class Source(abc.ABC):
     kind: ClassVar[str]
     lists_everything: ClassVar[bool] = False
     """True when a run lists every document (no deletions reported): a document not listed by a
-    complete run is deleted. False for delta sources, which report deletions themselves."""
+    complete run is deleted. False for delta sources, which report deletions themselves (and
+    mark a complete listing of a part of themselves with :attr:`ChangePage.scope`)."""
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -12,21 +12,27 @@ between runs and whose throttling (429/503 with ``Retry-After``) must behave as 
 (with kiota and azure-identity under it) would hide exactly those links and waits.
 
 Incremental by drive delta queries: the first run pages through ``/drives/{id}/root/delta`` by
-``@odata.nextLink`` to the ``@odata.deltaLink``, which is kept per drive; later runs start from
-it and get only what changed, deleted items with the ``deleted`` facet. The cursor (every
-drive's delta link, and the next link of the drive being read) moves page by page, only once the
-page is committed. Files: .docx (python-docx, headings kept), .pdf, .md, .html, .txt (the
-indexer's extractor); other files are not listed.
+``@odata.nextLink`` to the ``@odata.deltaLink``, which is kept per drive; later runs start from it
+and get only what changed, deleted items with the ``deleted`` facet. The cursor (every drive's delta
+link, and the next link of the drive being read) moves page by page, only once the page is
+committed. An enumeration from a drive's start (its first sync, or after Graph's 410
+``resyncRequired`` on a kept link) names every file that exists and no deleted one: its pages are a
+complete listing of the drive's keys (:attr:`ChangePage.scope`), so the sync removes at its end what
+it did not name; a run stopped midway keeps "enumerating" in the cursor and resumes as one (the keys
+it named so far are in Redis). The drive delta asks for sharing changes (:data:`SHARING_CHANGES`): a
+file Graph marks ``sharedChanged`` has its readers read with the listing and made part of its
+version, so its chunks get its new readers. Files: .docx (python-docx, headings kept), .pdf, .md,
+.html, .txt (the indexer's extractor); other files are not listed.
 
 Configured lists are read the same way, by list item delta queries
 (``/sites/{id}/lists/{list}/items/delta?$expand=fields``), their delta links kept beside the
 drives'. Site pages have no delta query: every run lists them
 (``/sites/{id}/pages/microsoft.graph.sitePage``, by ``@odata.nextLink``) with their ``eTag``,
 ``lastModifiedDateTime`` and readers (read every run) as the version, so an unchanged page is
-skipped without being read and a page whose permissions alone changed is re-indexed;
-the ids a complete listing returned are kept in the cursor, and a page the next complete listing
-misses is deleted. A run goes pages, then lists, then drives; the cursor remembers which of these
-feeds the run has finished, so a run resumed midway does not read them again.
+skipped without being read and a page whose permissions alone changed is re-indexed; each
+listing is a complete listing of the pages' keys, so a page it misses is deleted. A run goes
+pages, then lists, then drives; the cursor remembers which of these feeds the run has
+finished, so a run resumed midway does not read them again.
 
 Who may read: a file's and a page's Graph permissions (a page is a file of the site's Site Pages
 library: ``/sites/{id}/lists/{list}/drive``, then the file by name); a list item's readers come
@@ -69,6 +75,7 @@ from indexer.sources.sharepoint_pages import (
     PAGE_PREFIX,
     list_item_change,
     list_item_document,
+    list_item_key,
     page_change,
     page_document,
     page_key,
@@ -91,21 +98,35 @@ PERMISSION = {
 }
 PAGES_FEED = "pages"
 LIST_FEED = "list:"
+SHARING_CHANGES = "deltashowremovedasdeleted, deltatraversepermissiongaps, deltashowsharingchanges"
+"""The drive delta's ``Prefer`` header: Graph then marks the items it reports because their
+permissions changed with :data:`SHARED_CHANGED` (Microsoft requires the first two preferences
+with the third)."""
+SHARED_CHANGED = "@microsoft.graph.sharedChanged"
 
 
 @dataclass(frozen=True, slots=True)
 class FeedPage:
     """A page of one feed (the pages listing, a list's or a drive's delta query): its changes,
     the link that resumes the feed after it (None: restart the feed, or it is finished), and at
-    the feed's end what to keep for the next run (a delta link, or the page ids listed)."""
+    the feed's end what to keep for the next run (a delta link; "" for the pages listing).
+
+    ``complete``: the page belongs to an enumeration of the feed from its start (a first sync,
+    a resync Graph asked for, every pages listing), which names every item that exists;
+    ``restart``: such an enumeration starts with this page. ``present``: keys listed that have
+    no change to apply (see :attr:`ChangePage.present`)."""
 
     changes: tuple[Change, ...]
     next_link: str | None
-    end: str | tuple[str, ...] | None = None
+    end: str | None = None
+    complete: bool = False
+    restart: bool = False
+    present: tuple[str, ...] = ()
 
 
-Feed = Callable[[str | None], Iterator[FeedPage]]
-"""A feed from a kept link (None: from its start)."""
+Feed = Callable[[str | None, bool], Iterator[FeedPage]]
+"""A feed from a kept link (None: from its start); the flag says the link continues an
+enumeration from the start (a resync stopped midway)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +177,9 @@ class SharePointSource(Source):
         """A fetched page's key -> (its Site Pages list id, its file name), for its readers."""
         self._page_drives: dict[str, str] = {}
         self._page_items: dict[tuple[str, str], str] = {}
-        self._page_readers: dict[str, Readers] = {}
-        """Readers of the pages the listing page being synced returned, read while listing."""
+        self._listed_readers: dict[str, Readers] = {}
+        """Readers read while listing (every page's; a file's whose sharing changed), by key, for
+        the listing page being synced."""
 
     def close(self) -> None:
         self.client.close()
@@ -205,9 +227,9 @@ class SharePointSource(Source):
         self._token = str(token)
         return self._token
 
-    def _get(self, url: str, what: str) -> httpx.Response:
+    def _get(self, url: str, what: str, headers: dict[str, str] | None = None) -> httpx.Response:
         """GET ``url`` (on Graph's host only) with a token, refreshed once on a 401."""
-        response = self._authorized("GET", url)
+        response = self._authorized("GET", url, headers=headers)
         if response.status_code == 403:
             raise SourceError(
                 f"Microsoft Graph denied access (HTTP 403): grant the app the application "
@@ -215,7 +237,9 @@ class SharePointSource(Source):
             )
         return response
 
-    def _authorized(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    def _authorized(
+        self, method: str, url: str, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> httpx.Response:
         """One request to Graph's own host with a token, asked afresh once on a 401."""
         self._check_host(url)
         token = self._token or self._access_token()
@@ -226,7 +250,11 @@ class SharePointSource(Source):
                 method,
                 url,
                 system=SYSTEM,
-                headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+                headers={
+                    **(headers or {}),
+                    "Authorization": f"Bearer {token}",
+                    "Accept": "application/json",
+                },
                 **kwargs,
             )
             if response.status_code != 401:
@@ -240,9 +268,11 @@ class SharePointSource(Source):
     def _json(self, url: str, what: str) -> dict[str, Any]:
         return self._ok_json(self._response(url, what), what)
 
-    def _response(self, url: str, what: str) -> httpx.Response:
+    def _response(
+        self, url: str, what: str, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
         try:
-            return self._get(url, what)
+            return self._get(url, what, headers)
         except TooLarge as exc:
             raise SourceError(f"a Graph response was too large: {exc}") from None
 
@@ -342,13 +372,12 @@ class SharePointSource(Source):
         state: dict[str, Any] = json.loads(cursor) if cursor else {}
         deltas: dict[str, str] = dict(state.get("deltas", {}))
         done: list[str] = list(state.get("done", []))
-        known_pages: list[str] = list(state.get("pages", []))
         current, following = state.get("current"), state.get("next")
+        enumerating = bool(state.get("complete"))
         self._site, self._lists = None, None  # read afresh each run
-        feeds: list[tuple[str, Feed]] = []
+        feeds: list[tuple[str, str, Feed]] = []
         if self.config.pages:
-            previous = tuple(known_pages)
-            feeds.append((PAGES_FEED, lambda _link: self._page_listing(previous)))
+            feeds.append((PAGES_FEED, PAGE_PREFIX, lambda _link, _complete: self._page_listing()))
         for list_id, mapping in self._mappings().items():
             # Keyed by the list's settings too: other columns or readers start the list afresh
             # (a delta link would report none of its unchanged items) and change every version.
@@ -357,52 +386,81 @@ class SharePointSource(Source):
             feeds.append(
                 (
                     f"{LIST_FEED}{list_id}:{tag}",
+                    list_item_key(list_id, ""),
                     self._delta_feed(url, "lists", _list_change(list_id, tag)),
                 )
             )
-        keys = {key for key, _ in feeds}
+        keys = {key for key, _, _ in feeds}
         deltas = {k: v for k, v in deltas.items() if not k.startswith(LIST_FEED) or k in keys}
         for drive_id, _ in self._drives():
             url = f"{self.graph}/drives/{quote(drive_id, safe='')}/root/delta"
-            feeds.append((drive_id, self._delta_feed(url, "delta", _drive_change(drive_id))))
-        todo = [(key, feed) for key, feed in feeds if key not in done]
-        for index, (key, feed) in enumerate(todo):
-            start = following if key == current and following else deltas.get(key)
-            for page in feed(start or None):
+            feeds.append(
+                (
+                    drive_id,
+                    f"{drive_id}/",
+                    self._delta_feed(url, "delta", self._drive_change(drive_id), SHARING_CHANGES),
+                )
+            )
+        todo = [feed for feed in feeds if feed[0] not in done]
+        if not todo:
+            # What was left of a stopped run is no longer configured: the run is over, and the
+            # next one reads every feed again.
+            yield ChangePage((), json.dumps({"deltas": deltas, "done": []}), last=True)
+        for index, (key, scope, feed) in enumerate(todo):
+            resuming = key == current and bool(following)
+            start = following if resuming else deltas.get(key)
+            for page in feed(start or None, resuming and enumerating):
                 if page.end is not None:
                     done.append(key)
-                    if isinstance(page.end, str):
+                    if page.end:
                         deltas[key] = page.end
-                    else:
-                        known_pages = list(page.end)
                 last = page.end is not None and index == len(todo) - 1
                 resume = {
                     "deltas": deltas,
-                    "pages": known_pages,
                     "done": [] if last else done,
                     "current": key if page.next_link else None,
                     "next": page.next_link,
+                    # A resync stopped midway continues as one: its end sweeps the feed.
+                    "complete": page.complete and bool(page.next_link),
                 }
-                yield ChangePage(page.changes, json.dumps(resume), last=last)
+                yield ChangePage(
+                    page.changes,
+                    json.dumps(resume),
+                    last=last,
+                    scope=scope if page.complete else None,
+                    scope_first=page.restart,
+                    scope_last=page.complete and page.end is not None,
+                    present=page.present,
+                )
 
     def _delta_feed(
-        self, first: str, what: str, to_change: Callable[[dict[str, Any]], Change | None]
+        self,
+        first: str,
+        what: str,
+        to_change: Callable[[dict[str, Any]], Change | None],
+        prefer: str | None = None,
     ) -> Feed:
         """Pages of a delta query from ``link`` (a kept delta or next link; None: the first
-        enumeration): changes, the next link, and after the last page its delta link."""
+        enumeration): changes, the next link, and after the last page its delta link. An
+        enumeration from ``first`` (the first sync, or Graph's 410 ``resyncRequired`` on a kept
+        link) is a complete listing: its end sweeps what it did not name. ``prefer``: the
+        request's ``Prefer`` header."""
+        headers = {"Prefer": prefer} if prefer else None
 
-        def pages(link: str | None) -> Iterator[FeedPage]:
-            url, resynced = link or first, False
+        def pages(link: str | None, continuing: bool) -> Iterator[FeedPage]:
+            url, complete, restart = link or first, continuing or not link, not link
+            resynced = False
             while url:
-                response = self._response(url, what)
+                response = self._response(url, what, headers)
                 if response.status_code == 410 and url != first and not resynced:
                     # 410 resyncRequired: the kept link is too old. Enumerate afresh; what is
-                    # unchanged is then skipped by its version, so nothing is embedded again.
+                    # unchanged is then skipped by its version, so nothing is embedded again,
+                    # and what the enumeration does not name was deleted meanwhile.
                     logger.warning("%s: Graph asks for a full resync (HTTP 410)", self.name)
-                    url, resynced = first, True
+                    url, complete, restart, resynced = first, True, True, True
                     continue
                 body = self._ok_json(response, what)
-                self._listed_items = {}
+                self._listed_items, self._listed_readers = {}, {}
                 changes: list[Change] = []
                 for item in body.get("value", []):
                     change = to_change(item)
@@ -413,40 +471,40 @@ class SharePointSource(Source):
                 next_link = body.get("@odata.nextLink")
                 url = str(next_link or "")
                 end = None if url else str(body.get("@odata.deltaLink") or "")
-                yield FeedPage(tuple(changes), url or None, end)
+                yield FeedPage(tuple(changes), url or None, end, complete, restart)
+                restart = False
 
         return pages
 
-    def _page_listing(self, known: tuple[str, ...]) -> Iterator[FeedPage]:
-        """Every page of the site (no delta query exists for pages); after the last listing page
-        the pages listed before but not now, as deleted, and the ids now listed."""
+    def _page_listing(self) -> Iterator[FeedPage]:
+        """Every page of the site (no delta query exists for pages), each listing complete: the
+        sync deletes the pages it does not name."""
         url = f"{self.graph}/sites/{self._site_id()}/pages/microsoft.graph.sitePage"
-        listed: set[str] = set()
+        restart = True
         while url:
             body = self._json(url, "pages")
-            self._page_readers = {}
+            self._listed_readers = {}
             changes: list[Change] = []
+            present: list[str] = []
             for page in body.get("value", []):
                 page_id = str(page.get("id", "")) if isinstance(page, dict) else ""
                 if not _ID.fullmatch(page_id):
                     continue
-                listed.add(page_id)  # kept, even if unusable now: not deleted for that
                 try:
                     change = self._listed_page(page)
                 except DocumentError as exc:
                     logger.warning("%s: page %s skipped: %s", self.name, page_id, exc)
-                    continue
+                    change = None
                 if change is not None:
                     changes.append(change)
+                else:
+                    present.append(page_key(page_id))  # kept, even if unusable now
             url = str(body.get("@odata.nextLink") or "")
-            if url:
-                # Not resumable from the middle: a resumed run lists the pages again (the
-                # committed ones are then unchanged, so nothing is read twice).
-                yield FeedPage(tuple(changes), None, None)
-            else:
-                gone = sorted(set(known) - listed)
-                changes += [Change(page_key(page_id), "", deleted=True) for page_id in gone]
-                yield FeedPage(tuple(changes), None, tuple(sorted(listed)))
+            # Not resumable from the middle: a resumed run lists the pages again from the start
+            # (the committed ones are then unchanged, so nothing is read twice).
+            end = None if url else ""
+            yield FeedPage(tuple(changes), None, end, True, restart, tuple(present))
+            restart = False
 
     def _listed_page(self, page: dict[str, Any]) -> Change | None:
         """A published page's change, its version also naming its readers (read now, every
@@ -464,19 +522,34 @@ class SharePointSource(Source):
             # Indexed (or failed, and counted) through fetch and permissions like any change.
             logger.warning("%s: readers of page %s: %s", self.name, page.get("id"), exc)
             return change
-        self._page_readers[change.key] = readers
-        digest = hashlib.sha256(readers.fingerprint().encode()).hexdigest()[:12]
-        return Change(change.key, f"{change.version}#{digest}")
+        self._listed_readers[change.key] = readers
+        return Change(change.key, f"{change.version}#{_digest(readers)}")
 
-    @staticmethod
-    def _change(drive_id: str, item: dict[str, Any]) -> Change | None:
+    def _drive_change(self, drive_id: str) -> Callable[[dict[str, Any]], Change | None]:
+        return lambda item: self._file_change(drive_id, item)
+
+    def _file_change(self, drive_id: str, item: dict[str, Any]) -> Change | None:
+        """A library file's change: its version is its ``cTag`` (its content); when Graph marks
+        it ``@microsoft.graph.sharedChanged`` (its permissions changed, asked for with
+        :data:`SHARING_CHANGES`) its readers, read now, are part of it, so the file is read
+        again and its chunks carry its new readers."""
         key = f"{drive_id}/{item.get('id', '')}"
         if "deleted" in item:
             return Change(key, "", deleted=True)
         name = str(item.get("name", ""))
         if "file" not in item or PurePosixPath(name).suffix.lower() not in SUFFIXES:
             return None  # folders, the root, files of other types
-        return Change(key, str(item.get("cTag") or item.get("eTag") or ""))
+        change = Change(key, str(item.get("cTag") or item.get("eTag") or ""))
+        if str(item.get(SHARED_CHANGED, "")).lower() != "true":
+            return change
+        try:
+            readers = self._file_readers(self._item_url(key))
+        except DocumentError as exc:
+            # Read again (and counted failed if it fails) through fetch and permissions.
+            logger.warning("%s: readers of file %s: %s", self.name, key, exc)
+            return Change(key, f"{change.version}#shared")
+        self._listed_readers[key] = readers
+        return Change(key, f"{change.version}#{_digest(readers)}")
 
     # -- documents ---------------------------------------------------------------------------
 
@@ -519,13 +592,14 @@ class SharePointSource(Source):
         if change.key.startswith(LIST_PREFIX):
             return self._list_of(change.key).config.readers()
         if change.key.startswith(PAGE_PREFIX):
-            listed = self._page_readers.pop(change.key, None)
+            listed = self._listed_readers.pop(change.key, None)
             if listed is not None:
                 return listed
             if change.key not in self._page_files:
                 raise DocumentError("the page's readers are read after the page")
             return self._page_file_readers(*self._page_files.pop(change.key))
-        return self._file_readers(self._item_url(change.key))
+        listed = self._listed_readers.pop(change.key, None)
+        return listed if listed is not None else self._file_readers(self._item_url(change.key))
 
     def _fetch_page(self, key: str) -> ExtractedDocument:
         page_id = key.removeprefix(PAGE_PREFIX)
@@ -689,8 +763,9 @@ def _graph_error(response: httpx.Response) -> str:
     return f": {message[:200]}" if message else ""
 
 
-def _drive_change(drive_id: str) -> Callable[[dict[str, Any]], Change | None]:
-    return lambda item: SharePointSource._change(drive_id, item)
+def _digest(readers: Readers) -> str:
+    """A short digest of who may read, for a version that must change when they do."""
+    return hashlib.sha256(readers.fingerprint().encode()).hexdigest()[:12]
 
 
 def _list_change(list_id: str, tag: str) -> Callable[[dict[str, Any]], Change | None]:

@@ -7,7 +7,10 @@ Under ``deskpilot:indexer:source:<name>:``:
 * ``docs``: hash, document key -> ``{"v": version, "h": content hash, "g": generation, "d": doc
   id}`` of what is indexed;
 * ``seen``: set of keys a complete listing in progress has listed (sources that list everything
-  each run: what is not seen by the end is deleted);
+  each run: what is not seen by the end is deleted); ``seen:<prefix>`` the same for a complete
+  listing of the keys under a prefix (a library a delta source enumerates afresh), kept from the
+  listing's first page to its last, across runs stopped in between (a run that ends drops any
+  left open);
 * ``failed``: hash, key -> version of documents that failed; the next run retries them first;
 * ``retired``: sorted set, chunk id -> when its generation was replaced; deleted after a grace
   period, so a reader that read the previous generation just before the switch still finds it;
@@ -96,9 +99,20 @@ class SyncState:
         pipe.execute()
         return run_id, SyncSummary(), False
 
-    def commit_page(self, cursor: str | None, counts: dict[str, int], seen: Iterable[str]) -> None:
+    def commit_page(
+        self,
+        cursor: str | None,
+        counts: dict[str, int],
+        seen: Iterable[str],
+        scope: str = "",
+        *,
+        first: bool = False,
+        last: bool = False,
+    ) -> None:
         """Move the cursor past a page whose changes are all committed, with the page's counts
-        and listed keys, in one transaction."""
+        and the keys it listed of a complete listing of ``scope``, in one transaction.
+        ``first``: the listing (re)starts here, so keys an earlier, unfinished listing of
+        ``scope`` named are forgotten; ``last``: it ends here (swept already), so they all are."""
         pipe = self.client.pipeline(transaction=True)
         if cursor is None:
             pipe.delete(self._key("cursor"))
@@ -107,20 +121,32 @@ class SyncState:
         for name, value in counts.items():
             if value:
                 pipe.hincrby(self._key("run"), name, value)
+        seen_key = self._seen_key(scope)
         keys = list(seen)
-        if keys:
-            pipe.sadd(self._key("seen"), *keys)
+        if first or last:
+            pipe.delete(seen_key)
+        if keys and not last:
+            pipe.sadd(seen_key, *keys)
         pipe.execute()
 
     def count(self, name: str, value: int = 1) -> None:
         self.client.hincrby(self._key("run"), name, value)
 
     def finish(self) -> None:
-        """The run is over: the next one starts a new run (from the cursor kept)."""
-        self.client.delete(self._key("run"), self._key("seen"))
+        """The run is over: the next one starts a new run (from the cursor kept). A listing
+        that ran to its end closed every complete listing of a prefix it opened; one still
+        open was abandoned by the source (a library no longer configured): its keys go too."""
+        abandoned = list(self.client.scan_iter(match=self._key("seen:*"), count=500))
+        self.client.delete(self._key("run"), self._key("seen"), *abandoned)
 
-    def seen(self) -> set[str]:
-        return {_text(key) for key in self.client.smembers(self._key("seen"))}
+    def seen(self, scope: str = "") -> set[str]:
+        """Keys listed so far by the complete listing of ``scope`` in progress."""
+        return {_text(key) for key in self.client.smembers(self._seen_key(scope))}
+
+    def _seen_key(self, scope: str) -> str:
+        # A whole-source listing keeps its set for the run (cleared when a run begins); a scoped
+        # one from its first page to its last, across runs if a run stops in between.
+        return self._key("seen") if not scope else self._key(f"seen:{scope}")
 
     # -- documents --------------------------------------------------------------------------
 

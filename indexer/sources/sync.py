@@ -5,7 +5,9 @@ What a caller can rely on:
 
 * **new** documents are indexed; **changed** ones (another version, or the same version with
   other content or readers) get their chunks replaced so that a reader checking generations
-  (:mod:`contracts.live`) sees the old version or the new one, never both, never neither;
+  (:mod:`contracts.live`) sees the old version or the new one, never both, never neither; when
+  only the readers changed (same content hash), the new chunks reuse the old ones' text and
+  vectors, so nothing is embedded;
   **unchanged** ones (same version as indexed) are not even fetched, so nothing is embedded;
   **deleted** ones lose their chunks.
 * One document that cannot be read or extracted is counted ``failed``, kept in the state's
@@ -32,7 +34,7 @@ from typing import Literal
 from contracts.events import SyncSummary
 from indexer.extract import UnsupportedDocument
 from indexer.service import Ingestor, Versioned
-from indexer.sources.base import Change, DocumentError, Source, SourceError
+from indexer.sources.base import Change, ChangePage, DocumentError, Source, SourceError
 from indexer.sources.state import KnownDocument, SyncState
 
 logger = logging.getLogger(__name__)
@@ -140,30 +142,49 @@ class SourceSync:
                 if outcome is not None:
                     counts[outcome] += 1
                 self.state.renew()  # a page of long documents must not outlast the lock
-            listed = [c.key for c in page.changes if not c.deleted]
-            last_of_complete_listing = page.last and self.source.lists_everything
+            scope, first, last = self._scope(page)
+            listed = [c.key for c in page.changes if not c.deleted] + list(page.present)
+            if scope is not None and last:
+                # Swept before the page is committed: a run stopped during the sweep reads
+                # this page again and sweeps again (what is gone is no longer known).
+                earlier = set() if first else self.state.seen(scope)
+                self._sweep(result, scope, earlier | set(listed))
+            end_of_complete_listing = page.last and self.source.lists_everything
             self.state.commit_page(
-                None if last_of_complete_listing else page.cursor,
+                None if end_of_complete_listing else page.cursor,
                 counts,
-                listed if self.source.lists_everything else (),
+                listed if scope is not None else (),
+                scope or "",
+                first=first,
+                last=last,
             )
             for name, value in counts.items():
                 setattr(result.summary, name, getattr(result.summary, name) + value)
             self.state.renew()
-            if last_of_complete_listing:
-                self._sweep(result)
 
-    def _sweep(self, result: SyncResult) -> None:
-        """After a complete listing: documents indexed but not listed are gone at the source."""
-        seen = self.state.seen()
+    def _scope(self, page: ChangePage) -> tuple[str | None, bool, bool]:
+        """The key prefix a page completely lists part of (None: it is no complete listing),
+        whether the page starts that listing and whether it ends it. A source that lists
+        everything lists the prefix "" each run; the run's start forgets what was listed."""
+        if self.source.lists_everything:
+            return "", False, page.last
+        if page.scope is None:
+            return None, False, False
+        return page.scope, page.scope_first, page.scope_last
+
+    def _sweep(self, result: SyncResult, scope: str, seen: set[str]) -> None:
+        """After a complete listing of ``scope``: documents under it that are indexed but were
+        not listed are gone at the source."""
         for key in sorted(set(self.state.failed()) - seen):
-            self.state.forget(key)  # failed earlier, gone now: nothing to retry
+            if key.startswith(scope):
+                self.state.forget(key)  # failed earlier, gone now: nothing to retry
         for key in sorted(self.state.keys() - seen):
-            known = self.state.known(key)
+            known = self.state.known(key) if key.startswith(scope) else None
             if known is not None:
                 self._remove(key, known)
                 self.state.count("deleted")
                 result.summary.deleted += 1
+                self.state.renew()
 
     def _apply(self, change: Change, result: SyncResult) -> Outcome | None:
         known = self.state.known(change.key)
@@ -206,7 +227,20 @@ class SourceSync:
             "source_version": change.version,
             **readers.metadata(),
         }
-        self.ingestor.ingest_documents([document], {doc_id: Versioned(generation, metadata)})
+        versioned = Versioned(generation, metadata)
+        # Other readers, same text: the published chunks and their vectors, restamped (with the
+        # document's link as it is now: a moved file keeps its hash).
+        restamped = (
+            known is not None
+            and known.content_hash == document.content_hash
+            and self.ingestor.restamp(
+                doc_id,
+                known.generation,
+                Versioned(generation, {**metadata, "url": document.url}),
+            )
+        )
+        if not restamped:
+            self.ingestor.ingest_documents([document], {doc_id: versioned})
         # Also when the ingestor found it current (a run killed after the write): the switch.
         self.state.publish(doc_id, generation)
         self.state.retire(self.ingestor.other_generations(doc_id, generation))

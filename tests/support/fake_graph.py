@@ -12,9 +12,16 @@ Graph v1.0 (under ``/v1.0``):
 
 * ``GET /sites/{host}:/{path}``: the site (``id`` is ``host,site-guid,web-guid``)
 * ``GET /sites/{id}/drives``: ``{"value": [{"id", "name", "driveType": "documentLibrary"}]}``
-* ``GET /drives/{id}/root/delta[?token=...]``: pages of driveItems (``@odata.nextLink`` to the
-  next page, ``@odata.deltaLink`` after the last); with the token of a delta link, only the items
-  changed or deleted since (deleted ones with the ``deleted`` facet, ``{"state": "deleted"}``)
+* ``GET /drives/{id}/root/delta[?token=...]``: pages of driveItems (``@odata.nextLink`` to the next
+  page, ``@odata.deltaLink`` after the last). Without a token, the drive as it is (no deleted
+  items); with the token of a delta link, only the items changed or deleted since (deleted ones with
+  the ``deleted`` facet, ``{"state": "deleted"}``), or 410 ``resyncRequired`` (with a ``Location``
+  to enumerate afresh) for a delta or next link Graph no longer honours. Pages go by position in
+  time, not by index: an item deleted or changed during an enumeration shifts nothing (a changed one
+  is listed again later, as Graph may). With ``Prefer: deltashowremovedasdeleted,
+  deltatraversepermissiongaps, deltashowsharingchanges`` an item reported because its permissions
+  changed carries ``"@microsoft.graph.sharedChanged": "True"``; the third preference without the
+  other two (which Microsoft documents as required with it) is refused 400.
 * ``GET /drives/{d}/items/{i}``, ``/content`` (302 to a pre-authenticated download URL, served
   without a token), ``/permissions`` (``roles``, ``grantedToV2`` with ``user``/``group``/
   ``siteGroup``, ``link.scope``)
@@ -37,7 +44,9 @@ Errors as Graph answers them: ``{"error": {"code", "message"}}`` with 401
 Knobs: :meth:`FakeGraph.expire_tokens` (every token issued so far is expired),
 :meth:`FakeGraph.deny` (403 on paths containing a string), :meth:`FakeGraph.throttle_next`,
 :meth:`FakeGraph.fail_deltas_after` (delta pages after the N-th answer 503: a run stopped
-midway), and the logs :attr:`FakeGraph.token_requests` and :attr:`FakeGraph.downloads`.
+midway), :meth:`FakeGraph.expire_drive_delta_tokens` (410 for delta links issued so far),
+:meth:`FakeGraph.share_file` (a permission change alone), and the logs
+:attr:`FakeGraph.token_requests` and :attr:`FakeGraph.downloads`.
 
 Site pages (reading them) and lists: :mod:`tests.support.fake_graph_pages`.
 """
@@ -82,6 +91,8 @@ class FakeItem:
     users: list[str] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
     organization_link: bool = True
+    shared_at: int = 0
+    """When its permissions last changed (on the emulator's clock)."""
 
 
 class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
@@ -100,6 +111,7 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
         self._throttle = 0
         self._delta_pages = 0
         self._fail_after: int | None = None
+        self._drive_token_floors: dict[str, int] = {}
         self.site_pages: dict[str, dict[str, Any]] = {}
         """Pages created through the API, by id: the JSON they were created with."""
         self.published: list[str] = []
@@ -144,6 +156,16 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
             item = self.items[item_id]
             item.deleted, item.changed_at = True, next(self._clock)
 
+    def share_file(
+        self, item_id: str, *, users: list[str], groups: list[str], organization_link: bool
+    ) -> None:
+        """Other permissions on a file; its content (``cTag``, ``eTag``) does not change, but
+        the next delta reports it (marked ``sharedChanged`` when the request asks)."""
+        with self._lock:
+            item = self.items[item_id]
+            item.users, item.groups, item.organization_link = users, groups, organization_link
+            item.changed_at = item.shared_at = next(self._clock)
+
     # -- knobs --------------------------------------------------------------------------------
 
     def expire_tokens(self) -> None:
@@ -158,6 +180,14 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
 
     def fail_deltas_after(self, pages: int | None) -> None:
         self._fail_after, self._delta_pages = pages, 0
+
+    def expire_drive_delta_tokens(self, drive: str | None = None) -> None:
+        """Every delta link issued so far for ``drive`` (None: every drive) answers 410
+        ``resyncRequired``."""
+        with self._lock:
+            now = next(self._clock)
+            for expired in [drive] if drive else list(self.drives):
+                self._drive_token_floors[expired] = now
 
     def fail_page_creates(self, count: int, status: int = 503) -> None:
         """The next ``count`` page creations answer ``status`` (503 with ``Retry-After``)."""
@@ -320,34 +350,65 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
         drive = request.path_params["drive"]
         if drive not in self.drives:
             return _error(404, "itemNotFound", "The resource could not be found.")
+        prefer = {
+            value.strip().lower()
+            for header in request.headers.getlist("prefer")
+            for value in header.split(",")
+        }
+        sharing = "deltashowsharingchanges" in prefer
+        if sharing and not {"deltashowremovedasdeleted", "deltatraversepermissiongaps"} <= prefer:
+            return _error(
+                400,
+                "invalidRequest",
+                "deltashowsharingchanges requires deltashowremovedasdeleted and "
+                "deltatraversepermissiongaps.",
+            )
+        base = f"{self.graph_url}/drives/{drive}/root/delta"
         with self._lock:
             self._delta_pages += 1
             if self._fail_after is not None and self._delta_pages > self._fail_after:
                 return _error(503, "serviceNotAvailable", "Service unavailable")
+            # Tokens: none (an enumeration's start), "S" (a delta link: changes after S),
+            # "S.P.I" (a next link: after position P of a listing since S, "" for an
+            # enumeration; issued at I, so it can expire too).
             token = request.query_params.get("token", "")
-            since, _, page = token.partition(".")
-            since_at = int(since or 0)
-            start = int(page or 0)
+            since, _, rest = token.partition(".")
+            after, _, issued = rest.partition(".")
+            link_at = int(issued) if rest else int(since or 0)
+            if token and link_at < self._drive_token_floors.get(drive, 0):
+                return _error(
+                    410,
+                    "resyncRequired",
+                    "Resync required. Replace any local items with the server's version.",
+                    {"Location": base},
+                )
+            fresh = not since  # an enumeration of what exists: no deleted items
+            position = max(int(since or 0), int(after or 0))
             changed = sorted(
-                (i for i in self.items.values() if i.drive == drive and i.changed_at > since_at),
+                (
+                    i
+                    for i in self.items.values()
+                    if i.drive == drive and i.changed_at > position and not (fresh and i.deleted)
+                ),
                 key=lambda i: i.changed_at,
             )
-            now = max((i.changed_at for i in self.items.values()), default=0)
-            if token and not page:
-                start = 0
-            batch = changed[start : start + self.page_size]
+            batch = changed[: self.page_size]
             values: list[dict[str, Any]] = []
-            if not token and start == 0:
+            if not token:
                 values.append({"id": "01ROOT", "name": "root", "root": {}, "folder": {}})
-            values += [self._item_json(i) for i in batch]
-        base = f"{self.graph_url}/drives/{drive}/root/delta"
+            for item in batch:
+                shown = self._item_json(item)
+                if sharing and not fresh and item.shared_at > int(since) and not item.deleted:
+                    shown["@microsoft.graph.sharedChanged"] = "True"
+                values.append(shown)
+            issued_now = next(self._clock)
         body: dict[str, Any] = {"value": values}
-        if start + self.page_size < len(changed):
-            body["@odata.nextLink"] = (
-                f"{base}?{urlencode({'token': f'{since_at}.{start + self.page_size}'})}"
-            )
+        if len(changed) > self.page_size:
+            following = f"{since}.{batch[-1].changed_at}.{issued_now}"
+            body["@odata.nextLink"] = f"{base}?{urlencode({'token': following})}"
         else:
-            body["@odata.deltaLink"] = f"{base}?{urlencode({'token': str(now)})}"
+            # Changes after the link's issue: every change so far has an earlier time.
+            body["@odata.deltaLink"] = f"{base}?{urlencode({'token': str(issued_now)})}"
         return JSONResponse(body)
 
     def _item_json(self, item: FakeItem) -> dict[str, Any]:

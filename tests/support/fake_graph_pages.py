@@ -17,7 +17,8 @@ this in), with the shapes Microsoft documents for Graph v1.0:
   Pages library's drive, 404 for a generic list).
 * ``GET /sites/{id}/lists/{list}/items/delta[?token=...]`` (``$expand=fields``): listItems with
   ``id``, ``eTag``, ``lastModifiedDateTime``, ``webUrl`` and ``fields``, by ``@odata.nextLink``
-  to the ``@odata.deltaLink``; deleted items as ``{"id", "deleted": {"state": "deleted"}}``.
+  to the ``@odata.deltaLink``; deleted items as ``{"id", "deleted": {"state": "deleted"}}``
+  (only with a delta link's token: an enumeration from the start lists what exists).
   ``GET /sites/{id}/lists/{list}/items/{item}?$expand=fields``: one item (404 when deleted).
 * ``GET /drives/{site-pages-drive}/root:/{name}`` and ``/drives/{...}/items/{id}/permissions``:
   a page's file in the Site Pages library and who may read it.
@@ -357,8 +358,13 @@ class PagesAndLists:
                 if self._list_deltas_left <= 0:
                     return graph_error(503, "serviceNotAvailable", "Service unavailable", _RETRY)
                 self._list_deltas_left -= 1
+            fresh = not since  # an enumeration of what exists: no deleted items
             changed = sorted(
-                (i for i in made.items.values() if i.changed_at > since_at),
+                (
+                    i
+                    for i in made.items.values()
+                    if i.changed_at > since_at and not (fresh and i.deleted)
+                ),
                 key=lambda i: i.changed_at,
             )
             now = max((i.changed_at for i in made.items.values()), default=since_at)
@@ -368,7 +374,7 @@ class PagesAndLists:
         base = f"{self.graph_url}/sites/{request.path_params['site']}/lists/{made.id}/items/delta"
         body: dict[str, Any] = {"value": values}
         if start + self.page_size < len(changed):
-            query = urlencode({"token": f"{since_at}.{start + self.page_size}"})
+            query = urlencode({"token": f"{since}.{start + self.page_size}"})
             body["@odata.nextLink"] = f"{base}?$expand=fields&{query}"
         else:
             body["@odata.deltaLink"] = f"{base}?$expand=fields&{urlencode({'token': str(now)})}"
