@@ -1,8 +1,11 @@
 """Fixtures of the orchestrator's tests: the local chat-completions server
 (``tests/support/fake_openai.py``) and a provider talking to it, the query encoder (its model
 loads once per session) and an empty Chroma collection. Helpers that are no fixtures live beside
-this file: ``articles.py`` (a knowledge base written as the indexer writes it) and
-``stand_ins.py`` (what a turn talks to)."""
+this file: ``articles.py`` (a knowledge base written as the indexer writes it),
+``stand_ins.py`` (what a turn talks to) and ``crawl_turns.py`` (an orchestrator whose turns may
+wait on a crawl). Also here, for the modules that test those turns: the intent classifier, a
+Redis database of the test's own, a recorder in the crawler fleet's place and a collection of
+the test articles."""
 
 from __future__ import annotations
 
@@ -11,11 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 from pydantic import SecretStr
 
+from orchestrator.config import OrchestratorSettings
 from orchestrator.embedding import QueryEncoder
+from orchestrator.intent import IntentClassifier
 from orchestrator.llm import OpenAICompatible, OpenAICompatibleConfig
-from orchestrator.tests.articles import new_collection
+from orchestrator.tests.articles import ARTICLES, add, new_collection
+from orchestrator.tests.stand_ins import RecordingFleet
 from tests.support.fake_openai import TEST_KEY, FakeOpenAI
 
 
@@ -61,3 +68,30 @@ async def llm(fake: FakeOpenAI) -> AsyncIterator[OpenAICompatible]:
 def collection(tmp_path: Path) -> Any:
     """An empty collection in a persistent Chroma under the test's folder."""
     return new_collection(tmp_path)
+
+
+@pytest.fixture
+def articles_collection(tmp_path: Path, encoder: QueryEncoder) -> Any:
+    """A collection holding the test articles (``articles.ARTICLES``), embedded for real."""
+    kb = new_collection(tmp_path)
+    for url, title, section, body in ARTICLES:
+        add(kb, encoder, url, title, section, body)
+    return kb
+
+
+@pytest.fixture(scope="module")
+def intents(encoder: QueryEncoder) -> IntentClassifier:
+    return IntentClassifier.from_settings(encoder, OrchestratorSettings())
+
+
+@pytest.fixture
+async def redis(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A database of the test's own: the crawl deadlines live under one fixed key."""
+    client = aioredis.from_url(fresh_redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def fleet() -> RecordingFleet:
+    return RecordingFleet()

@@ -9,37 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import chromadb
 import pytest
 import redis.asyncio as aioredis
-from chromadb.config import Settings
 
 from contracts.events import Action, ChunksIndexed, QueryReceived
 from contracts.periodic import every
 from orchestrator.config import OrchestratorSettings
-from orchestrator.crawl import DEADLINES_KEY, CrawlWaits, sweep_due
+from orchestrator.crawl import DEADLINES_KEY, sweep_due
 from orchestrator.embedding import QueryEncoder
 from orchestrator.intent import IntentClassifier
-from orchestrator.memory import ConversationStore
-from orchestrator.retrieval import HybridConfig, Retriever
 from orchestrator.service import Orchestrator
-from orchestrator.sites import SiteProfiles
-from orchestrator.state import TurnStatus, TurnStore
+from orchestrator.state import TurnStatus
 from orchestrator.sufficiency import Verdict, judge_article
 from orchestrator.tests import stand_ins
-from orchestrator.tests.articles import ARTICLES, add
+from orchestrator.tests.articles import add
+from orchestrator.tests.crawl_turns import SEED, make_orchestrator
 from orchestrator.tests.stand_ins import RecordingFleet, RecordingReplies
-from orchestrator.turn import TurnDeps
 from orchestrator.turn import question as question_steps
-from orchestrator.turn.deps import AuditTrail
 from tests.support import wait_until
 
-SEED = "http://help.example/index.html"
 PAGE = "http://help.example/badges/zephyr.html"
 QUESTION = "How do I load a new ribbon into the Zephyr badge printer?"
 PAGE_BODY = (
@@ -50,61 +40,9 @@ PAGE_BODY = (
 )
 
 
-@pytest.fixture(scope="module")
-def intents(encoder: QueryEncoder) -> IntentClassifier:
-    return IntentClassifier.from_settings(encoder, OrchestratorSettings())
-
-
 @pytest.fixture
-def collection(tmp_path: Path, encoder: QueryEncoder) -> Any:
-    client = chromadb.PersistentClient(
-        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
-    )
-    kb = client.get_or_create_collection(
-        f"test-{uuid.uuid4().hex[:12]}",
-        configuration={"hnsw": {"space": "cosine"}},
-        embedding_function=None,
-    )
-    for url, title, section, body in ARTICLES:
-        add(kb, encoder, url, title, section, body)
-    return kb
-
-
-@pytest.fixture
-async def redis(fresh_redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    """A database of the test's own: the crawl deadlines live under one fixed key."""
-    client = aioredis.from_url(fresh_redis_url)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
-def fleet() -> RecordingFleet:
-    return RecordingFleet()
-
-
-def make_orchestrator(
-    encoder: QueryEncoder,
-    intents: IntentClassifier,
-    collection: Any,
-    redis: aioredis.Redis,
-    fleet: RecordingFleet,
-    sites: SiteProfiles | None = None,
-    audit: AuditTrail | None = None,
-    **settings: Any,
-) -> Orchestrator:
-    config = OrchestratorSettings(cases_max=0, **{"crawl_seed_urls": [SEED], **settings})
-    deps = TurnDeps(
-        retriever=Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
-        intents=intents,
-        turns=TurnStore(redis, 600),
-        conversations=ConversationStore(redis, 600),
-        fleet=fleet,
-        waits=CrawlWaits(redis, lock_wait_s=5),
-        sites=sites,
-        **({"audit": audit} if audit is not None else {}),
-    )
-    return Orchestrator(deps, config)
+def collection(articles_collection: Any) -> Any:
+    return articles_collection
 
 
 def query(text: str = QUESTION) -> QueryReceived:

@@ -8,38 +8,23 @@ the shared data folder; turns run with real Redis, a real Chroma collection and 
 
 from __future__ import annotations
 
-import html
-import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from contracts.events import Action, AuditRecorded, CrawlPageSummary
-from deploy.evals.intents import load_held_apart
-from orchestrator.config import OrchestratorSettings
 from orchestrator.embedding import QueryEncoder
 from orchestrator.handlers import _audit_record
 from orchestrator.intent import IntentClassifier
 from orchestrator.service import Orchestrator
 from orchestrator.sites import KEY_PREFIX, MAX_PAGES, SiteProfile, SiteProfiles, url_words
 from orchestrator.state import TurnState
+from orchestrator.tests.crawl_turns import make_orchestrator
+from orchestrator.tests.dispatch_site import SEED, dispatch_pages
 from orchestrator.tests.stand_ins import RecordingFleet, RecordingReplies, query
-from orchestrator.tests.test_crawl_turns import (  # noqa: F401 (fixtures)
-    collection,
-    fleet,
-    intents,
-    make_orchestrator,
-    redis,
-)
 from orchestrator.turn.deps import AuditNote, AuditTrail
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SITE_DIR = REPO_ROOT.parent / "shared" / "data" / "sites" / "dispatch-docs"
-SEED = "http://127.0.0.1:8000/dispatch/"
-HELD_APART = Path(__file__).parent / "data" / "scope.heldapart.txt"
 
 # Questions about the Dispatch documentation that the scope model puts just under its threshold
 # (0.35-0.44 at the default 0.44), each with the words of it that name the site's subjects.
@@ -56,15 +41,9 @@ OFF_TOPIC = [
 ]
 
 
-def dispatch_pages() -> list[tuple[str, str]]:
-    """Every page of the Dispatch site as the fleet would report it: URL and title."""
-    assert SITE_DIR.is_dir(), f"shared data missing: {SITE_DIR} (see ../shared/README.md)"
-    pages = []
-    for path in sorted(SITE_DIR.rglob("*.html")):
-        found = re.search(r"<title[^>]*>(.*?)</title>", path.read_text(errors="replace"), re.S)
-        title = html.unescape(found.group(1)).strip() if found else ""
-        pages.append((f"http://127.0.0.1:8000/{path.relative_to(SITE_DIR).as_posix()}", title))
-    return pages
+@pytest.fixture
+def collection(articles_collection: Any) -> Any:
+    return articles_collection
 
 
 def test_url_words_keep_the_subject_and_drop_the_noise() -> None:
@@ -101,32 +80,12 @@ def test_the_dispatch_profile_names_nothing_of_everyday_questions(question: str)
     assert SiteProfile.build([SEED], dispatch_pages()).subjects_named(question) == []
 
 
-def test_held_apart_off_topic_messages_in_the_doubt_band_stay_refused(
-    encoder: QueryEncoder,
-) -> None:
-    """On the held-apart scope set (never trained on), the Dispatch profile lifts at most 1 % of
-    the out-of-scope messages: those in the doubt band that name one of its subjects."""
-    settings = OrchestratorSettings()
-    classifier = IntentClassifier.from_settings(encoder, settings)
-    profile = SiteProfile.build([SEED], dispatch_pages())
-    cases = [case for case in load_held_apart(HELD_APART) if case.scope == "out_of_scope"]
-    floor = settings.scope_threshold - settings.scope_site_margin
-    intents_ = classifier.classify_many([case.text for case in cases])
-    lifted = [
-        case
-        for case, intent in zip(cases, intents_, strict=True)
-        if not intent.in_scope and intent.scope_score >= floor and profile.subjects_named(case.text)
-    ]
-    assert len(cases) >= 300
-    assert len(lifted) <= 0.01 * len(cases), len(lifted)
-
-
 def summary(url: str, title: str, status: int = 200) -> CrawlPageSummary:
     return CrawlPageSummary(url=url, status=status, depth=1, title=title, bytes=1, ms=1)
 
 
 async def test_pages_read_are_kept_per_site_and_failures_are_not(
-    redis: aioredis.Redis,  # noqa: F811
+    redis: aioredis.Redis,
 ) -> None:
     sites = SiteProfiles(redis)
     noted = await sites.record(
@@ -147,7 +106,7 @@ async def test_pages_read_are_kept_per_site_and_failures_are_not(
     assert 0 < await redis.ttl(KEY_PREFIX + "http://127.0.0.1:8000") <= 7 * 24 * 3600
 
 
-async def test_a_full_profile_takes_no_new_pages(redis: aioredis.Redis) -> None:  # noqa: F811
+async def test_a_full_profile_takes_no_new_pages(redis: aioredis.Redis) -> None:
     key = KEY_PREFIX + "http://big.example"
     await redis.hset(key, mapping={f"http://big.example/p{i}": "x" for i in range(MAX_PAGES)})
     sites = SiteProfiles(redis)
@@ -164,10 +123,10 @@ Build = Callable[..., Orchestrator]
 @pytest.fixture
 def build(
     encoder: QueryEncoder,
-    intents: IntentClassifier,  # noqa: F811
-    collection: Any,  # noqa: F811
-    redis: aioredis.Redis,  # noqa: F811
-    fleet: RecordingFleet,  # noqa: F811
+    intents: IntentClassifier,
+    collection: Any,
+    redis: aioredis.Redis,
+    fleet: RecordingFleet,
 ) -> Build:
     """An orchestrator over the test's Redis and collection with these site profiles, whose
     only help site is the Dispatch seed unless settings say otherwise."""
@@ -188,7 +147,7 @@ async def actions_of(orchestrator: Orchestrator, text: str) -> list[str]:
 
 
 @pytest.fixture
-async def dispatch_sites(redis: aioredis.Redis) -> SiteProfiles:  # noqa: F811
+async def dispatch_sites(redis: aioredis.Redis) -> SiteProfiles:
     sites = SiteProfiles(redis)
     await sites.record([summary(url, title) for url, title in dispatch_pages()])
     return sites
@@ -209,8 +168,8 @@ class ContractAudit:
 
 async def test_a_doubted_question_naming_the_site_is_read_from_it_not_refused(
     build: Build,
-    intents: IntentClassifier,  # noqa: F811
-    fleet: RecordingFleet,  # noqa: F811
+    intents: IntentClassifier,
+    fleet: RecordingFleet,
     dispatch_sites: SiteProfiles,
 ) -> None:
     question = "How do I run the tests for a plugin I wrote?"
@@ -230,7 +189,7 @@ async def test_a_doubted_question_naming_the_site_is_read_from_it_not_refused(
 @pytest.mark.parametrize("question", OFF_TOPIC)
 async def test_everyday_questions_stay_refused_beside_a_help_site(
     build: Build,
-    fleet: RecordingFleet,  # noqa: F811
+    fleet: RecordingFleet,
     dispatch_sites: SiteProfiles,
     question: str,
 ) -> None:
@@ -248,8 +207,8 @@ async def test_everyday_questions_stay_refused_beside_a_help_site(
 )
 async def test_without_a_margin_or_a_configured_site_named_the_scope_model_decides(
     build: Build,
-    redis: aioredis.Redis,  # noqa: F811
-    fleet: RecordingFleet,  # noqa: F811
+    redis: aioredis.Redis,
+    fleet: RecordingFleet,
     settings: dict[str, Any],
     page: str,
 ) -> None:
@@ -263,8 +222,8 @@ async def test_without_a_margin_or_a_configured_site_named_the_scope_model_decid
 
 async def test_an_unread_help_site_is_read_before_a_doubted_question_is_refused(
     build: Build,
-    redis: aioredis.Redis,  # noqa: F811
-    fleet: RecordingFleet,  # noqa: F811
+    redis: aioredis.Redis,
+    fleet: RecordingFleet,
 ) -> None:
     """No page of the site read yet, its seeds naming nothing ("help", "index"): a question the
     scope model doubts crawls first; one it puts far out of scope is refused at once."""

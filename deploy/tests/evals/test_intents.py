@@ -38,7 +38,10 @@ from deploy.evals.intents import (
     strip_entity_annotations,
 )
 from orchestrator.config import OrchestratorSettings
-from orchestrator.intent import embed, load_examples
+from orchestrator.embedding import QueryEncoder
+from orchestrator.intent import IntentClassifier, embed, load_examples
+from orchestrator.sites import SiteProfile
+from orchestrator.tests.dispatch_site import SEED, dispatch_pages
 from tests.support import REPO_ROOT, SHARED_DATA
 
 SHARED_RASA = SHARED_DATA / "intents" / "rasa-helpdesk-nlu.yml"
@@ -404,3 +407,22 @@ def test_the_command_checks_the_held_apart_targets(
     capsys.readouterr()
     assert run_eval_intents(parse(["intents"])) == 2
     assert "give --data, --held-apart or both" in capsys.readouterr().err
+
+
+def test_held_apart_off_topic_messages_in_the_doubt_band_stay_refused() -> None:
+    """On the held-apart scope set (never trained on), the Dispatch profile lifts at most 1 % of
+    the out-of-scope messages: those in the doubt band that name one of its subjects (the real
+    sentence model here: the doubt band is a band of its scores)."""
+    settings = OrchestratorSettings()
+    classifier = IntentClassifier.from_settings(QueryEncoder(), settings)
+    profile = SiteProfile.build([SEED], dispatch_pages())
+    cases = [case for case in load_held_apart(HELD_APART) if case.scope == "out_of_scope"]
+    floor = settings.scope_threshold - settings.scope_site_margin
+    intents_ = classifier.classify_many([case.text for case in cases])
+    lifted = [
+        case
+        for case, intent in zip(cases, intents_, strict=True)
+        if not intent.in_scope and intent.scope_score >= floor and profile.subjects_named(case.text)
+    ]
+    assert len(cases) >= 300
+    assert len(lifted) <= 0.01 * len(cases), len(lifted)
