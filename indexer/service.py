@@ -220,6 +220,11 @@ class Ingestor:
         report.seconds = time.perf_counter() - started
         return report
 
+    @property
+    def chunking(self) -> str:
+        """The chunker's fingerprint: its settings and algorithm, stored with every chunk."""
+        return self._chunker.fingerprint
+
     def ingest_document(self, doc: ExtractedDocument) -> IngestReport:
         """Store ``doc``'s chunks unless the stored version is identical; see
         :meth:`ingest_documents`."""

@@ -46,6 +46,9 @@ class KnownDocument:
     content_hash: str
     generation: str
     doc_id: str
+    chunking: str | None = None
+    """The chunker's fingerprint (settings and algorithm) the chunks were made with; None for
+    documents recorded before it was kept (taken as made with the current settings)."""
 
 
 class SyncState:
@@ -155,7 +158,7 @@ class SyncState:
         if raw is None:
             return None
         value = json.loads(raw)
-        return KnownDocument(value["v"], value["h"], value["g"], value["d"])
+        return KnownDocument(value["v"], value["h"], value["g"], value["d"], value.get("c"))
 
     def keys(self) -> set[str]:
         return {_text(key) for key in self.client.hkeys(self._key("docs"))}
@@ -165,6 +168,8 @@ class SyncState:
 
     def remember(self, key: str, known: KnownDocument) -> None:
         value = {"v": known.version, "h": known.content_hash, "g": known.generation}
+        if known.chunking is not None:
+            value["c"] = known.chunking
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(self._key("docs"), key, json.dumps({**value, "d": known.doc_id}))
         pipe.hdel(self._key("failed"), key)

@@ -195,8 +195,12 @@ class SourceSync:
                 return None
             self._remove(change.key, known)
             return "deleted"
-        if known is not None and known.version == change.version:
-            return "unchanged"
+        if (
+            known is not None
+            and known.version == change.version
+            and known.chunking in (None, self.ingestor.chunking)
+        ):
+            return "unchanged"  # a chunk setting changed since: chunked again below
         try:
             return self._index(change, known)
         except (DocumentError, UnsupportedDocument) as exc:
@@ -213,10 +217,13 @@ class SourceSync:
             readers = self.source.permissions(change)
         except ValueError as exc:  # an id that cannot be filed (see contracts.readers)
             raise DocumentError(f"its readers: {exc}") from None
+        chunking = self.ingestor.chunking
         generation = hashlib.sha256(
-            f"{document.content_hash}\n{readers.fingerprint()}".encode()
+            f"{document.content_hash}\n{readers.fingerprint()}\n{chunking}".encode()
         ).hexdigest()[:24]
-        remembered = KnownDocument(change.version, document.content_hash, generation, doc_id)
+        remembered = KnownDocument(
+            change.version, document.content_hash, generation, doc_id, chunking
+        )
         if known is not None and known.generation == generation:
             # Another version number, same content and readers: nothing to embed.
             self.state.remember(change.key, remembered)

@@ -175,6 +175,40 @@ def test_a_new_version_with_the_same_content_embeds_nothing(
     assert counting.texts == embedded
 
 
+def test_new_chunk_settings_chunk_synced_pages_again_once(
+    confluence: FakeConfluence,
+    counting: CountingEmbedder,
+    counted_ingestor: Ingestor,
+    collection: Collection,
+    client: redis.Redis,
+    settings: IndexerSettings,
+) -> None:
+    """A page unchanged at the source is still chunked again when the chunk settings changed
+    (an operator's new boundaries or sizes reach what was synced before), then left alone."""
+    vpn, *_ = seed(confluence)
+    sync(confluence, counted_ingestor, client)
+    before = counted_ingestor.chunking
+    reads, embedded = len(confluence.body_reads), counting.texts
+    rechunking = Ingestor(
+        counting, collection, settings.model_copy(update={"chunk_boundaries": "static"})
+    )
+    assert rechunking.chunking != before
+
+    result = sync(confluence, rechunking, client, grace_s=0.0)
+
+    assert (result.summary.changed, result.summary.unchanged, result.summary.failed) == (4, 0, 0)
+    assert len(confluence.body_reads) == reads + 4
+    assert counting.texts > embedded
+    again = sync(confluence, rechunking, client, grace_s=0.0)
+    assert again.summary.unchanged == 4
+    assert len(confluence.body_reads) == reads + 4
+    everything = collection.get(include=["metadatas"])["metadatas"]
+    live = read_live(client, versioned_doc_ids(everything))
+    shown = [meta for meta, seen in zip(everything, visible(everything, live), strict=True) if seen]
+    assert {meta["chunking"] for meta in shown} == {rechunking.chunking}
+    assert chunks_of(collection, vpn)["documents"]
+
+
 def test_a_permission_change_is_a_change(
     confluence: FakeConfluence,
     counted_ingestor: Ingestor,
