@@ -12,16 +12,16 @@ Graph v1.0 (under ``/v1.0``):
 
 * ``GET /sites/{host}:/{path}``: the site (``id`` is ``host,site-guid,web-guid``)
 * ``GET /sites/{id}/drives``: ``{"value": [{"id", "name", "driveType": "documentLibrary"}]}``
-* ``GET /drives/{id}/root/delta[?token=...]``: pages of driveItems (``@odata.nextLink`` to the next
-  page, ``@odata.deltaLink`` after the last). Without a token, the drive as it is (no deleted
-  items); with the token of a delta link, only the items changed or deleted since (deleted ones with
-  the ``deleted`` facet, ``{"state": "deleted"}``), or 410 ``resyncRequired`` (with a ``Location``
-  to enumerate afresh) for a delta or next link Graph no longer honours. Pages go by position in
-  time, not by index: an item deleted or changed during an enumeration shifts nothing (a changed one
-  is listed again later, as Graph may). With ``Prefer: deltashowremovedasdeleted,
-  deltatraversepermissiongaps, deltashowsharingchanges`` an item reported because its permissions
-  changed carries ``"@microsoft.graph.sharedChanged": "True"``; the third preference without the
-  other two (which Microsoft documents as required with it) is refused 400.
+* a drive's delta query, ``GET /drives/{id}/`` and :data:`DRIVE_DELTA` ``[?token=...]``: pages of
+  driveItems (``@odata.nextLink`` to the next page, ``@odata.deltaLink`` after the last). Without a
+  token, the drive as it is (no deleted items); with the token of a delta link, only the items
+  changed or deleted since (deleted ones with the ``deleted`` facet, ``{"state": "deleted"}``), or
+  410 ``resyncRequired`` (with a ``Location`` to enumerate afresh) for a delta or next link Graph no
+  longer honours. Pages go by position in time, not by index: an item deleted or changed during an
+  enumeration shifts nothing (a changed one is listed again later, as Graph may). With ``Prefer:
+  deltashowremovedasdeleted, deltatraversepermissiongaps, deltashowsharingchanges`` an item reported
+  because its permissions changed carries ``"@microsoft.graph.sharedChanged": "True"``; the third
+  preference without the other two (which Microsoft documents as required with it) is refused 400.
 * ``GET /drives/{d}/items/{i}``, ``/content`` (302 to a pre-authenticated download URL, served
   without a token), ``/permissions`` (``roles``, ``grantedToV2`` with ``user``/``group``/
   ``siteGroup``, ``link.scope``)
@@ -75,6 +75,8 @@ TENANT = "contoso-tenant"
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 CLIENT_SECRET = "graph-test-secret-value"
 HOST = "contoso.sharepoint.com"
+DRIVE_DELTA = "root/delta"
+"""A drive's delta query, under ``/drives/{id}/`` (Graph's ``driveItem: delta`` on its root)."""
 SITE_PATH = "/sites/it"
 SITE_ID = f"{HOST},6d3b4c1e-0000-4000-8000-000000000001,6d3b4c1e-0000-4000-8000-000000000002"
 
@@ -208,7 +210,7 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
                 ),
                 *self.pages_and_lists_routes(),
                 Route("/v1.0/sites/{site:path}", self._sites),
-                Route("/v1.0/drives/{drive}/root/delta", self._delta),
+                Route(f"/v1.0/drives/{{drive}}/{DRIVE_DELTA}", self._delta),
                 Route("/v1.0/drives/{drive}/items/{item}", self._item),
                 Route("/v1.0/drives/{drive}/items/{item}/content", self._content),
                 Route("/v1.0/drives/{drive}/items/{item}/permissions", self._permissions),
@@ -363,7 +365,7 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
                 "deltashowsharingchanges requires deltashowremovedasdeleted and "
                 "deltatraversepermissiongaps.",
             )
-        base = f"{self.graph_url}/drives/{drive}/root/delta"
+        base = f"{self.graph_url}/drives/{drive}/{DRIVE_DELTA}"
         with self._lock:
             self._delta_pages += 1
             if self._fail_after is not None and self._delta_pages > self._fail_after:
