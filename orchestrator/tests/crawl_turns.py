@@ -8,6 +8,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from contracts.runtime_config import RuntimeConfigReader
 from orchestrator.config import OrchestratorSettings
 from orchestrator.crawl import CrawlWaits
 from orchestrator.embedding import QueryEncoder
@@ -33,8 +34,12 @@ def make_orchestrator(
     fleet: RecordingFleet,
     sites: SiteProfiles | None = None,
     audit: AuditTrail | None = None,
+    runtime: RuntimeConfigReader | None = None,
     **settings: Any,
 ) -> Orchestrator:
+    """An orchestrator over these stand-ins, with ``settings`` over the defaults (the seed
+    :data:`SEED`, no similar cases) and, where given, the help sites' profiles, an audit trail
+    and the admins' runtime configuration."""
     config = OrchestratorSettings(cases_max=0, **{"crawl_seed_urls": [SEED], **settings})
     deps = TurnDeps(
         retriever=Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
@@ -44,6 +49,7 @@ def make_orchestrator(
         fleet=fleet,
         waits=CrawlWaits(redis, lock_wait_s=5),
         sites=sites,
+        runtime=runtime,
         **({"audit": audit} if audit is not None else {}),
     )
     return Orchestrator(deps, config)

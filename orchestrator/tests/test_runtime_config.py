@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
-import chromadb
 import pytest
 import redis.asyncio as aioredis
-from chromadb.config import Settings
 from pydantic import ValidationError
 
 from contracts.events import Action, QueryReceived
@@ -31,17 +28,12 @@ from contracts.runtime_config import (
 )
 from orchestrator.compose import CAP_TEXT
 from orchestrator.config import OrchestratorSettings
-from orchestrator.crawl import CrawlWaits
 from orchestrator.embedding import QueryEncoder
 from orchestrator.intent import CATEGORIES as ORCHESTRATOR_CATEGORIES
 from orchestrator.intent import CategoryExamples, IntentClassifier, IntentExamples, load_examples
-from orchestrator.memory import ConversationStore
-from orchestrator.retrieval import HybridConfig, Retriever
 from orchestrator.service import Orchestrator
-from orchestrator.state import TurnStore
-from orchestrator.tests.articles import ARTICLES, add
+from orchestrator.tests.crawl_turns import make_orchestrator
 from orchestrator.tests.stand_ins import RecordingFleet, RecordingReplies
-from orchestrator.turn import TurnDeps
 
 PRINTER_QUESTION = "How do I add a network printer?"
 VAGUE = "it's not working"
@@ -244,21 +236,6 @@ def intents(encoder: QueryEncoder) -> IntentClassifier:
     return IntentClassifier(encoder, few_examples())
 
 
-@pytest.fixture
-def collection(tmp_path: Path, encoder: QueryEncoder) -> Any:
-    client = chromadb.PersistentClient(
-        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
-    )
-    kb = client.get_or_create_collection(
-        f"test-{uuid.uuid4().hex[:12]}",
-        configuration={"hnsw": {"space": "cosine"}},
-        embedding_function=None,
-    )
-    for url, title, section, body in ARTICLES:
-        add(kb, encoder, url, title, section, body)
-    return kb
-
-
 class Admin:
     """Changes the configuration as the admin API does, and moves the services' clock past
     the reader's cache."""
@@ -281,31 +258,26 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def fleet() -> RecordingFleet:
-    return RecordingFleet()
-
-
-@pytest.fixture
 def orchestrator(
     encoder: QueryEncoder,
     intents: IntentClassifier,
-    collection: Any,
+    articles_collection: Any,
     redis: aioredis.Redis,
     fleet: RecordingFleet,
     key: str,
     clock: Clock,
 ) -> Iterator[Orchestrator]:
-    settings = OrchestratorSettings(cases_max=0, crawl_seed_urls=[], clarify_cap=2)
-    deps = TurnDeps(
-        retriever=Retriever(encoder, collection, HybridConfig(refresh_interval_s=3600)),
-        intents=intents,
-        turns=TurnStore(redis, 600),
-        conversations=ConversationStore(redis, 600),
-        fleet=fleet,
-        waits=CrawlWaits(redis, lock_wait_s=5),
-        runtime=RuntimeConfigReader(redis, key=key, ttl_s=2.0, clock=clock),
+    runtime = RuntimeConfigReader(redis, key=key, ttl_s=2.0, clock=clock)
+    yield make_orchestrator(
+        encoder,
+        intents,
+        articles_collection,
+        redis,
+        fleet,
+        runtime=runtime,
+        crawl_seed_urls=[],
+        clarify_cap=2,
     )
-    yield Orchestrator(deps, settings)
     intents.route({})  # the classifier is shared by the module's tests
 
 
