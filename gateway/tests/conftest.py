@@ -331,14 +331,17 @@ def answer(settings: GatewaySettings, message: MessageReceived, **fields: Any) -
 
 def one_question(raw: Redis, count: int = 1) -> MessageReceived:
     """The ``count``-th question on the bus, once it is there."""
-    found = wait_until_sync(lambda: len(questions(raw)) >= count and questions(raw))
-    return found[count - 1]
+    def arrived() -> MessageReceived | None:
+        found = questions(raw)
+        return found[count - 1] if len(found) >= count else None
+
+    return wait_until_sync(arrived)
 
 
 def answer_next(
     settings: GatewaySettings, raw: Redis, count: int, **fields: Any
 ) -> MessageReceived:
     """Wait for the ``count``-th question on the bus and answer it (in a thread: it blocks)."""
-    message = wait_until_sync(lambda: len(questions(raw)) >= count and questions(raw)[count - 1])
+    message = one_question(raw, count)
     answer(settings, message, **fields)
     return message

@@ -5,7 +5,7 @@ Under ``deskpilot:indexer:source:<name>:``:
 * ``cursor``: where the listing resumes (a next link, a delta link); written only after every
   change listed before it is committed;
 * ``docs``: hash, document key -> ``{"v": version, "h": content hash, "g": generation, "d": doc
-  id}`` of what is indexed;
+  id, "c": the chunker's fingerprint}`` of what is indexed;
 * ``seen``: set of keys a complete listing in progress has listed (sources that list everything
   each run: what is not seen by the end is deleted); ``seen:<prefix>`` the same for a complete
   listing of the keys under a prefix (a library a delta source enumerates afresh), kept from the

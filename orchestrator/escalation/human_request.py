@@ -174,7 +174,7 @@ _REQUEST_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
             rf"\b(?:can|could|would|will|please|have|get|may)\s+{_PERSON_DIRECT}\s+"
             rf"(?:(?:from|at|in|on)\s+{_DET}(?:[a-z0-9]+\s+){{1,3}}?)?(?:please\s+)?(?:call|"
             rf"contact|ring|phone|email|e-mail|get back to|reach out to|come (?:over )?to|come "
-            rf"and see|visit|message|text)\s+(?:me|us)\b",
+            rf"and see|visit|message|text|reach|page)\s+(?:me|us)\b",
         ),
         # "I need help from a real human", "assistance from a person"
         (

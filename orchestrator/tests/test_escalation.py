@@ -139,6 +139,7 @@ def test_near_misses_are_not_requests(text: str) -> None:
         "how do I chat with a colleague in Teams",
         "What command do I use to message the incident commander?",
         "Where do employees go to report an incident?",
+        "Can Dispatch page me when an incident opens?",
     ],
 )
 def test_questions_about_a_product_feature_are_not_requests(text: str) -> None:
@@ -168,6 +169,9 @@ def test_questions_about_a_product_feature_are_not_requests(text: str) -> None:
         ("please page the on-call engineer", "person"),
         ("I want to talk to the on-call engineer", "person"),
         ("could you connect me to the on call engineer", "person"),
+        # the help asked to reach or page the user, as people write it
+        ("can the it department reach me please", "person"),
+        ("can the service desk page me", "person"),
     ],
 )
 def test_requests_beside_product_questions_still_escalate(text: str, kind: str) -> None:
