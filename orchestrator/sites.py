@@ -23,6 +23,7 @@ port): hash of page URL → title, kept :data:`PROFILE_TTL_S` after its last wri
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
@@ -38,6 +39,8 @@ PROFILE_TTL_S = 7 * 24 * 3600
 """A site not read for a week is profiled afresh from its next crawl (and its seeds meanwhile)."""
 MAX_PAGES = 5000
 """Pages a profile keeps: enough for a documentation site, bounded for any site."""
+CACHE_S = 10.0
+"""How long a replica answers from the profile it built before reading the pages again."""
 
 # Words of URLs and host names that say nothing about a site's subject.
 _URL_NOISE = word_set(
@@ -95,15 +98,24 @@ class SiteProfile:
 
 
 class SiteProfiles:
-    """The configured help sites' profiles, in Redis so every replica reads the same."""
+    """The configured help sites' profiles, in Redis so every replica reads the same.
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    A profile is built from every page read (up to :data:`MAX_PAGES`), so a replica keeps the one
+    it built for :data:`CACHE_S`, or until it records pages itself: a doubted question does not
+    read and stem thousands of titles each time, and another replica's crawl shows within
+    seconds."""
+
+    def __init__(self, client: aioredis.Redis, *, cache_s: float = CACHE_S) -> None:
         self.client = client
+        self.cache_s = cache_s
+        self._built: dict[tuple[str, ...], tuple[float, SiteProfile]] = {}
 
     async def record(self, pages: Sequence[CrawlPageSummary]) -> int:
         """Note the pages a crawl read (those served with success), each under its site;
         returns how many were noted."""
         read = [page for page in pages if 200 <= page.status < 300]
+        if read:
+            self._built.clear()
         by_site: dict[str, dict[str, str]] = {}
         for page in read:
             by_site.setdefault(site_of(page.url), {})[page.url] = page.title[:300]
@@ -124,11 +136,17 @@ class SiteProfiles:
 
     async def profile(self, seeds: Sequence[str]) -> SiteProfile:
         """The profile of the seeds' sites: their seeds' words and every page read from them."""
+        key = tuple(seeds)
+        cached = self._built.get(key)
+        if cached is not None and time.monotonic() - cached[0] < self.cache_s:
+            return cached[1]
         pages: list[tuple[str, str]] = []
         for site in dict.fromkeys(site_of(seed) for seed in seeds):
             held = await self.client.hgetall(KEY_PREFIX + site)
             pages.extend((_text(url), _text(title)) for url, title in held.items())
-        return SiteProfile.build(seeds, pages)
+        profile = SiteProfile.build(seeds, pages)
+        self._built[key] = (time.monotonic(), profile)
+        return profile
 
 
 def _text(value: bytes | str) -> str:

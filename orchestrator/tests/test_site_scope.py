@@ -117,6 +117,23 @@ async def test_a_full_profile_takes_no_new_pages(redis: aioredis.Redis) -> None:
     assert await redis.hget(key, "http://big.example/p1") == b"Renamed"
 
 
+async def test_a_replica_rebuilds_its_profile_after_its_cache_or_its_own_crawl(
+    redis: aioredis.Redis,
+) -> None:
+    """A doubted question does not read and stem every page read each time: a replica keeps the
+    profile it built for ``cache_s``, or until it records pages itself."""
+    page = f"{SEED}docs/contributing/plugins/testing"
+    here, there = SiteProfiles(redis, cache_s=3600), SiteProfiles(redis)
+    assert (await here.profile([SEED])).pages == 0
+
+    await there.record([summary(page, "Testing | Dispatch")])
+
+    assert (await here.profile([SEED])).pages == 0  # built a moment ago: kept
+    assert (await SiteProfiles(redis, cache_s=0).profile([SEED])).pages == 1
+    await here.record([summary(f"{SEED}docs/faq", "FAQ")])
+    assert (await here.profile([SEED])).pages == 2
+
+
 Build = Callable[..., Orchestrator]
 
 
