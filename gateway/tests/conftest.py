@@ -331,6 +331,7 @@ def answer(settings: GatewaySettings, message: MessageReceived, **fields: Any) -
 
 def one_question(raw: Redis, count: int = 1) -> MessageReceived:
     """The ``count``-th question on the bus, once it is there."""
+
     def arrived() -> MessageReceived | None:
         found = questions(raw)
         return found[count - 1] if len(found) >= count else None
