@@ -203,7 +203,11 @@ def test_up_answers_stops_cleanly_and_keeps_its_data(first_run: FirstRun, second
     again = httpx.post(
         f"{url}/api/chat", json={"text": "How do I reset my VPN password?"}, timeout=60
     )
-    assert again.json()["citations"] == first_body["citations"]
+    # The same article answers from the kept data; the first run's rating (counted whenever its
+    # event is handled, before or after the restart) may move the lesser citations.
+    cited, first_cited = again.json()["citations"], first_body["citations"]
+    assert cited[0] == first_cited[0]
+    assert {c["url"] for c in cited} <= {c["url"] for c in first_cited}
     indexer_log = (data_dir / "logs" / "indexer.log").read_text()
     # The second start found every demo article unchanged and wrote nothing.
     assert "(0 indexed, 32 unchanged" in indexer_log
