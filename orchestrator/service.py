@@ -333,6 +333,7 @@ class Orchestrator:
             await asyncio.to_thread(deps.retriever.refresh, force=True)
             conversation = await deps.conversations.load(state.conversation_id)
             turn = self.turn(state, conversation, replies)
+            turn.crawling = not over
             _, reply = await first_reply(turn, self.steps.question)
             body = answer_of(reply)
             if not over and not self.enough(body):

@@ -38,6 +38,14 @@ Without a language model, and cheaply (it runs on every turn):
   (:attr:`Policy.similar_enough`) that the embedding model vouches for it where words differ
   ("invisible" for "hidden"). A question with no key term left (all its words common) is
   decided by similarity alone.
+* **When nothing is left to try** (no help site to read, or the turn is decided again after its
+  crawl), declining means telling the user there is no answer, so an article that *stands out*
+  answers too (:func:`last_resort`): its best chunk at least :attr:`Policy.standout` similar to
+  the question and :attr:`Policy.standout_lead` more similar than any other document's. The
+  embedding singling out one page is evidence that it is about the question where the words
+  differ ("rota" for a page on schedules, "hack on it" for the development set-up page); while
+  a crawl can still follow, the words decide, and a page absent from the knowledge base is
+  looked for on the help sites instead of answered from a neighbour.
 
 The key terms no similar article is about are what a crawl is planned toward
 (``ContextInsufficient.focus``) and what an honest no-answer names.
@@ -48,12 +56,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from orchestrator.dialogue import PLACEHOLDER
-from orchestrator.retrieval import TermStats, keyword_tokens
+from orchestrator.retrieval import Retrieval, TermStats, keyword_tokens
 
 if TYPE_CHECKING:
     from orchestrator.compose import Article
@@ -260,6 +268,12 @@ class Policy:
     similar_enough: float = 0.65
     """Cosine similarity at which an article answers whatever words it uses: the embedding
     model knows synonyms ("invisible" for "hidden") that words alone do not."""
+    standout: float = 0.55
+    """Cosine similarity from which an article that stands out among those found answers when
+    nothing is left to try (:func:`last_resort`)."""
+    standout_lead: float = 0.12
+    """How much more similar than any other document's chunk such an article's best chunk
+    must be."""
 
 
 DEFAULT_POLICY = Policy()
@@ -361,6 +375,9 @@ class Verdict:
     missing: tuple[str, ...]
     """Key terms it is not about (absent, or mentioned in passing), heaviest first."""
     terms: tuple[KeyTerm, ...] = ()
+    lead: float | None = None
+    """How much more similar than any other document the article is, when it answers by
+    standing out (:func:`last_resort`) rather than by its words."""
 
     @property
     def reason(self) -> str:
@@ -368,7 +385,8 @@ class Verdict:
             return "no key term to check"
         state = "answers" if self.sufficient else "does not answer"
         missing = f"; missing {', '.join(self.missing)}" if self.missing else ""
-        return f"{state} the question (key terms covered {self.share:.2f}{missing})"
+        standing = f", stands out by {self.lead:.2f} similarity" if self.lead is not None else ""
+        return f"{state} the question (key terms covered {self.share:.2f}{missing}{standing})"
 
 
 def judge(
@@ -420,3 +438,26 @@ def judge_article(
     texts[passage.chunk_id] = passage.text
     terms_asked = key_terms(question, terms, policy)
     return judge(terms_asked, heading, texts.values(), policy, article.best.score)
+
+
+def lead(article: Article, retrieval: Retrieval) -> float:
+    """How much more similar to the question ``article``'s best chunk is than every other
+    document's retrieved chunks (its whole similarity when no other document was found)."""
+    others = [hit.score for hit in retrieval.hits if hit.url != article.url]
+    fetched = [*retrieval.documents.values(), retrieval.best_document]
+    others += [hit.score for hits in fetched for hit in hits if hit.url != article.url]
+    return article.best.score - max(others, default=0.0)
+
+
+def last_resort(
+    verdict: Verdict, article: Article, retrieval: Retrieval, policy: Policy = DEFAULT_POLICY
+) -> Verdict:
+    """``verdict`` for a turn where a decline is final (no crawl can follow): an article the
+    words do not vouch for answers still when it stands out, at least :attr:`Policy.standout`
+    similar and :attr:`Policy.standout_lead` ahead of every other document found."""
+    if verdict.sufficient or article.best.score < policy.standout:
+        return verdict
+    ahead = lead(article, retrieval)
+    if ahead < policy.standout_lead:
+        return verdict
+    return replace(verdict, sufficient=True, lead=ahead)

@@ -6,7 +6,11 @@ the orchestrator would answer from is chosen (:func:`orchestrator.compose.answer
 * **similarity alone**: the best ranked document with a chunk at least
   ``ORCHESTRATOR_RELEVANCE_THRESHOLD`` similar (the rule before the sufficiency check);
 * **with the sufficiency check**: the best ranked such document that also covers the question's
-  key terms (:mod:`orchestrator.sufficiency`).
+  key terms (:mod:`orchestrator.sufficiency`), as a turn judges while a crawl of the help sites
+  can follow a decline;
+* **with the check, no crawl to follow**: as a turn judges when a decline is final (no help
+  site, or after the crawl), where an article that stands out among those found answers too
+  (:func:`orchestrator.sufficiency.last_resort`).
 
 Each is counted as answered citing the right page, answered citing another page, or declined
 (``no_answer``, or a crawl where help sites are configured). Then again **without the right
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 Relevant = Callable[[Any, str], bool]
@@ -36,13 +41,13 @@ def answer_figures(
     from orchestrator.config import OrchestratorSettings
     from orchestrator.dialogue import readable
     from orchestrator.retrieval import Retrieval
-    from orchestrator.sufficiency import Verdict, judge_article
+    from orchestrator.sufficiency import Verdict, judge_article, last_resort
 
     settings = OrchestratorSettings()
     threshold = settings.relevance_threshold
     counts: dict[str, dict[str, int]] = {
         f"{rule}{case}": {"right": 0, "wrong": 0, "declined": 0}
-        for rule in ("similarity", "sufficiency")
+        for rule in ("similarity", "sufficiency", "final")
         for case in ("", "_without_page")
     }
     missed: list[dict[str, Any]] = []
@@ -62,15 +67,23 @@ def answer_figures(
 
             def answers(
                 article: Article,
+                final: bool,
                 retrieval: Retrieval = retrieval,
                 query: Any = query,
                 verdicts: list[tuple[str, Verdict]] = verdicts,
             ) -> bool:
                 verdict = judge_article(query.text, article, retrieval.terms)
-                verdicts.append((article.url, verdict))
+                if final:
+                    verdict = last_resort(verdict, article, retrieval)
+                else:
+                    verdicts.append((article.url, verdict))
                 return verdict.sufficient
 
-            for rule, check in (("similarity", None), ("sufficiency", answers)):
+            for rule, check in (
+                ("similarity", None),
+                ("sufficiency", partial(answers, final=False)),
+                ("final", partial(answers, final=True)),
+            ):
                 article = answering_article(retrieval, threshold, check)
                 outcome = (
                     "declined"
@@ -80,7 +93,7 @@ def answer_figures(
                     else "wrong"
                 )
                 counts[f"{rule}{case}"][outcome] += 1
-                if misses and check is not None and not case and outcome != "right":
+                if misses and rule == "sufficiency" and not case and outcome != "right":
                     missed.append(
                         {
                             "query": query.text,
@@ -107,9 +120,11 @@ def format_answer_figures(figures: dict[str, Any]) -> list[str]:
         f"answers (threshold {figures['threshold']}, top {figures['top_k']} chunks):",
         line("similarity", "similarity alone"),
         line("sufficiency", "with the sufficiency check"),
+        line("final", "with the check, no crawl to follow (a page that stands out answers)"),
         "without the right page in the knowledge base (declining is right):",
         line("similarity_without_page", "similarity alone"),
         line("sufficiency_without_page", "with the sufficiency check"),
+        line("final_without_page", "with the check, no crawl to follow"),
         *(
             f"  {miss['outcome']}: {miss['query']!r} -> {miss['cited']}\n"
             + "".join(f"      {judged}\n" for judged in miss["judged"]).rstrip()

@@ -308,6 +308,54 @@ async def test_without_a_crawl_the_similar_article_is_not_given_as_the_answer(
     assert fleet.requests == []
 
 
+DISPLAY_QUESTION = "The display switches off while I read, how can I keep it on longer?"
+DELAY_PAGE = "http://help.example/power/blank-screen.html"
+DELAY_BODY = (
+    "Choose how long the computer waits before it turns the display off when idle: open Power "
+    "settings and change the delay, or set it to Never."
+)
+
+
+async def test_a_page_in_other_words_answers_once_the_crawl_is_over(
+    orchestrator: Orchestrator, fleet: RecordingFleet, collection: Any, encoder: QueryEncoder
+) -> None:
+    """The crawled page says "blank screen delay" where the user says "switches off" and "keep
+    it on longer": its words do not vouch for it, so the turn waits while the crawl may still
+    read a page in the question's words. Once the crawl is over, a decline would be final, and
+    the page that stands out among those found answers."""
+    orchestrator.settings = orchestrator.settings.model_copy(update={"sufficiency_check": True})
+    event, replies = query(DISPLAY_QUESTION), RecordingReplies()
+    await orchestrator.handle_query(event, replies)
+    assert len(fleet.requests) == 1
+
+    add(collection, encoder, DELAY_PAGE, "Blank screen delay", "Power settings", DELAY_BODY)
+    await orchestrator.resume(event.correlation_id, replies, indexed=indexed(event, DELAY_PAGE))
+    assert replies.answers == []  # the crawl goes on
+    assert fleet.stops == []
+
+    await orchestrator.resume(event.correlation_id, replies, finished=1)
+    (answer,) = replies.answers
+    assert answer.action is Action.ANSWER
+    assert answer.citations[0].url == DELAY_PAGE
+    assert "Power settings" in answer.answer
+
+
+async def test_without_a_crawl_a_page_that_stands_out_answers_at_once(
+    orchestrator: Orchestrator, fleet: RecordingFleet, collection: Any, encoder: QueryEncoder
+) -> None:
+    """With no help site to read, declining is final from the start: the page that stands out
+    answers, while a merely similar one (the toner question above) still does not."""
+    orchestrator.settings = orchestrator.settings.model_copy(
+        update={"crawl_enabled": False, "sufficiency_check": True}
+    )
+    add(collection, encoder, DELAY_PAGE, "Blank screen delay", "Power settings", DELAY_BODY)
+    replies = RecordingReplies()
+    await orchestrator.handle_query(query(DISPLAY_QUESTION), replies)
+    (answer,) = replies.answers
+    assert answer.citations[0].url == DELAY_PAGE
+    assert fleet.requests == []
+
+
 async def test_what_the_redactor_replaced_is_not_asked_about(
     orchestrator: Orchestrator,
     collection: Any,

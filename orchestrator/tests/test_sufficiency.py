@@ -22,6 +22,7 @@ from orchestrator.sufficiency import (
     judge,
     judge_article,
     key_terms,
+    last_resort,
 )
 
 THRESHOLD = 0.45
@@ -219,6 +220,64 @@ def test_a_very_similar_article_answers_in_other_words() -> None:
         terms, "Hide a file", ["Rename it with a dot first."], similarity=0.5
     ).sufficient
     assert judge(terms, "Hide a file", ["Rename it with a dot first."], similarity=0.7).sufficient
+
+
+ROTA_QUESTION = "We keep on-call rotas elsewhere, what does the tool need to read the rota?"
+SCHEDULES = SITE + "plugins/schedules"
+SCHEDULE_PAGE = ("On-call schedules", "Give the plugin an API key and the schedule's id.")
+SLACK = SITE + "plugins/slack"
+SLACK_PAGE = ("Slack", "Create an app, give it a bot token and invite it to the channel.")
+
+
+def schedule_hits(best: float, other: float) -> tuple[Article, Retrieval]:
+    """The schedules page (none of the question's words) ``best`` similar, Slack ``other``."""
+    schedules = Hit(SCHEDULES + "#0", SCHEDULE_PAGE[1], SCHEDULES, *SCHEDULE_PAGE[:1] * 2, best)
+    slack = Hit(SLACK + "#0", SLACK_PAGE[1], SLACK, *SLACK_PAGE[:1] * 2, other)
+    return Article((schedules,)), Retrieval([schedules, slack], [schedules], terms=STATS)
+
+
+def test_a_page_that_stands_out_answers_when_nothing_is_left_to_try() -> None:
+    """Nothing of the question's words is on the schedules page ("rota" is not), so while a
+    crawl can follow, it is declined; when the decline would be final, its lead over every
+    other page found vouches for it."""
+    article, retrieval = schedule_hits(best=0.62, other=0.47)
+    verdict = judge_article(ROTA_QUESTION, article, STATS)
+    assert not verdict.sufficient
+    final = last_resort(verdict, article, retrieval)
+    assert final.sufficient
+    assert final.lead == pytest.approx(0.15)
+    assert "stands out by 0.15" in final.reason
+    assert final.missing == verdict.missing  # what the page does not say is still named
+
+
+@pytest.mark.parametrize(
+    ("best", "other"),
+    [
+        (0.62, 0.55),  # another page is nearly as similar: the embedding singles out none
+        (0.52, 0.30),  # far ahead, but not similar enough to vouch for
+    ],
+)
+def test_a_page_that_does_not_stand_out_is_still_declined(best: float, other: float) -> None:
+    article, retrieval = schedule_hits(best, other)
+    verdict = last_resort(judge_article(ROTA_QUESTION, article, STATS), article, retrieval)
+    assert not verdict.sufficient
+    assert verdict.lead is None
+
+
+def test_the_lead_is_over_every_document_found_not_only_the_hits() -> None:
+    """A close document among those fetched whole (not in the top hits) counts too."""
+    article, retrieval = schedule_hits(best=0.62, other=0.40)
+    close = Hit(SLACK + "#1", "Socket mode.", SLACK + "/socket", "Slack", "Slack", 0.58)
+    retrieval = Retrieval(retrieval.hits, retrieval.best_document, {close.url: [close]}, STATS)
+    verdict = judge_article(ROTA_QUESTION, article, STATS)
+    assert not last_resort(verdict, article, retrieval).sufficient
+
+
+def test_a_sufficient_verdict_is_left_as_it_is() -> None:
+    article, retrieval = schedule_hits(best=0.62, other=0.10)
+    verdict = judge_article("what do schedules need", article, STATS)
+    assert verdict.sufficient
+    assert last_resort(verdict, article, retrieval) is verdict
 
 
 def test_a_question_of_common_words_is_left_to_similarity() -> None:

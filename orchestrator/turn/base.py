@@ -246,6 +246,9 @@ class Turn:
     incident: Incident | None = None
     """The ongoing incident the message is about, if any."""
     allow_crawl: bool = True
+    crawling: bool = False
+    """The turn is decided again while its crawl still runs: pages not read yet may answer it,
+    so a decline is not final (:func:`~orchestrator.turn.question.find_answer`)."""
     audit_notes: list[AuditNote] = field(default_factory=list)
     """Audit records the steps noted (:meth:`note`), published with the turn's outcome
     (:func:`~orchestrator.turn.finish.audit`); shared by a copy of the turn (``replace``)."""

@@ -48,7 +48,7 @@ from orchestrator.intent import Intent
 from orchestrator.llm import critique_applies, critiqued_answer, generate_answer, read_message
 from orchestrator.memory import ChecklistState, Conversation, StepOutcome
 from orchestrator.retrieval import Hit
-from orchestrator.sufficiency import Verdict, judge_article
+from orchestrator.sufficiency import Verdict, judge_article, last_resort
 from orchestrator.turn.base import Answer, Crawl, Escalate, Reader, Reply, Step, Turn
 
 VAGUE_QUESTIONS = (
@@ -259,14 +259,18 @@ async def help_site_subjects(turn: Turn) -> str | None:
 def find_answer(turn: Turn) -> None:
     """Note the article that answers the question (:attr:`Turn.answering`): the best ranked
     one similar enough that covers the question's key terms (:mod:`orchestrator.sufficiency`;
-    any similar one with the check switched off). A question with attachments is judged by
-    similarity alone: the files' words (error codes, log lines) are not what an article is
-    about."""
+    any similar one with the check switched off), or, when no crawl can follow a decline, one
+    that stands out among those found (:func:`~orchestrator.sufficiency.last_resort`). A
+    question with attachments is judged by similarity alone: the files' words (error codes, log
+    lines) are not what an article is about."""
     settings, retrieval = turn.settings, turn.retrieval
     verdicts: list[Verdict] = []
+    final = not turn.crawling and not (turn.allow_crawl and turn.deps.may_crawl(settings))
 
     def answers(article: Article) -> bool:
         verdict = judge_article(turn.asked, article, retrieval.terms, os=turn.os)
+        if final:
+            verdict = last_resort(verdict, article, retrieval)
         verdicts.append(verdict)
         return verdict.sufficient
 

@@ -122,13 +122,15 @@ def test_answers_counts_the_page_an_answer_would_cite(
 
     assert code == 0
     answers = json.loads(capsys.readouterr().out)["answers"]
-    for rule in ("similarity", "sufficiency"):
+    for rule in ("similarity", "sufficiency", "final"):
         assert answers[rule] == {"right": 2, "wrong": 0, "declined": 0}
         without = answers[f"{rule}_without_page"]
         assert without["right"] == 0
         assert without["wrong"] + without["declined"] == 2
-    # Without their pages, nothing else in this corpus is about a VPN password or a printer.
+    # Without their pages, nothing else in this corpus is about a VPN password or a printer,
+    # and no other page stands out enough to answer where no crawl follows.
     assert answers["sufficiency_without_page"]["declined"] == 2
+    assert answers["final_without_page"]["declined"] == 2
 
 
 def test_redacted_answers_judge_messages_as_a_turn_receives_them(
