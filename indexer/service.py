@@ -152,7 +152,7 @@ class Versioned:
     Its chunks carry ``generation`` (and ``metadata`` besides the usual fields), and their ids
     include it, so a new generation is written beside the published one and never overwrites
     or deletes it: the caller publishes the generation once it is written, and deletes the other
-    generations' chunks (:meth:`Ingestor.other_generations`, :meth:`Ingestor.delete_chunks`) when
+    generations' chunks (:meth:`Ingestor.generations`, :meth:`Ingestor.delete_chunks`) when
     no reader can still be using them (see :mod:`contracts.live`).
     """
 
@@ -330,10 +330,14 @@ class Ingestor:
                 )
         return True
 
-    def other_generations(self, doc_id: str, generation: str) -> list[str]:
-        """Ids of ``doc_id``'s chunks that are not of ``generation``."""
+    def generations(self, doc_id: str, generation: str) -> tuple[list[str], list[str]]:
+        """Ids of ``doc_id``'s chunks of ``generation``, and of every other generation."""
         ids, metadatas = self._stored(doc_id)
-        return [i for i, m in zip(ids, metadatas, strict=True) if m.get("generation") != generation]
+        pairs = list(zip(ids, metadatas, strict=True))
+        return (
+            [i for i, m in pairs if m.get("generation") == generation],
+            [i for i, m in pairs if m.get("generation") != generation],
+        )
 
     def delete_chunks(self, ids: Sequence[str]) -> int:
         """Remove the chunks ``ids`` (those that still exist); returns how many were asked."""

@@ -208,7 +208,9 @@ class SyncState:
         return [_text(i) for i in self.client.zrangebyscore(self._key("retired"), "-inf", cutoff)]
 
     def forget_retired(self, chunk_ids: list[str]) -> None:
-        self.client.zrem(self._key("retired"), *chunk_ids)
+        """No longer delete ``chunk_ids`` (deleted already, or live again)."""
+        if chunk_ids:
+            self.client.zrem(self._key("retired"), *chunk_ids)
 
     def hide(self, doc_id: str) -> None:
         """Hide every chunk of ``doc_id`` from readers, before they are deleted."""

@@ -250,7 +250,11 @@ class SourceSync:
             self.ingestor.ingest_documents([document], {doc_id: versioned})
         # Also when the ingestor found it current (a run killed after the write): the switch.
         self.state.publish(doc_id, generation)
-        self.state.retire(self.ingestor.other_generations(doc_id, generation))
+        live, replaced = self.ingestor.generations(doc_id, generation)
+        # A generation published again (readers changed, then changed back within the grace
+        # period) was retired by the first change: live now, it must outlast that retirement.
+        self.state.forget_retired(live)
+        self.state.retire(replaced)
         self.state.remember(change.key, remembered)
         return "new" if known is None else "changed"
 

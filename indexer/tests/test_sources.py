@@ -225,6 +225,35 @@ def test_a_permission_change_is_a_change(
     assert all(m["readers_groups"] == "|executives|hr-team|" for m in metas)
 
 
+def test_readers_changed_and_changed_back_keep_the_page_after_the_grace_period(
+    confluence: FakeConfluence,
+    counted_ingestor: Ingestor,
+    collection: Collection,
+    client: redis.Redis,
+) -> None:
+    """Readers A, then B, then A again within the grace period: the first generation's chunks,
+    retired by the first change, are live again and survive that retirement's purge."""
+    *_, salary = seed(confluence)
+    sync(confluence, counted_ingestor, client)
+    before = chunks_of(collection, salary, client)["ids"]
+    confluence.edit_page(salary, read_groups=["executives"])
+    sync(confluence, counted_ingestor, client)
+    confluence.edit_page(salary, read_groups=["hr-team"])
+    sync(confluence, counted_ingestor, client)
+    assert chunks_of(collection, salary, client)["ids"] == before  # the same generation again
+
+    time.sleep(0.05)
+    sync(confluence, counted_ingestor, client, grace_s=0.01)  # purges what is retired
+
+    after = chunks_of(collection, salary, client)
+    assert after["ids"] == before
+    assert all(m["readers_groups"] == "|hr-team|" for m in after["metadatas"])
+    key = "deskpilot:indexer:source:wiki:retired"
+    stored = set(collection.get(where={"doc_id": source_doc_id("wiki", salary)})["ids"])
+    assert stored == set(before)  # the other readers' generation is gone
+    assert client.zcard(key) == 0
+
+
 def test_one_failing_page_is_counted_and_the_run_goes_on_then_retried(
     confluence: FakeConfluence,
     counted_ingestor: Ingestor,
