@@ -71,7 +71,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--corpus", type=Path, required=True, help="folder or file to index")
     parser.add_argument(
-        "--queries", type=Path, required=True, help='JSONL of {"query", "relevant": [...]}'
+        "--queries",
+        type=Path,
+        required=True,
+        help='JSONL of {"query", "relevant": [...]}, or the YAML questions of eval crawl-answer',
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
@@ -152,7 +155,13 @@ def _tallies(source: str) -> dict[str, Any]:
 
 
 def read_queries(path: Path) -> list[Query]:
-    """Parse a queries file; raises ``ValueError`` naming the first bad line."""
+    """Parse a queries file; raises ``ValueError`` naming the first bad line. A YAML file is a
+    questions file of ``deskpilot eval crawl-answer`` (each question's page is what answers it),
+    so the whole loop's questions are scored on the site indexed whole too."""
+    if path.suffix in (".yaml", ".yml"):
+        from deploy.evals.crawl_answer import read_question_set
+
+        return [Query(q.question, (q.page,)) for q in read_question_set(path).questions]
     queries: list[Query] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip() or line.startswith("#"):

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from deploy.evals.retrieval import Query, add_parser, is_relevant, run_eval_retrieval, score
+from deploy.evals.retrieval import (
+    Query,
+    add_parser,
+    is_relevant,
+    read_queries,
+    run_eval_retrieval,
+    score,
+)
 from deploy.tests.evals.kb_corpus import write_corpus
 
 
@@ -64,6 +71,23 @@ def test_eval_refuses_missing_files_and_bad_lines(
     assert run_eval_retrieval(_parse(["--corpus", str(tmp_path / "nope"), "--queries", "q"])) == 2
     assert run_eval_retrieval(_parse(["--corpus", str(tmp_path), "--queries", str(queries)])) == 2
     assert "queries.jsonl:1" in capsys.readouterr().err
+
+
+def test_the_crawl_answer_questions_are_queries_too(tmp_path: Path) -> None:
+    """The whole loop's questions file is read as queries: each question's page answers it."""
+    questions = tmp_path / "site.questions.yaml"
+    questions.write_text(
+        "seed: /docs/\nquestions:\n"
+        "  - question: How do I add the network printer?\n    page: /docs/printer\n"
+        "  - question: Where is the VPN client?\n    page: /docs/vpn.html\n"
+    )
+    assert read_queries(questions) == [
+        Query("How do I add the network printer?", ("/docs/printer",)),
+        Query("Where is the VPN client?", ("/docs/vpn.html",)),
+    ]
+    questions.write_text("seed: /docs/\nquestions: []\n")
+    with pytest.raises(ValueError, match="questions"):
+        read_queries(questions)
 
 
 def test_scores_of_known_rankings() -> None:
