@@ -232,6 +232,14 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
         "before the turn is answered without them.",
     )
     crawl_concurrency: int = Field(4, ge=1, description="Pages of one crawl fetched at once.")
+    crawl_settled_s: float = Field(
+        300.0,
+        ge=0,
+        description="After a question's crawl read no new page (every page its plan reached had "
+        "been read within the crawler's freshness window, and none failed), the same question "
+        "is answered from what is indexed without crawling again for this long: asked again, "
+        "it does not wait on a crawl that would read nothing. 0: always crawl.",
+    )
     crawl_enough_words: int = Field(
         25,
         ge=0,

@@ -238,7 +238,14 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
             await orchestrator.deps.sites.record(event.pages)
         try:
             with one_embedding_per_text():
-                await orchestrator.resume(event.correlation_id, replies, finished=len(event.pages))
+                await orchestrator.resume(
+                    event.correlation_id,
+                    replies,
+                    finished=len(event.pages),
+                    read_nothing=event.reason == "frontier_empty"
+                    and not event.pages
+                    and not event.skipped.get("error"),
+                )
         finally:
             await replies.drain(event.correlation_id)
 

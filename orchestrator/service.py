@@ -294,11 +294,13 @@ class Orchestrator:
         indexed: ChunksIndexed | None = None,
         finished: int | None = None,
         deadline: bool = False,
+        read_nothing: bool = False,
     ) -> None:
         """Search again for a turn waiting on a crawl; answer it once the knowledge base covers
         the question well :meth:`enough`, and in any case once the crawl is over: it
         ``finished`` (publishing that many pages) and the indexer indexed them all, or the
-        turn's ``deadline`` passed.
+        turn's ``deadline`` passed. A crawl that ``read_nothing`` new settles its question for
+        a while (:meth:`orchestrator.sites.SiteProfiles.settle`).
 
         Runs under the turn's lock, so exactly one handler answers; a turn no longer waiting
         is left alone, which makes redelivered events harmless.
@@ -325,6 +327,13 @@ class Orchestrator:
                     )
             if finished is not None:
                 state.crawl_published = finished
+                if read_nothing and deps.sites is not None and state.crawl_question:
+                    # Asked again, the question is not crawled for nothing (see sites.py).
+                    await deps.sites.settle(
+                        self.settings.crawl_seed_urls,
+                        state.crawl_question,
+                        self.settings.crawl_settled_s,
+                    )
             over = deadline or (
                 state.crawl_published is not None
                 and len(state.crawl_indexed) >= state.crawl_published

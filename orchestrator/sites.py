@@ -18,10 +18,18 @@ the site is read and is shared by every replica.
 Redis keys: ``deskpilot:orchestrator:site-profile:<site>`` (``<site>`` is scheme, host and
 port): hash of page URL → title, kept :data:`PROFILE_TTL_S` after its last write and at most
 :data:`MAX_PAGES` pages.
+
+The profiles also remember which questions the sites have nothing new for: a crawl for a
+question that read no new page (every page its plan reached was read within the crawler's
+freshness window) *settles* it for ``ORCHESTRATOR_CRAWL_SETTLED_S``, and a turn asking it again
+meanwhile is answered from what is indexed without a crawl that would read nothing
+(``deskpilot:orchestrator:site-settled:<digest>``: a digest of the seeds and the question as
+searched, the redacted text, never the text itself).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -35,6 +43,7 @@ from orchestrator.sentiment import word_set
 from orchestrator.sufficiency import close_forms, key_terms, stems
 
 KEY_PREFIX = "deskpilot:orchestrator:site-profile:"
+SETTLED_PREFIX = "deskpilot:orchestrator:site-settled:"
 PROFILE_TTL_S = 7 * 24 * 3600
 """A site not read for a week is profiled afresh from its next crawl (and its seeds meanwhile)."""
 MAX_PAGES = 5000
@@ -147,6 +156,21 @@ class SiteProfiles:
         profile = SiteProfile.build(seeds, pages)
         self._built[key] = (time.monotonic(), profile)
         return profile
+
+    async def settle(self, seeds: Sequence[str], question: str, ttl_s: float) -> None:
+        """Note that a crawl of the seeds' sites for ``question`` read no new page."""
+        if ttl_s > 0:
+            await self.client.set(settled_key(seeds, question), "1", px=int(ttl_s * 1000))
+
+    async def settled(self, seeds: Sequence[str], question: str) -> bool:
+        """Whether a crawl for ``question`` read no new page lately (see :meth:`settle`)."""
+        return bool(await self.client.exists(settled_key(seeds, question)))
+
+
+def settled_key(seeds: Sequence[str], question: str) -> str:
+    """The key of a settled question: the seeds and the question's words, hashed."""
+    text = "\x1f".join([*sorted(seeds), " ".join(question.lower().split())])
+    return SETTLED_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _text(value: bytes | str) -> str:

@@ -21,6 +21,7 @@ from orchestrator.crawl import DEADLINES_KEY, sweep_due
 from orchestrator.embedding import QueryEncoder
 from orchestrator.intent import IntentClassifier
 from orchestrator.service import Orchestrator
+from orchestrator.sites import SiteProfiles
 from orchestrator.state import TurnStatus
 from orchestrator.sufficiency import Verdict, judge_article
 from orchestrator.tests import stand_ins
@@ -354,6 +355,46 @@ async def test_without_a_crawl_a_page_that_stands_out_answers_at_once(
     (answer,) = replies.answers
     assert answer.citations[0].url == DELAY_PAGE
     assert fleet.requests == []
+
+
+async def test_a_question_whose_crawl_read_nothing_new_is_answered_at_once_when_asked_again(
+    encoder: QueryEncoder,
+    intents: IntentClassifier,
+    collection: Any,
+    redis: aioredis.Redis,
+    fleet: RecordingFleet,
+) -> None:
+    """Every page the crawl's plan reached had been read within the freshness window: the
+    question is answered from what is indexed, and asked again (another conversation, other
+    spacing and case) it is answered at once instead of waiting on a crawl that would read
+    nothing. Another question still crawls, and a crawl that read pages settles nothing."""
+    sites = SiteProfiles(redis)
+    orchestrator = make_orchestrator(
+        encoder, intents, collection, redis, fleet, sites, sufficiency_check=True
+    )
+    add(collection, encoder, DELAY_PAGE, "Blank screen delay", "Power settings", DELAY_BODY)
+    first, replies = query(DISPLAY_QUESTION), RecordingReplies()
+    await orchestrator.handle_query(first, replies)
+    assert len(fleet.requests) == 1  # the words do not vouch for the page: the site is read
+    await orchestrator.resume(first.correlation_id, replies, finished=0, read_nothing=True)
+    (answer,) = replies.answers
+    assert answer.citations[0].url == DELAY_PAGE
+
+    again = RecordingReplies()
+    await orchestrator.handle_query(
+        query("  the display SWITCHES off while I read, how can I keep it on longer?"), again
+    )
+    (answer,) = again.answers
+    assert answer.citations[0].url == DELAY_PAGE
+    assert len(fleet.requests) == 1  # no second crawl
+    assert [stage for stage, _ in again.progress_seen if stage == "crawling"] == []
+
+    toner, toner_replies = query(TONER_QUESTION), RecordingReplies()
+    await orchestrator.handle_query(toner, toner_replies)
+    assert len(fleet.requests) == 2
+    await orchestrator.resume(toner.correlation_id, toner_replies, finished=3)
+    await orchestrator.handle_query(query(TONER_QUESTION), RecordingReplies())
+    assert len(fleet.requests) == 3  # that crawl read pages: asked again, the site is read again
 
 
 async def test_what_the_redactor_replaced_is_not_asked_about(

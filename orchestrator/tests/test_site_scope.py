@@ -19,7 +19,14 @@ from orchestrator.embedding import QueryEncoder
 from orchestrator.handlers import _audit_record
 from orchestrator.intent import IntentClassifier
 from orchestrator.service import Orchestrator
-from orchestrator.sites import KEY_PREFIX, MAX_PAGES, SiteProfile, SiteProfiles, url_words
+from orchestrator.sites import (
+    KEY_PREFIX,
+    MAX_PAGES,
+    SiteProfile,
+    SiteProfiles,
+    settled_key,
+    url_words,
+)
 from orchestrator.state import TurnState
 from orchestrator.tests.crawl_turns import make_orchestrator
 from orchestrator.tests.dispatch_site import SEED, dispatch_pages
@@ -104,6 +111,22 @@ async def test_pages_read_are_kept_per_site_and_failures_are_not(
     }
     assert profile.subjects_named("what is a good recipe for banana bread") == []
     assert 0 < await redis.ttl(KEY_PREFIX + "http://127.0.0.1:8000") <= 7 * 24 * 3600
+
+
+async def test_a_settled_question_is_kept_by_digest_for_its_time(redis: aioredis.Redis) -> None:
+    sites = SiteProfiles(redis)
+    question = "How do I run the tests for a plugin I wrote?"
+    await sites.settle([SEED], question, ttl_s=0)  # 0: never settled
+    assert not await sites.settled([SEED], question)
+    await sites.settle([SEED, "http://other.example/"], question, ttl_s=30)
+    assert await sites.settled(
+        ["http://other.example/", SEED], "how do I run the TESTS  for a plugin I wrote?"
+    )
+    assert not await sites.settled([SEED], question)  # other sites: another crawl
+    assert not await sites.settled([SEED, "http://other.example/"], "How do I run a plugin?")
+    key = settled_key([SEED, "http://other.example/"], question)
+    assert "plugin" not in key  # the question is not kept in clear
+    assert 0 < await redis.pttl(key) <= 30_000
 
 
 async def test_a_full_profile_takes_no_new_pages(redis: aioredis.Redis) -> None:

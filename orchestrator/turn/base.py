@@ -249,6 +249,9 @@ class Turn:
     crawling: bool = False
     """The turn is decided again while its crawl still runs: pages not read yet may answer it,
     so a decline is not final (:func:`~orchestrator.turn.question.find_answer`)."""
+    settled: bool = False
+    """A crawl for this question read no new page lately (:mod:`orchestrator.sites`): no crawl
+    follows, so a decline is final."""
     audit_notes: list[AuditNote] = field(default_factory=list)
     """Audit records the steps noted (:meth:`note`), published with the turn's outcome
     (:func:`~orchestrator.turn.finish.audit`); shared by a copy of the turn (``replace``)."""

@@ -211,6 +211,9 @@ class RetrievalStep(Step):
         retrieval = turn.retrieval
         best = retrieval.confidence
         find_answer(turn)
+        if turn.answering is None and await crawl_settled(turn):
+            turn.settled = True
+            find_answer(turn)  # a decline is final now
         verdict = turn.verdict
         refused = turn.off_topic and not turn.similar
         kept = await help_site_subjects(turn) if refused else None
@@ -265,7 +268,9 @@ def find_answer(turn: Turn) -> None:
     lines) are not what an article is about."""
     settings, retrieval = turn.settings, turn.retrieval
     verdicts: list[Verdict] = []
-    final = not turn.crawling and not (turn.allow_crawl and turn.deps.may_crawl(settings))
+    final = not turn.crawling and (
+        turn.settled or not (turn.allow_crawl and turn.deps.may_crawl(settings))
+    )
 
     def answers(article: Article) -> bool:
         verdict = judge_article(turn.asked, article, retrieval.terms, os=turn.os)
@@ -279,6 +284,20 @@ def find_answer(turn: Turn) -> None:
         retrieval, settings.relevance_threshold, answers if check else None
     )
     turn.verdict = verdicts[0] if verdicts else None
+
+
+async def crawl_settled(turn: Turn) -> bool:
+    """Whether a crawl for this question read no new page lately, so none is started for it
+    now (``crawl_settled_s``; :meth:`orchestrator.sites.SiteProfiles.settled`)."""
+    deps, settings = turn.deps, turn.settings
+    if (
+        deps.sites is None
+        or not settings.crawl_settled_s
+        or not turn.allow_crawl
+        or not deps.may_crawl(settings)
+    ):
+        return False
+    return await deps.sites.settled(settings.crawl_seed_urls, turn.search_text)
 
 
 def similar_cases_early(turn: Turn) -> asyncio.Task[list[SimilarCase]] | None:
@@ -318,7 +337,12 @@ class CrawlStep(Step):
     name = "crawl"
 
     async def __call__(self, turn: Turn) -> Reply | None:
-        if turn.covered or not turn.allow_crawl or not turn.deps.may_crawl(turn.settings):
+        if (
+            turn.covered
+            or turn.settled
+            or not turn.allow_crawl
+            or not turn.deps.may_crawl(turn.settings)
+        ):
             return None
         turn.state.crawl_question = turn.search_text
         turn.state.crawl_focus = list(turn.verdict.missing) if turn.verdict is not None else []
