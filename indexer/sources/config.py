@@ -117,6 +117,13 @@ class SharePointConfig(SourceConfig):
         (), description="Names of the document libraries to index; empty: every library."
     )
     pages: bool = Field(True, description="Index the site's published pages.")
+    sharing_changes: bool = Field(
+        True,
+        description="Ask the libraries' delta queries for permission changes (Microsoft "
+        "documents Sites.FullControl.All for it); a delta Graph refuses with it (HTTP 403) is "
+        "read without it for the rest of the run, with a warning. False: never ask; a library "
+        "file's new readers then take effect when its content changes.",
+    )
     lists: tuple[SharePointList, ...] = Field(
         (), description="Lists to index, with the columns that make each item's title and body."
     )

@@ -21,8 +21,11 @@ complete listing of the drive's keys (:attr:`ChangePage.scope`), so the sync rem
 it did not name; a run stopped midway keeps "enumerating" in the cursor and resumes as one (the keys
 it named so far are in Redis). The drive delta asks for sharing changes (:data:`SHARING_CHANGES`): a
 file Graph marks ``sharedChanged`` has its readers read with the listing and made part of its
-version, so its chunks get its new readers. Files: .docx (python-docx, headings kept), .pdf, .md,
-.html, .txt (the indexer's extractor); other files are not listed.
+version, so its chunks get its new readers. Microsoft documents ``Sites.FullControl.All`` for
+that: a delta Graph refuses with the preference (HTTP 403) is read without it for the rest of
+the run, with a warning in the run's log (``sharing_changes`` false never asks). Files: .docx
+(python-docx, headings kept), .pdf, .md, .html, .txt (the indexer's extractor); other files are
+not listed.
 
 Configured lists are read the same way, by list item delta queries
 (``/sites/{id}/lists/{list}/items/delta?$expand=fields``), their delta links kept beside the
@@ -177,6 +180,8 @@ class SharePointSource(Source):
         """A fetched page's key -> (its Site Pages list id, its file name), for its readers."""
         self._page_drives: dict[str, str] = {}
         self._page_items: dict[tuple[str, str], str] = {}
+        self._sharing_refused = False
+        """Graph refused a drive delta with :data:`SHARING_CHANGES` this run (HTTP 403)."""
         self._listed_readers: dict[str, Readers] = {}
         """Readers read while listing (every page's; a file's whose sharing changed), by key, for
         the listing page being synced."""
@@ -227,10 +232,13 @@ class SharePointSource(Source):
         self._token = str(token)
         return self._token
 
-    def _get(self, url: str, what: str, headers: dict[str, str] | None = None) -> httpx.Response:
-        """GET ``url`` (on Graph's host only) with a token, refreshed once on a 401."""
+    def _get(
+        self, url: str, what: str, headers: dict[str, str] | None = None, *, denied: bool = False
+    ) -> httpx.Response:
+        """GET ``url`` (on Graph's host only) with a token, refreshed once on a 401; a 403 is
+        an error naming the permission to grant, or returned with ``denied``."""
         response = self._authorized("GET", url, headers=headers)
-        if response.status_code == 403:
+        if response.status_code == 403 and not denied:
             raise SourceError(
                 f"Microsoft Graph denied access (HTTP 403): grant the app the application "
                 f"permission {PERMISSION[what]} and an administrator's consent"
@@ -269,10 +277,10 @@ class SharePointSource(Source):
         return self._ok_json(self._response(url, what), what)
 
     def _response(
-        self, url: str, what: str, headers: dict[str, str] | None = None
+        self, url: str, what: str, headers: dict[str, str] | None = None, *, denied: bool = False
     ) -> httpx.Response:
         try:
-            return self._get(url, what, headers)
+            return self._get(url, what, headers, denied=denied)
         except TooLarge as exc:
             raise SourceError(f"a Graph response was too large: {exc}") from None
 
@@ -375,6 +383,7 @@ class SharePointSource(Source):
         current, following = state.get("current"), state.get("next")
         enumerating = bool(state.get("complete"))
         self._site, self._lists = None, None  # read afresh each run
+        self._sharing_refused = False
         feeds: list[tuple[str, str, Feed]] = []
         if self.config.pages:
             feeds.append((PAGES_FEED, PAGE_PREFIX, lambda _link, _complete: self._page_listing()))
@@ -398,7 +407,12 @@ class SharePointSource(Source):
                 (
                     drive_id,
                     f"{drive_id}/",
-                    self._delta_feed(url, "delta", self._drive_change(drive_id), SHARING_CHANGES),
+                    self._delta_feed(
+                        url,
+                        "delta",
+                        self._drive_change(drive_id),
+                        SHARING_CHANGES if self.config.sharing_changes else None,
+                    ),
                 )
             )
         todo = [feed for feed in feeds if feed[0] not in done]
@@ -433,6 +447,25 @@ class SharePointSource(Source):
                     present=page.present,
                 )
 
+    def _delta_response(
+        self, url: str, what: str, headers: dict[str, str] | None
+    ) -> httpx.Response:
+        """A delta page; asked without ``headers`` (the sharing changes' preference) from the
+        first time Graph refuses it with them, so an app without the permission Microsoft
+        documents for it still syncs (a 403 without them is the usual permission error)."""
+        if headers and not self._sharing_refused:
+            response = self._response(url, what, headers, denied=True)
+            if response.status_code != 403:
+                return response
+            self._sharing_refused = True
+            logger.warning(
+                "%s: Microsoft Graph refused the library delta with permission changes (HTTP "
+                "403); reading it without them: a file's new readers take effect when its "
+                "content changes (grant Sites.FullControl.All, or set sharing_changes false)",
+                self.name,
+            )
+        return self._response(url, what)
+
     def _delta_feed(
         self,
         first: str,
@@ -451,7 +484,7 @@ class SharePointSource(Source):
             url, complete, restart = link or first, continuing or not link, not link
             resynced = False
             while url:
-                response = self._response(url, what, headers)
+                response = self._delta_response(url, what, headers)
                 if response.status_code == 410 and url != first and not resynced:
                     # 410 resyncRequired: the kept link is too old. Enumerate afresh; what is
                     # unchanged is then skipped by its version, so nothing is embedded again,

@@ -271,6 +271,63 @@ def test_a_file_permission_change_alone_reaches_its_readers_at_the_next_sync(
         syncer.close()
 
 
+SHARING = "deltashowsharingchanges"
+
+
+def test_a_delta_refused_with_sharing_changes_is_read_without_them(
+    graph: FakeGraph,
+    counting: CountingEmbedder,
+    collection: Collection,
+    settings: Any,
+    client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An app Graph refuses the sharing changes' preference (403) still syncs its libraries:
+    each run asks once, then reads the delta without it and says why in the log."""
+    graph.refuse_sharing_changes()
+    syncer = Syncer(graph, Ingestor(counting, collection, settings), client, pages=False)
+    vpn = graph.add_file("vpn.md", VPN_MD, groups=["it-staff"], organization_link=False).id
+    try:
+        with caplog.at_level("WARNING", logger="indexer.sources.sharepoint"):
+            first = syncer.run()
+        assert (first.error, first.summary.new) == (None, 1)
+        assert visible(collection, client, f"b!drive0/{vpn}")
+        assert any("Sites.FullControl.All" in r.getMessage() for r in caplog.records)
+        asked = [SHARING in prefer for prefer in graph.delta_prefers]
+        assert asked[0]
+        assert not any(asked[1:])  # asked once, then not again this run
+
+        graph.edit_file(vpn, VPN_MD + b"\nUse the new gateway vpn2.\n")
+        again = syncer.run()
+        assert (again.error, again.summary.changed) == (None, 1)
+        assert SHARING in graph.delta_prefers[len(asked)]  # a new run asks again
+    finally:
+        syncer.close()
+
+
+def test_without_sharing_changes_the_delta_never_asks_for_them(
+    graph: FakeGraph,
+    counting: CountingEmbedder,
+    collection: Collection,
+    settings: Any,
+    client: redis.Redis,
+) -> None:
+    syncer = Syncer(
+        graph,
+        Ingestor(counting, collection, settings),
+        client,
+        pages=False,
+        sharing_changes=False,
+    )
+    graph.add_file("vpn.md", VPN_MD)
+    try:
+        assert syncer.run().summary.new == 1
+        assert graph.delta_prefers
+        assert not any(SHARING in prefer for prefer in graph.delta_prefers)
+    finally:
+        syncer.close()
+
+
 def test_restamping_reuses_vectors_and_refuses_what_it_cannot_copy_whole(
     counting: CountingEmbedder, collection: Collection, settings: Any
 ) -> None:

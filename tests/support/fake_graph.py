@@ -21,7 +21,10 @@ Graph v1.0 (under ``/v1.0``):
   enumeration shifts nothing (a changed one is listed again later, as Graph may). With ``Prefer:
   deltashowremovedasdeleted, deltatraversepermissiongaps, deltashowsharingchanges`` an item reported
   because its permissions changed carries ``"@microsoft.graph.sharedChanged": "True"``; the third
-  preference without the other two (which Microsoft documents as required with it) is refused 400.
+  preference without the other two (which Microsoft documents as required with it) is refused 400,
+  and with :meth:`FakeGraph.refuse_sharing_changes` refused 403 ``accessDenied`` (what an app
+  without ``Sites.FullControl.All`` may meet: Microsoft documents that permission for it, not the
+  answer without it).
 * ``GET /drives/{d}/items/{i}``, ``/content`` (302 to a pre-authenticated download URL, served
   without a token), ``/permissions`` (``roles``, ``grantedToV2`` with ``user``/``group``/
   ``siteGroup``, ``link.scope``)
@@ -110,6 +113,9 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
         self._tokens: dict[str, bool] = {}  # token -> valid
         self._lock = threading.Lock()
         self._denied: set[str] = set()
+        self._refuse_sharing = False
+        self.delta_prefers: list[frozenset[str]] = []
+        """The ``Prefer`` values of each drive delta request, in order."""
         self._throttle = 0
         self._delta_pages = 0
         self._fail_after: int | None = None
@@ -176,6 +182,10 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
 
     def deny(self, fragment: str) -> None:
         self._denied.add(fragment)
+
+    def refuse_sharing_changes(self) -> None:
+        """Drive deltas asking for sharing changes answer 403 from now on."""
+        self._refuse_sharing = True
 
     def throttle_next(self, count: int) -> None:
         self._throttle = count
@@ -357,7 +367,10 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
             for header in request.headers.getlist("prefer")
             for value in header.split(",")
         }
+        self.delta_prefers.append(frozenset(prefer))
         sharing = "deltashowsharingchanges" in prefer
+        if sharing and self._refuse_sharing:
+            return _error(403, "accessDenied", "Access denied")
         if sharing and not {"deltashowremovedasdeleted", "deltatraversepermissiongaps"} <= prefer:
             return _error(
                 400,
