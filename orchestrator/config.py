@@ -235,8 +235,8 @@ class OrchestratorSettings(LLMEndpointSettings, AutomationSettings, FeedbackSett
     crawl_settled_s: float = Field(
         300.0,
         ge=0,
-        description="After a question's crawl read no new page (every page its plan reached had "
-        "been read within the crawler's freshness window, and none failed), the same question "
+        description="After a question's crawl read no new page (what its plan reached had been "
+        "read within the crawler's freshness window, more of it than failed), the same question "
         "is answered from what is indexed without crawling again for this long: asked again, "
         "it does not wait on a crawl that would read nothing. 0: always crawl.",
     )

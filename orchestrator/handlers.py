@@ -36,6 +36,7 @@ from orchestrator.incidents import IncidentStore
 from orchestrator.memory import Conversation, ConversationStore
 from orchestrator.retrieval import Retriever
 from orchestrator.service import Orchestrator
+from orchestrator.sites import read_nothing_new
 from orchestrator.state import TurnState, TurnStore
 from orchestrator.turn.deps import AuditNote
 from orchestrator.unanswered import notice_of
@@ -242,9 +243,7 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
                     event.correlation_id,
                     replies,
                     finished=len(event.pages),
-                    read_nothing=event.reason == "frontier_empty"
-                    and not event.pages
-                    and not event.skipped.get("error"),
+                    read_nothing=read_nothing_new(event),
                 )
         finally:
             await replies.drain(event.correlation_id)

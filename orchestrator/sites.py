@@ -20,9 +20,9 @@ port): hash of page URL → title, kept :data:`PROFILE_TTL_S` after its last wri
 :data:`MAX_PAGES` pages.
 
 The profiles also remember which questions the sites have nothing new for: a crawl for a
-question that read no new page (every page its plan reached was read within the crawler's
-freshness window) *settles* it for ``ORCHESTRATOR_CRAWL_SETTLED_S``, and a turn asking it again
-meanwhile is answered from what is indexed without a crawl that would read nothing
+question that read no new page (what its plan reached was read within the crawler's freshness
+window: :func:`read_nothing_new`) *settles* it for ``ORCHESTRATOR_CRAWL_SETTLED_S``, and a turn
+asking it again meanwhile is answered from what is indexed without a crawl that would read nothing
 (``deskpilot:orchestrator:site-settled:<digest>``: a digest of the seeds and the question as
 searched, the redacted text, never the text itself).
 """
@@ -38,7 +38,7 @@ from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
 
-from contracts.events import CrawlPageSummary
+from contracts.events import CrawlFinished, CrawlPageSummary
 from orchestrator.sentiment import word_set
 from orchestrator.sufficiency import close_forms, key_terms, stems
 
@@ -165,6 +165,19 @@ class SiteProfiles:
     async def settled(self, seeds: Sequence[str], question: str) -> bool:
         """Whether a crawl for ``question`` read no new page lately (see :meth:`settle`)."""
         return bool(await self.client.exists(settled_key(seeds, question)))
+
+
+def read_nothing_new(finished: CrawlFinished) -> bool:
+    """Whether a crawl ran out of pages to read without reading one, because what its plan
+    reached had been read lately: more of it skipped as fresh than failed (a site that is down
+    fails what is not fresh, and is not settled by it; one broken link does not keep a site
+    that has been read whole from settling)."""
+    skipped = finished.skipped
+    return (
+        finished.reason == "frontier_empty"
+        and not finished.pages
+        and skipped.get("fresh", 0) > skipped.get("error", 0)
+    )
 
 
 def settled_key(seeds: Sequence[str], question: str) -> str:

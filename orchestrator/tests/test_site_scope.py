@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from contracts.events import Action, AuditRecorded, CrawlPageSummary
+from contracts.events import Action, AuditRecorded, CrawlFinished, CrawlPageSummary
 from orchestrator.embedding import QueryEncoder
 from orchestrator.handlers import _audit_record
 from orchestrator.intent import IntentClassifier
@@ -24,6 +24,7 @@ from orchestrator.sites import (
     MAX_PAGES,
     SiteProfile,
     SiteProfiles,
+    read_nothing_new,
     settled_key,
     url_words,
 )
@@ -127,6 +128,32 @@ async def test_a_settled_question_is_kept_by_digest_for_its_time(redis: aioredis
     key = settled_key([SEED, "http://other.example/"], question)
     assert "plugin" not in key  # the question is not kept in clear
     assert 0 < await redis.pttl(key) <= 30_000
+
+
+@pytest.mark.parametrize(
+    ("reason", "pages", "skipped", "settles"),
+    [
+        ("frontier_empty", 0, {"fresh": 76, "error": 1}, True),  # read whole, one broken link
+        ("frontier_empty", 0, {"fresh": 0, "error": 5}, False),  # the site is down
+        ("frontier_empty", 0, {"fresh": 2, "error": 2}, False),
+        ("frontier_empty", 1, {"fresh": 40}, False),  # it read a page
+        ("deadline", 0, {"fresh": 40}, False),  # cut short: more may be there
+        ("frontier_empty", 0, {"off_domain": 3}, False),  # nothing reached at all
+    ],
+)
+def test_a_crawl_reads_nothing_new_when_what_it_reached_was_read_lately(
+    reason: str, pages: int, skipped: dict[str, int], settles: bool
+) -> None:
+    page = CrawlPageSummary(url=SEED, status=200, depth=0, title="t", bytes=1, ms=1)
+    finished = CrawlFinished(
+        correlation_id="c",
+        conversation_id="v",
+        job_id="j",
+        reason=reason,
+        pages=[page] * pages,
+        skipped=skipped,
+    )
+    assert read_nothing_new(finished) is settles
 
 
 async def test_a_full_profile_takes_no_new_pages(redis: aioredis.Redis) -> None:
