@@ -58,7 +58,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -396,8 +396,12 @@ class _Gate:
 
 
 class _Snapshot:
-    """An immutable in-process copy of the collection, replaced whole when the collection changes:
-    the BM25 index over every chunk, and every chunk's stored embedding.
+    """An immutable in-process copy of the collection, replaced when the collection changes:
+    the BM25 index over every chunk, and every chunk's stored embedding. The replacement keeps
+    what is still stored (rows, embeddings and keyword tokens: a chunk's id is derived from its
+    text) and reads only the chunks written since (:meth:`Retriever.refresh`), so a crawl's
+    pages at 100,000 chunks cost their own rows, not every row again; the BM25 index is built
+    anew over the tokens.
 
     The embeddings let the per-document ranking, the cosines of keyword-only candidates and the
     best document's chunks be computed here, exactly, instead of by three more Chroma round
@@ -405,7 +409,13 @@ class _Snapshot:
     of the chunks (see ``HybridConfig.exact_dense_limit``).
     """
 
-    def __init__(self, records: list[_Record], embeddings: Any, marker: str) -> None:
+    def __init__(
+        self,
+        records: list[_Record],
+        embeddings: Any,
+        marker: str,
+        tokens: list[list[str]] | None = None,
+    ) -> None:
         import bm25s
         import numpy as np
 
@@ -437,10 +447,32 @@ class _Snapshot:
         self.by_user = {user: np.asarray(rows, dtype=np.int64) for user, rows in by_user.items()}
         self.by_group = {name: np.asarray(rows, dtype=np.int64) for name, rows in by_group.items()}
         self._bm25: Any = None
-        corpus = [keyword_tokens(f"{record.section}\n{record.text}") or [""] for record in records]
+        self.tokens = tokens if tokens is not None else [_tokens(record) for record in records]
         if records:
             self._bm25 = bm25s.BM25(method="lucene")  # ``_masked`` rescales Lucene's IDF
-            self._bm25.index(corpus, show_progress=False)
+            self._bm25.index(self.tokens, show_progress=False)
+
+    def updated(self, collection: Any, ids: Sequence[str]) -> _Snapshot | None:
+        """The snapshot of the collection now holding ``ids``: this one's rows that are still
+        stored, and the others read from ``collection``; None when it holds nothing."""
+        import numpy as np
+
+        present = set(ids)
+        kept = [i for i, record in enumerate(self.records) if record.chunk_id in present]
+        added = [chunk_id for chunk_id in ids if chunk_id not in self.position]
+        new_records, new_embeddings = _records(collection, added)
+        records = [self.records[i] for i in kept] + new_records
+        if not records:
+            return None
+        width = self.embeddings.shape[1]
+        embeddings = np.concatenate(
+            [
+                self.embeddings[np.asarray(kept, dtype=np.int64)],
+                np.asarray(new_embeddings, dtype=np.float32).reshape(len(new_records), width),
+            ]
+        )
+        tokens = [self.tokens[i] for i in kept] + [_tokens(record) for record in new_records]
+        return _Snapshot(records, embeddings, _marker(r.chunk_id for r in records), tokens)
 
     def terms(self, mask: Any = None) -> TermStats | None:
         """How many of the chunks ``mask`` keeps (all, without one) hold each token, read from
@@ -630,24 +662,32 @@ def _marker(ids: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def _records(collection: Any) -> tuple[list[_Record], list[Any]]:
-    """Every stored chunk and its embedding, page by page."""
+def _records(collection: Any, ids: Sequence[str] | None = None) -> tuple[list[_Record], list[Any]]:
+    """Every stored chunk (or those of ``ids`` still stored) and its embedding, page by page."""
     records: list[_Record] = []
     embeddings: list[Any] = []
+    include = ["documents", "metadatas", "embeddings"]
     offset = 0
-    while True:
-        page = collection.get(
-            include=["documents", "metadatas", "embeddings"], limit=_PAGE, offset=offset
-        )
+    while ids is None or offset < len(ids):
+        if ids is None:
+            page = collection.get(include=include, limit=_PAGE, offset=offset)
+        else:
+            page = collection.get(ids=list(ids[offset : offset + _PAGE]), include=include)
         vectors = page["embeddings"] if page["embeddings"] is not None else []
         for chunk_id, text, meta, vector in zip(
             page["ids"], page["documents"] or [], page["metadatas"] or [], vectors, strict=True
         ):
             records.append(_record(chunk_id, text, meta))
             embeddings.append(vector)
-        if len(page["ids"]) < _PAGE:
-            return records, embeddings
+        if ids is None and len(page["ids"]) < _PAGE:
+            break
         offset += _PAGE
+    return records, embeddings
+
+
+def _tokens(record: _Record) -> list[str]:
+    """A chunk's words as the keyword index holds them (never empty: BM25 needs a token)."""
+    return keyword_tokens(f"{record.section}\n{record.text}") or [""]
 
 
 def _record(chunk_id: str, text: str | None, meta: Mapping[str, Any] | None) -> _Record:
@@ -797,22 +837,26 @@ class Retriever:
                 return  # another thread checked while this one waited
             # Read first: the snapshot then holds every generation published by this epoch.
             epoch = self.live.epoch() if self.live is not None else 0
-            marker = _marker(_all_ids(self.collection))
+            ids = _all_ids(self.collection)
+            marker = _marker(ids)
             if self._index is None or self._index.marker != marker:
                 started = time.perf_counter()
-                records, embeddings = _records(self.collection)
                 # The marker of what was actually read: a write between the two reads is
                 # picked up by the next check instead of being hidden by the earlier marker.
                 # An empty collection has nothing to rank: no snapshot, dense search only.
-                self._index = (
-                    _Snapshot(records, embeddings, _marker(r.chunk_id for r in records))
-                    if records
-                    else None
-                )
+                if self._index is not None:
+                    self._index = self._index.updated(self.collection, ids)
+                else:
+                    records, embeddings = _records(self.collection)
+                    self._index = (
+                        _Snapshot(records, embeddings, _marker(r.chunk_id for r in records))
+                        if records
+                        else None
+                    )
                 self._built_at = time.monotonic()
                 logger.info(
                     "retrieval snapshot built: %d chunks in %.2fs",
-                    len(records),
+                    len(self._index.records) if self._index is not None else 0,
                     time.perf_counter() - started,
                 )
             self._checked_at = time.monotonic()

@@ -155,10 +155,10 @@ def test_a_due_check_runs_beside_the_question_not_in_it(
     reading = threading.Event()
     read_records = retrieval_module._records
 
-    def slow_records(collection: Any) -> Any:
+    def slow_records(collection: Any, ids: Any = None) -> Any:
         reading.set()
         assert release.wait(30), "the test never let the rebuild finish"
-        return read_records(collection)
+        return read_records(collection, ids)
 
     monkeypatch.setattr(retrieval_module, "_records", slow_records)
     time.sleep(0.02)  # the check is due
@@ -247,6 +247,62 @@ def test_a_chunk_written_after_the_snapshot_is_ranked_with_it_at_once(
     assert retrieval.hits[0].chunk_id == new_id
     assert retrieval.hits[0].keyword_score > 0
     assert [hit.chunk_id for hit in retrieval.best_document] == [new_id]
+
+
+class RowCounting:
+    """A collection that counts the rows read with their embeddings (a snapshot's cost)."""
+
+    def __init__(self, collection: Any) -> None:
+        self.collection = collection
+        self.rows = 0
+
+    def get(self, **kwargs: Any) -> Any:
+        page = self.collection.get(**kwargs)
+        if "embeddings" in kwargs.get("include", []):
+            self.rows += len(page["ids"])
+        return page
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.collection, name)
+
+
+def test_a_changed_collection_reads_only_the_new_chunks_and_ranks_as_if_rebuilt(
+    kb: Any, encoder: QueryEncoder
+) -> None:
+    counting = RowCounting(kb)
+    retriever = Retriever(encoder, counting, HybridConfig(refresh_interval_s=3600))
+    retriever.refresh(force=True)
+    stored = kb.count()
+    assert counting.rows == stored
+
+    url = "https://kb.example/plotter"
+    new_id = add(kb, encoder, url, "Use the plotter", "Plotter", PLOTTER_BODY)
+    gone = kb.get(where={"url": VPN_URL})["ids"][0]
+    kb.delete(ids=[gone])
+    retriever.refresh(force=True)
+
+    assert counting.rows == stored + 1  # the new chunk alone was read
+    snapshot = retriever._index
+    assert snapshot is not None
+    assert new_id in snapshot.position
+    assert gone not in snapshot.position
+    rebuilt = Retriever(encoder, kb, HybridConfig(refresh_interval_s=3600))
+    rebuilt.refresh(force=True)
+    assert rebuilt._index is not None
+    assert snapshot.marker == rebuilt._index.marker
+    for question in (PLOTTER_QUESTION, "install the vpn client", "printer"):
+        mine = retriever.retrieve(question, 5)
+        theirs = rebuilt.retrieve(question, 5)
+        assert [(h.chunk_id, round(h.score, 5), round(h.keyword_score, 5)) for h in mine.hits] == [
+            (h.chunk_id, round(h.score, 5), round(h.keyword_score, 5)) for h in theirs.hits
+        ]
+        assert mine.terms is not None
+        assert theirs.terms is not None
+        assert mine.terms.chunks == theirs.terms.chunks
+
+    kb.delete(ids=list(snapshot.position))
+    retriever.refresh(force=True)
+    assert retriever._index is None  # emptied: dense search only, as at the start
 
 
 def test_a_chunk_written_just_after_a_rebuild_is_read_from_chroma(
