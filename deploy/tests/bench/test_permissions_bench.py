@@ -35,7 +35,9 @@ def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_run_measures_and_removes_its_directory(temp_root: Path) -> None:
     result = permissions.run(tiny())
 
-    assert result["chunks"] == 12 * 3
+    assert result["chunks"] == 12 * 3  # the crawl's chunks, taken in and let go again
+    assert result["snapshot_update_chunks"] == 50
+    assert result["snapshot_updated_s"] >= 0
     assert result["unreadable_hits"] == 0
     assert result["unfiltered_p50_ms"] > 0
     assert result["filtered_p50_ms"] > 0
