@@ -18,7 +18,6 @@ from chromadb.api.models.Collection import Collection
 
 from contracts.live import read_live, versioned_doc_ids, visible
 from indexer.config import IndexerSettings
-from indexer.embedding import Embedder
 from indexer.service import Ingestor
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.state import SyncState
@@ -42,18 +41,6 @@ PRINTER = (
     "centre.</p></ac:rich-text-body></ac:structured-macro>"
 )
 SALARY = "<h1>Salary bands</h1><p>HR only: the salary bands for 2026 are reviewed in March.</p>"
-
-
-@pytest.fixture
-def counting(embedder: Embedder) -> CountingEmbedder:
-    return CountingEmbedder(embedder)
-
-
-@pytest.fixture
-def counted_ingestor(
-    counting: CountingEmbedder, collection: Collection, settings: IndexerSettings
-) -> Ingestor:
-    return Ingestor(counting, collection, settings)
 
 
 def sync(
@@ -407,6 +394,75 @@ def test_unknown_space_says_so(
     result = sync(confluence, ingestor, client, spaces=("NOPE",))
     assert result.error is not None
     assert "'NOPE'" in result.error
+
+
+def test_a_space_taken_out_leaves_the_index_and_put_back_is_indexed_again(
+    confluence: FakeConfluence,
+    counting: CountingEmbedder,
+    counted_ingestor: Ingestor,
+    collection: Collection,
+    client: redis.Redis,
+) -> None:
+    *it_pages, salary = seed(confluence)
+    assert sync(confluence, counted_ingestor, client).summary.new == 4
+    embedded, reads = counting.texts, len(confluence.body_reads)
+
+    confluence.throttle_next(1)  # IT's listing cannot be had: the run stops, removing nothing
+    stopped = sync(confluence, counted_ingestor, client, spaces=("IT",), max_retries=0)
+    assert stopped.error is not None
+    assert stopped.summary.deleted == 0
+    assert chunks_of(collection, salary, client)["ids"]
+
+    removed = sync(confluence, counted_ingestor, client, spaces=("IT",))
+    assert removed.error is None
+    assert (removed.summary.deleted, removed.summary.unchanged, removed.summary.new) == (1, 3, 0)
+    assert chunks_of(collection, salary, client)["ids"] == []
+    assert chunks_of(collection, salary)["ids"] == []  # no chunk left at all
+    assert SyncState(client, "wiki").known(salary) is None
+    assert all(chunks_of(collection, page, client)["ids"] for page in it_pages)
+    assert (counting.texts, len(confluence.body_reads)) == (embedded, reads)
+
+    back = sync(confluence, counted_ingestor, client)
+    assert (back.error, back.summary.new, back.summary.unchanged) == (None, 1, 3)
+    assert chunks_of(collection, salary, client)["ids"]
+
+
+@pytest.mark.parametrize(
+    ("spaces", "deleted"),
+    [
+        (("HR", "IT"), 0),  # the same spaces in another order: none is skipped
+        (("HR",), 3),  # IT taken out: its pages go, though the stopped part listed some
+    ],
+)
+def test_a_run_stopped_midway_and_resumed_with_other_spaces_lists_them_anew(
+    confluence: FakeConfluence,
+    ingestor: Ingestor,
+    collection: Collection,
+    client: redis.Redis,
+    spaces: tuple[str, ...],
+    deleted: int,
+) -> None:
+    *it_pages, salary = seed(confluence)
+    assert sync(confluence, ingestor, client).summary.new == 4
+    for page in it_pages:
+        confluence.edit_page(page, body=f"<p>Edited {page}: ask the service desk.</p>")
+    # VPN and Printers (IT's first listing page) are read and committed; Wi-Fi is not.
+    confluence.fail_after(len(confluence.body_reads) + 2)
+    stopped = sync(confluence, ingestor, client, max_retries=0)
+    assert stopped.error is not None
+    assert stopped.summary.changed == 2
+    state = SyncState(client, "wiki")
+    assert state.cursor() is not None
+
+    confluence.fail_after(None)
+    resumed = sync(confluence, ingestor, client, spaces=spaces)
+    assert resumed.error is None
+    assert resumed.resumed
+    assert resumed.summary.deleted == deleted
+    assert chunks_of(collection, salary, client)["ids"]  # HR is configured either way
+    for page in it_pages:
+        assert bool(chunks_of(collection, page, client)["ids"]) is (deleted == 0)
+    assert state.cursor() is None
 
 
 def test_markup_and_script_in_a_page_body_stay_inert(

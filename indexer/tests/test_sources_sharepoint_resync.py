@@ -38,12 +38,6 @@ PAGE = [[["<h2>Badges</h2><p>Collect your badge at the front desk on your first 
 POLICIES = "b!drive1"
 
 
-@pytest.fixture
-def counting(embedder: Any) -> CountingEmbedder:
-    """The session's embedder, counting what it embeds: what is unchanged costs nothing."""
-    return CountingEmbedder(embedder)
-
-
 def readable_by(
     collection: Collection, client: redis.Redis, key: str, reader: Principals
 ) -> list[str]:
