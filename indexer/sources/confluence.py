@@ -82,7 +82,10 @@ class ConfluenceSource(Source):
         listed, and none still configured may be skipped."""
         spaces = list(self.config.spaces)
         position: dict[str, Any] = json.loads(cursor) if cursor else {}
-        restart = position.get("spaces") != spaces
+        # Also a position that names no space (a cursor of an older release): never skip one.
+        restart = position.get("spaces") != spaces or position.get("space") not in range(
+            len(spaces)
+        )
         if restart:
             position = {"space": 0, "next": None}
         index = int(position["space"])

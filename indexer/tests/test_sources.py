@@ -7,6 +7,7 @@ embedded (an unchanged page must cost no embedding at all).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -462,6 +463,33 @@ def test_a_run_stopped_midway_and_resumed_with_other_spaces_lists_them_anew(
     assert chunks_of(collection, salary, client)["ids"]  # HR is configured either way
     for page in it_pages:
         assert bool(chunks_of(collection, page, client)["ids"]) is (deleted == 0)
+    assert state.cursor() is None
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        {"space": 1, "next": None},  # an older release's: HR, by position
+        {"spaces": ["IT", "HR"], "space": 7, "next": None},  # no such position
+        {"spaces": ["IT", "HR"], "space": "1", "next": None},
+    ],
+)
+def test_a_cursor_that_names_no_configured_space_lists_everything_anew(
+    confluence: FakeConfluence,
+    ingestor: Ingestor,
+    collection: Collection,
+    client: redis.Redis,
+    cursor: dict[str, Any],
+) -> None:
+    pages = seed(confluence)
+    assert sync(confluence, ingestor, client).summary.new == 4
+    state = SyncState(client, "wiki")
+    state.begin()  # a run stopped midway at that cursor
+    state.commit_page(json.dumps(cursor), {}, pages[:1])
+    resumed = sync(confluence, ingestor, client)
+    assert resumed.resumed
+    assert (resumed.error, resumed.summary.unchanged, resumed.summary.deleted) == (None, 4, 0)
+    assert all(chunks_of(collection, page, client)["ids"] for page in pages)
     assert state.cursor() is None
 
 
