@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from chromadb.api.models.Collection import Collection
 
 from contracts.live import read_live, versioned_doc_ids, visible
 from indexer.config import IndexerSettings
+from indexer.extract import ExtractedDocument, extract_bytes
 from indexer.service import Ingestor
+from indexer.sources.base import Change, ChangePage, Readers, Source
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.state import SyncState
 from indexer.sources.sync import SourceSync, SyncBusy, source_doc_id
@@ -426,6 +429,61 @@ def test_a_space_taken_out_leaves_the_index_and_put_back_is_indexed_again(
     back = sync(confluence, counted_ingestor, client)
     assert (back.error, back.summary.new, back.summary.unchanged) == (None, 1, 3)
     assert chunks_of(collection, salary, client)["ids"]
+
+
+class HeldSource(Source):
+    """A delta source over Markdown held in memory (keys ``<part>/<id>``): its first run lists
+    every document, later ones nothing; it covers what it is told to (None: it cannot tell)."""
+
+    kind = "held"
+
+    def __init__(self, documents: dict[str, str], covers: tuple[str, ...] | None) -> None:
+        super().__init__("held")
+        self.documents, self.covers = documents, covers
+
+    def changes(self, cursor: str | None) -> Iterator[ChangePage]:
+        listed = () if cursor else tuple(Change(key, "1") for key in sorted(self.documents))
+        yield ChangePage(listed, "listed", last=True)
+
+    def covered(self) -> tuple[str, ...] | None:
+        return self.covers
+
+    def fetch(self, change: Change) -> ExtractedDocument:
+        text = self.documents[change.key].encode()
+        return extract_bytes(text, f"{change.key}.md", f"https://kb.example/{change.key}")
+
+    def permissions(self, change: Change) -> Readers:
+        return Readers(public=True)
+
+
+def test_only_what_a_source_says_it_no_longer_covers_is_removed(
+    ingestor: Ingestor, collection: Collection, client: redis.Redis
+) -> None:
+    documents = {
+        "docs/1": "# VPN\n\nConnect with GlobalProtect before you open internal sites.\n",
+        "docs/2": "# Printers\n\nAdd the floor printer from Settings.\n",
+        "policies/1": "# Travel\n\nBook trains through the travel portal.\n",
+    }
+    state = SyncState(client, "held")
+
+    def run(covers: tuple[str, ...] | None) -> Any:
+        return SourceSync(HeldSource(documents, covers), ingestor, state).run()
+
+    assert run(None).summary.new == 3
+    assert run(None).summary.deleted == 0  # cannot tell: nothing removed
+    assert run(("docs/", "policies/")).summary.deleted == 0
+    narrowed = run(("docs/",))
+    assert (narrowed.error, narrowed.summary.deleted, narrowed.summary.total) == (None, 1, 1)
+    assert state.known("policies/1") is None
+    assert chunks_of(collection, "policies/1", source="held")["ids"] == []
+    assert all(
+        chunks_of(collection, key, client, source="held")["ids"]
+        for key in documents
+        if key.startswith("docs/")
+    )
+    assert run(()).summary.deleted == 2  # covering nothing: nothing kept
+    assert state.document_count() == 0
+    assert collection.get(where={"source": "held"})["ids"] == []
 
 
 @pytest.mark.parametrize(
