@@ -2,7 +2,9 @@
 
 Each test syncs pages of :class:`tests.support.fake_confluence.FakeConfluence` into a fresh
 collection and checks what the index and the sync state hold afterwards, and how much was
-embedded (an unchanged page must cost no embedding at all).
+embedded (an unchanged page must cost no embedding at all). What the sync removes when a
+source's configuration shrinks is also checked on a source held in memory
+(:class:`HeldSource`), which says what it covers as the test tells it.
 """
 
 from __future__ import annotations
