@@ -285,7 +285,7 @@ def test_a_delta_refused_with_sharing_changes_is_read_without_them(
         with caplog.at_level("WARNING", logger="indexer.sources.sharepoint"):
             first = syncer.run()
         assert (first.error, first.summary.new) == (None, 1)
-        assert visible(collection, client, f"b!drive0/{vpn}")
+        assert visible_ids(collection, client, f"b!drive0/{vpn}")
         assert any("Sites.FullControl.All" in r.getMessage() for r in caplog.records)
         asked = [SHARING in prefer for prefer in graph.delta_prefers]
         assert asked[0]
