@@ -63,7 +63,12 @@ class ChangePage:
     outside it. The keys listed so far are kept in the sync state, so a run stopped in the
     middle and resumed (from a cursor the source made to continue the listing) sweeps exactly
     as an uninterrupted one. Such a listing ends within the source's listing: what a run that
-    reaches its end left open (a library no longer configured) is forgotten, not swept.
+    reaches its end left open (a library no longer configured) is forgotten, not swept (the
+    library's documents then go as no longer covered, see :meth:`Source.covered`).
+
+    A source that lists everything marks with ``scope_first`` a page that starts its listing
+    over within a run resumed midway (its configuration changed meanwhile): what the stopped
+    part listed is forgotten, so the sweep at the end counts only what the new listing named.
     """
 
     changes: tuple[Change, ...]
@@ -92,6 +97,16 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def changes(self, cursor: str | None) -> Iterator[ChangePage]:
         """Changes since ``cursor`` (None: from the beginning), page by page, in order."""
+
+    def covered(self) -> tuple[str, ...] | None:
+        """The key prefixes the source's configuration covers, as the current run's
+        :meth:`changes` resolved it (the libraries found by their configured names, the
+        configured lists' ids, the pages when they are on); None when it cannot tell (it did
+        not resolve its configuration). At the end of a complete listing the sync removes every
+        known document under none of them, as deleted: a part taken out of the configuration
+        leaves the index at the next sync. Default None: nothing is removed so (a source that
+        lists everything needs none: what its complete listing did not name goes anyway)."""
+        return None
 
     @abc.abstractmethod
     def fetch(self, change: Change) -> ExtractedDocument:

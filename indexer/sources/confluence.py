@@ -13,7 +13,8 @@ throttling and size caps must behave the same for every source, see :mod:`indexe
 
 The listing carries no bodies, so a page whose version number is the one indexed costs nothing
 more. Confluence reports no deletions: every run lists every page, and a page not listed by a
-complete run is deleted (:attr:`ConfluenceSource.lists_everything`).
+complete run is deleted (:attr:`ConfluenceSource.lists_everything`); so is every page of a space
+taken out of ``spaces`` (a run stopped midway and resumed after such a change lists anew).
 
 Storage XHTML becomes HTML the indexer's extractor already reads: the ``code`` macro a ``<pre>``
 block with its language, the ``info``/``note``/``warning``/``tip``/``panel`` macros a block that
@@ -74,10 +75,19 @@ class ConfluenceSource(Source):
     # -- listing -----------------------------------------------------------------------------
 
     def changes(self, cursor: str | None) -> Iterator[ChangePage]:
-        """Every page of every configured space; the cursor is the space being listed and the
-        next link within it."""
-        position: dict[str, Any] = json.loads(cursor) if cursor else {"space": 0, "next": None}
+        """Every page of every configured space; the cursor is the spaces listed, the one being
+        listed and the next link within it. A run stopped midway whose spaces have changed
+        since (one removed, added or moved) starts its listing over, saying so
+        (:attr:`ChangePage.scope_first`): a space no longer configured must not count as
+        listed, and none still configured may be skipped."""
         spaces = list(self.config.spaces)
+        position: dict[str, Any] = json.loads(cursor) if cursor else {}
+        # Also a position that names no space (a cursor of an older release): never skip one.
+        restart = position.get("spaces") != spaces or position.get("space") not in range(
+            len(spaces)
+        )
+        if restart:
+            position = {"space": 0, "next": None}
         index = int(position["space"])
         next_link: str | None = position.get("next")
         while index < len(spaces):
@@ -96,8 +106,14 @@ class ConfluenceSource(Source):
             if next_link is None:
                 index += 1
             last = index >= len(spaces)
-            resume = None if last else json.dumps({"space": index, "next": next_link})
-            yield ChangePage(tuple(changes), resume, last=last)
+            resume = {"spaces": spaces, "space": index, "next": next_link}
+            yield ChangePage(
+                tuple(changes),
+                None if last else json.dumps(resume),
+                last=last,
+                scope_first=restart and bool(cursor),
+            )
+            restart = False
 
     def _space_id(self, key: str) -> str:
         if key not in self._space_ids:

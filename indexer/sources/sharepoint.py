@@ -37,6 +37,15 @@ listing is a complete listing of the pages' keys, so a page it misses is deleted
 pages, then lists, then drives; the cursor remembers which of these feeds the run has
 finished, so a run resumed midway does not read them again.
 
+Each run resolves its configuration before it lists anything (the site, the configured lists by
+name, the libraries by name) and then says which key prefixes it covers
+(:meth:`SharePointSource.covered`): ``page/`` when ``pages`` is on, each list's and each
+library's. The sync removes at the end of a complete run what lies under none of them (a library
+or list taken out of the configuration, the pages switched off); their delta links are dropped
+from the cursor at once, so a library configured again is enumerated from its start and indexed
+afresh. A run that cannot resolve its configuration (Graph down, a 401 or 403, a library not
+found) stops before it lists, and removes nothing.
+
 Who may read: a file's and a page's Graph permissions (a page is a file of the site's Site Pages
 library: ``/sites/{id}/lists/{list}/drive``, then the file by name); a list item's readers come
 from the list's configuration, as Graph v1.0 reports no permissions for list items.
@@ -174,6 +183,8 @@ class SharePointSource(Source):
         self._token: str | None = None
         self._site: dict[str, Any] | None = None
         self._lists: dict[str, ListMapping] | None = None
+        self._drive_ids: list[tuple[str, str]] | None = None
+        self._covered: tuple[str, ...] | None = None
         self._listed_items: dict[str, dict[str, Any]] = {}
         """List items as the delta page listed them (with fields), so fetch need not ask again."""
         self._page_files: dict[str, tuple[str, str]] = {}
@@ -315,18 +326,35 @@ class SharePointSource(Source):
         return values
 
     def _drives(self) -> list[tuple[str, str]]:
+        """The configured libraries (every one, when none is named) as (drive id, name); a
+        drive whose id could not make keys of its own (one that could pass for the pages' or
+        lists' prefix) is ignored, and a library named in the configuration but not found
+        stops the run."""
         drives = self._all(f"{self.graph}/sites/{self._site_id()}/drives", "drives")
         wanted = set(self.config.libraries)
         found = [
-            (str(drive["id"]), str(drive.get("name", "")))
+            (str(drive.get("id")), str(drive.get("name", "")))
             for drive in drives
             if drive.get("driveType", "documentLibrary") == "documentLibrary"
             and (not wanted or drive.get("name") in wanted)
+            and _ID.fullmatch(str(drive.get("id")))
+            and f"{drive.get('id')}/" not in (PAGE_PREFIX, LIST_PREFIX)
         ]
         missing = wanted - {name for _, name in found}
         if missing:
             raise SourceError(f"the site has no document library named {sorted(missing)}")
         return sorted(found)
+
+    def _resolved_drives(self) -> list[tuple[str, str]]:
+        if self._drive_ids is None:
+            self._drive_ids = self._drives()
+        return self._drive_ids
+
+    def covered(self) -> tuple[str, ...] | None:
+        """The pages' prefix (when ``pages`` is on), each configured list's and each library's
+        found by name, once this run's listing resolved them all; None before, or when it could
+        not (the site, a list or a library could not be read)."""
+        return self._covered
 
     def _resolve_lists(self) -> dict[str, ListMapping]:
         """The configured lists by id, their columns resolved to the internal names ``fields``
@@ -382,7 +410,8 @@ class SharePointSource(Source):
         done: list[str] = list(state.get("done", []))
         current, following = state.get("current"), state.get("next")
         enumerating = bool(state.get("complete"))
-        self._site, self._lists = None, None  # read afresh each run
+        # Read afresh each run; what the configuration covers is known once all of it is.
+        self._site, self._lists, self._drive_ids, self._covered = None, None, None, None
         self._sharing_refused = False
         feeds: list[tuple[str, str, Feed]] = []
         if self.config.pages:
@@ -399,9 +428,7 @@ class SharePointSource(Source):
                     self._delta_feed(url, "lists", _list_change(list_id, tag)),
                 )
             )
-        keys = {key for key, _, _ in feeds}
-        deltas = {k: v for k, v in deltas.items() if not k.startswith(LIST_FEED) or k in keys}
-        for drive_id, _ in self._drives():
+        for drive_id, _ in self._resolved_drives():
             url = f"{self.graph}/drives/{quote(drive_id, safe='')}/root/delta"
             feeds.append(
                 (
@@ -415,6 +442,11 @@ class SharePointSource(Source):
                     ),
                 )
             )
+        # A list or library no longer configured loses its delta link: configured again, it is
+        # enumerated from its start (its documents were removed meanwhile).
+        keys = {key for key, _, _ in feeds}
+        deltas = {k: v for k, v in deltas.items() if k in keys}
+        self._covered = tuple(scope for _, scope, _ in feeds)
         todo = [feed for feed in feeds if feed[0] not in done]
         if not todo:
             # What was left of a stopped run is no longer configured: the run is over, and the
@@ -593,11 +625,18 @@ class SharePointSource(Source):
         return f"{self.graph}/drives/{drive_id}/items/{item_id}"
 
     def fetch(self, change: Change) -> ExtractedDocument:
+        """The document; one of a part no longer configured (a failed one retried) is not read:
+        it fails until the run's end removes it."""
         if change.key.startswith(PAGE_PREFIX):
+            if not self.config.pages:
+                raise DocumentError("the site's pages are not configured")
             return self._fetch_page(change.key)
         if change.key.startswith(LIST_PREFIX):
             return self._fetch_list_item(change.key)
         url = self._item_url(change.key)
+        drive_id = change.key.partition("/")[0]
+        if drive_id not in {found for found, _ in self._resolved_drives()}:
+            raise DocumentError(f"not a file of a configured library: {change.key[:80]!r}")
         meta_response = self._get(url, "item")
         if meta_response.status_code != 200:
             raise DocumentError(f"Microsoft Graph answered HTTP {meta_response.status_code}")
@@ -675,7 +714,7 @@ class SharePointSource(Source):
         list_id, _, item_id = key.removeprefix(LIST_PREFIX).partition("/")
         mapping = self._mappings().get(list_id)
         if mapping is None or not _ID.fullmatch(item_id):
-            # A list no longer configured: its items fail (and are counted) until removed.
+            # A list no longer configured: its items fail until the run's end removes them.
             raise DocumentError(f"not an item of a configured list: {key[:80]!r}")
         return mapping
 

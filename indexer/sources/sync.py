@@ -10,6 +10,10 @@ What a caller can rely on:
   vectors, so nothing is embedded;
   **unchanged** ones (same version as indexed) are not even fetched, so nothing is embedded;
   **deleted** ones lose their chunks.
+* At the end of a complete listing (never in a run that stopped before it), the documents under
+  none of the key prefixes the source says its configuration covers (:meth:`Source.covered`: a
+  library, list or the pages taken out of it) are removed as deleted ones, hidden first; a
+  source that cannot tell (its configuration unresolved) removes nothing so.
 * One document that cannot be read or extracted is counted ``failed``, kept in the state's
   ``failed`` hash and retried first by the next run; the run goes on.
 * The cursor moves only past a page whose every change is committed (indexed, skipped, removed
@@ -149,6 +153,8 @@ class SourceSync:
                 # this page again and sweeps again (what is gone is no longer known).
                 earlier = set() if first else self.state.seen(scope)
                 self._sweep(result, scope, earlier | set(listed))
+            if page.last:
+                self._sweep_uncovered(result)
             end_of_complete_listing = page.last and self.source.lists_everything
             self.state.commit_page(
                 None if end_of_complete_listing else page.cursor,
@@ -165,9 +171,10 @@ class SourceSync:
     def _scope(self, page: ChangePage) -> tuple[str | None, bool, bool]:
         """The key prefix a page completely lists part of (None: it is no complete listing),
         whether the page starts that listing and whether it ends it. A source that lists
-        everything lists the prefix "" each run; the run's start forgets what was listed."""
+        everything lists the prefix "" each run; the run's start forgets what was listed, and
+        so does a page that starts the listing over."""
         if self.source.lists_everything:
-            return "", False, page.last
+            return "", page.scope_first, page.last
         if page.scope is None:
             return None, False, False
         return page.scope, page.scope_first, page.scope_last
@@ -175,16 +182,39 @@ class SourceSync:
     def _sweep(self, result: SyncResult, scope: str, seen: set[str]) -> None:
         """After a complete listing of ``scope``: documents under it that are indexed but were
         not listed are gone at the source."""
-        for key in sorted(set(self.state.failed()) - seen):
-            if key.startswith(scope):
-                self.state.forget(key)  # failed earlier, gone now: nothing to retry
-        for key in sorted(self.state.keys() - seen):
-            known = self.state.known(key) if key.startswith(scope) else None
+        self._drop(result, lambda key: key.startswith(scope) and key not in seen)
+
+    def _sweep_uncovered(self, result: SyncResult) -> None:
+        """After the complete listing: documents under no prefix the configuration covers
+        (a library, list or space no longer configured) leave the index."""
+        covered = self.source.covered()
+        if covered is None:
+            return  # the source cannot tell: keep everything
+        prefixes = tuple(covered)
+        dropped = self._drop(result, lambda key: not key.startswith(prefixes))
+        if dropped:
+            logger.info(
+                "%s: %d documents removed, no longer in the configuration",
+                self.source.name,
+                dropped,
+            )
+
+    def _drop(self, result: SyncResult, gone: Callable[[str], bool]) -> int:
+        """Remove the known documents whose key is ``gone`` (counted deleted, how many
+        returned), and forget such keys that failed (nothing to retry)."""
+        for key in sorted(self.state.failed()):
+            if gone(key):
+                self.state.forget(key)
+        removed = 0
+        for key in sorted(self.state.keys()):
+            known = self.state.known(key) if gone(key) else None
             if known is not None:
                 self._remove(key, known)
                 self.state.count("deleted")
                 result.summary.deleted += 1
+                removed += 1
                 self.state.renew()
+        return removed
 
     def _apply(self, change: Change, result: SyncResult) -> Outcome | None:
         known = self.state.known(change.key)

@@ -48,17 +48,13 @@ import html
 import os
 import random
 import re
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import redis
 
-from conftest import start_valkey
 from indexer.config import IndexerSettings
 from indexer.embedding import Embedder
 from indexer.service import Ingestor
@@ -66,7 +62,7 @@ from indexer.sources.config import ConfluenceConfig
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.state import SyncState
 from indexer.sources.sync import SourceSync
-from indexer.store import open_collection
+from indexer.tests.bench_support import bench_store, load_average, reported
 from indexer.tests.counting import CountingEmbedder
 from tests.support.fake_confluence import EMAIL, TOKEN, FakeConfluence
 
@@ -514,31 +510,20 @@ def bench(pages: int, seed: int, embedder: Embedder) -> dict[str, Any]:
         "pages": pages,
         "seed": seed,
         "cpus": os.cpu_count(),
-        "load_average_start": [round(load, 2) for load in os.getloadavg()],
+        "load_average_start": load_average(),
     }
     counting = CountingEmbedder(embedder)
-    with tempfile.TemporaryDirectory(prefix="deskpilot-bench-sync-") as data:
-        (Path(data) / "valkey").mkdir()
-        server = start_valkey(Path(data) / "valkey")
-        client = redis.Redis.from_url(f"{server.connection_url}/0")
-        try:
-            settings = IndexerSettings(
-                data_dir=Path(data) / "indexer", chroma_host=None, chroma_collection="bench-sync"
-            )
-            collection = open_collection(settings)
-            ingestor = Ingestor(counting, collection, settings)
-            with FakeConfluence({SPACE: "Information Technology"}) as fake:
-                figures |= generate_space(fake, pages, seed)
-                figures["first"] = sync_once(fake, ingestor, client, counting)
-                figures["chunks"] = collection.count()
-                figures["second"] = sync_once(fake, ingestor, client, counting)
-        finally:
-            client.close()
-            server.stop()
+    with bench_store("bench-sync") as (client, collection, settings):
+        ingestor = Ingestor(counting, collection, settings)
+        with FakeConfluence({SPACE: "Information Technology"}) as fake:
+            figures |= generate_space(fake, pages, seed)
+            figures["first"] = sync_once(fake, ingestor, client, counting)
+            figures["chunks"] = collection.count()
+            figures["second"] = sync_once(fake, ingestor, client, counting)
     first = figures["first"]
     first["pages_per_s"] = round(pages / first["wall_s"], 2)
     first["chunks_per_s"] = round(figures["chunks"] / first["wall_s"], 2)
-    figures["load_average_end"] = [round(load, 2) for load in os.getloadavg()]
+    figures["load_average_end"] = load_average()
     return figures
 
 
@@ -579,12 +564,7 @@ def main(argv: Sequence[str] | None = None, embedder: Embedder | None = None) ->
     if embedder is None:
         defaults = IndexerSettings(torch_threads=args.torch_threads)
         embedder = Embedder.from_settings(defaults).load()
-    figures = bench(args.pages, args.seed, embedder)
-    report(figures)
-    if found := problems(figures):
-        print("\n".join(f"WRONG: {problem}" for problem in found), file=sys.stderr)
-        raise SystemExit(1)
-    return figures
+    return reported(bench(args.pages, args.seed, embedder), report, problems)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from indexer.documents import DocumentStore
 from indexer.embedding import Embedder
 from indexer.service import Ingestor
 from indexer.store import open_collection
+from indexer.tests.counting import CountingEmbedder
 from tests.support import vector_cache_dir
 from tests.support.fake_confluence import FakeConfluence
 from tests.support.fake_graph import FakeGraph
@@ -63,6 +64,20 @@ def collection(settings: IndexerSettings) -> Collection:
 @pytest.fixture
 def ingestor(embedder: Embedder, collection: Collection, settings: IndexerSettings) -> Ingestor:
     return Ingestor(embedder, collection, settings)
+
+
+@pytest.fixture
+def counting(embedder: Embedder) -> CountingEmbedder:
+    """The session's embedder, counting what it embeds: what is unchanged costs nothing."""
+    return CountingEmbedder(embedder)
+
+
+@pytest.fixture
+def counted_ingestor(
+    counting: CountingEmbedder, collection: Collection, settings: IndexerSettings
+) -> Ingestor:
+    """An ingestor embedding through :func:`counting`."""
+    return Ingestor(counting, collection, settings)
 
 
 # -- Redis, for the document store ------------------------------------------------------------

@@ -88,3 +88,16 @@ class Syncer:
 
     def run(self) -> SyncResult:
         return SourceSync(self.source, self.ingestor, SyncState(self.client, "intranet")).run()
+
+
+def library_files(graph: FakeGraph, drive: str, *names: str) -> list[str]:
+    """Markdown files added to the local Graph's library ``drive``: their item ids."""
+    return [
+        graph.add_file(name, f"# {name}\n\nHow to use {name} at the office.\n".encode(), drive).id
+        for name in names
+    ]
+
+
+def visible_ids(collection: Collection, client: redis.Redis, key: str) -> list[str]:
+    """Ids of the chunks a reader sees of a document of the ``intranet`` source."""
+    return chunks_of(collection, key, client, source="intranet")["ids"]

@@ -2,13 +2,17 @@
 
 Each test syncs pages of :class:`tests.support.fake_confluence.FakeConfluence` into a fresh
 collection and checks what the index and the sync state hold afterwards, and how much was
-embedded (an unchanged page must cost no embedding at all).
+embedded (an unchanged page must cost no embedding at all). What the sync removes when a
+source's configuration shrinks is also checked on a source held in memory
+(:class:`HeldSource`), which says what it covers as the test tells it.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +22,9 @@ from chromadb.api.models.Collection import Collection
 
 from contracts.live import read_live, versioned_doc_ids, visible
 from indexer.config import IndexerSettings
-from indexer.embedding import Embedder
+from indexer.extract import ExtractedDocument, extract_bytes
 from indexer.service import Ingestor
+from indexer.sources.base import Change, ChangePage, Readers, Source
 from indexer.sources.confluence import ConfluenceSource
 from indexer.sources.state import SyncState
 from indexer.sources.sync import SourceSync, SyncBusy, source_doc_id
@@ -42,18 +47,6 @@ PRINTER = (
     "centre.</p></ac:rich-text-body></ac:structured-macro>"
 )
 SALARY = "<h1>Salary bands</h1><p>HR only: the salary bands for 2026 are reviewed in March.</p>"
-
-
-@pytest.fixture
-def counting(embedder: Embedder) -> CountingEmbedder:
-    return CountingEmbedder(embedder)
-
-
-@pytest.fixture
-def counted_ingestor(
-    counting: CountingEmbedder, collection: Collection, settings: IndexerSettings
-) -> Ingestor:
-    return Ingestor(counting, collection, settings)
 
 
 def sync(
@@ -407,6 +400,157 @@ def test_unknown_space_says_so(
     result = sync(confluence, ingestor, client, spaces=("NOPE",))
     assert result.error is not None
     assert "'NOPE'" in result.error
+
+
+def test_a_space_taken_out_leaves_the_index_and_put_back_is_indexed_again(
+    confluence: FakeConfluence,
+    counting: CountingEmbedder,
+    counted_ingestor: Ingestor,
+    collection: Collection,
+    client: redis.Redis,
+) -> None:
+    *it_pages, salary = seed(confluence)
+    assert sync(confluence, counted_ingestor, client).summary.new == 4
+    embedded, reads = counting.texts, len(confluence.body_reads)
+
+    confluence.throttle_next(1)  # IT's listing cannot be had: the run stops, removing nothing
+    stopped = sync(confluence, counted_ingestor, client, spaces=("IT",), max_retries=0)
+    assert stopped.error is not None
+    assert stopped.summary.deleted == 0
+    assert chunks_of(collection, salary, client)["ids"]
+
+    removed = sync(confluence, counted_ingestor, client, spaces=("IT",))
+    assert removed.error is None
+    assert (removed.summary.deleted, removed.summary.unchanged, removed.summary.new) == (1, 3, 0)
+    assert chunks_of(collection, salary, client)["ids"] == []
+    assert chunks_of(collection, salary)["ids"] == []  # no chunk left at all
+    assert SyncState(client, "wiki").known(salary) is None
+    assert all(chunks_of(collection, page, client)["ids"] for page in it_pages)
+    assert (counting.texts, len(confluence.body_reads)) == (embedded, reads)
+
+    back = sync(confluence, counted_ingestor, client)
+    assert (back.error, back.summary.new, back.summary.unchanged) == (None, 1, 3)
+    assert chunks_of(collection, salary, client)["ids"]
+
+
+class HeldSource(Source):
+    """A delta source over Markdown held in memory (keys ``<part>/<id>``): its first run lists
+    every document, later ones nothing; it covers what it is told to (None: it cannot tell)."""
+
+    kind = "held"
+
+    def __init__(self, documents: dict[str, str], covers: tuple[str, ...] | None) -> None:
+        super().__init__("held")
+        self.documents, self.covers = documents, covers
+
+    def changes(self, cursor: str | None) -> Iterator[ChangePage]:
+        listed = () if cursor else tuple(Change(key, "1") for key in sorted(self.documents))
+        yield ChangePage(listed, "listed", last=True)
+
+    def covered(self) -> tuple[str, ...] | None:
+        return self.covers
+
+    def fetch(self, change: Change) -> ExtractedDocument:
+        text = self.documents[change.key].encode()
+        return extract_bytes(text, f"{change.key}.md", f"https://kb.example/{change.key}")
+
+    def permissions(self, change: Change) -> Readers:
+        return Readers(public=True)
+
+
+def test_only_what_a_source_says_it_no_longer_covers_is_removed(
+    ingestor: Ingestor, collection: Collection, client: redis.Redis
+) -> None:
+    documents = {
+        "docs/1": "# VPN\n\nConnect with GlobalProtect before you open internal sites.\n",
+        "docs/2": "# Printers\n\nAdd the floor printer from Settings.\n",
+        "policies/1": "# Travel\n\nBook trains through the travel portal.\n",
+    }
+    state = SyncState(client, "held")
+
+    def run(covers: tuple[str, ...] | None) -> Any:
+        return SourceSync(HeldSource(documents, covers), ingestor, state).run()
+
+    assert run(None).summary.new == 3
+    assert run(None).summary.deleted == 0  # cannot tell: nothing removed
+    assert run(("docs/", "policies/")).summary.deleted == 0
+    narrowed = run(("docs/",))
+    assert (narrowed.error, narrowed.summary.deleted, narrowed.summary.total) == (None, 1, 1)
+    assert state.known("policies/1") is None
+    assert chunks_of(collection, "policies/1", source="held")["ids"] == []
+    assert all(
+        chunks_of(collection, key, client, source="held")["ids"]
+        for key in documents
+        if key.startswith("docs/")
+    )
+    assert run(()).summary.deleted == 2  # covering nothing: nothing kept
+    assert state.document_count() == 0
+    assert collection.get(where={"source": "held"})["ids"] == []
+
+
+@pytest.mark.parametrize(
+    ("spaces", "deleted"),
+    [
+        (("HR", "IT"), 0),  # the same spaces in another order: none is skipped
+        (("HR",), 3),  # IT taken out: its pages go, though the stopped part listed some
+    ],
+)
+def test_a_run_stopped_midway_and_resumed_with_other_spaces_lists_them_anew(
+    confluence: FakeConfluence,
+    ingestor: Ingestor,
+    collection: Collection,
+    client: redis.Redis,
+    spaces: tuple[str, ...],
+    deleted: int,
+) -> None:
+    *it_pages, salary = seed(confluence)
+    assert sync(confluence, ingestor, client).summary.new == 4
+    for page in it_pages:
+        confluence.edit_page(page, body=f"<p>Edited {page}: ask the service desk.</p>")
+    # VPN and Printers (IT's first listing page) are read and committed; Wi-Fi is not.
+    confluence.fail_after(len(confluence.body_reads) + 2)
+    stopped = sync(confluence, ingestor, client, max_retries=0)
+    assert stopped.error is not None
+    assert stopped.summary.changed == 2
+    state = SyncState(client, "wiki")
+    assert state.cursor() is not None
+
+    confluence.fail_after(None)
+    resumed = sync(confluence, ingestor, client, spaces=spaces)
+    assert resumed.error is None
+    assert resumed.resumed
+    assert resumed.summary.deleted == deleted
+    assert chunks_of(collection, salary, client)["ids"]  # HR is configured either way
+    for page in it_pages:
+        assert bool(chunks_of(collection, page, client)["ids"]) is (deleted == 0)
+    assert state.cursor() is None
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        {"space": 1, "next": None},  # an older release's: HR, by position
+        {"spaces": ["IT", "HR"], "space": 7, "next": None},  # no such position
+        {"spaces": ["IT", "HR"], "space": "1", "next": None},
+    ],
+)
+def test_a_cursor_that_names_no_configured_space_lists_everything_anew(
+    confluence: FakeConfluence,
+    ingestor: Ingestor,
+    collection: Collection,
+    client: redis.Redis,
+    cursor: dict[str, Any],
+) -> None:
+    pages = seed(confluence)
+    assert sync(confluence, ingestor, client).summary.new == 4
+    state = SyncState(client, "wiki")
+    state.begin()  # a run stopped midway at that cursor
+    state.commit_page(json.dumps(cursor), {}, pages[:1])
+    resumed = sync(confluence, ingestor, client)
+    assert resumed.resumed
+    assert (resumed.error, resumed.summary.unchanged, resumed.summary.deleted) == (None, 4, 0)
+    assert all(chunks_of(collection, page, client)["ids"] for page in pages)
+    assert state.cursor() is None
 
 
 def test_markup_and_script_in_a_page_body_stay_inert(

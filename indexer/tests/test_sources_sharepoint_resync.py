@@ -1,7 +1,8 @@
 """What a SharePoint source's complete listings sweep, against the Graph emulator with real
 valkey, Chroma and the embedder: a library or list Graph asks to resync (HTTP 410) loses what was
 deleted while its delta link was stale, and nothing of another library, list or the pages; a
-resync stopped midway and resumed sweeps the same; the pages listing keeps a page being edited;
+resync stopped midway and resumed sweeps the same (and one of a library taken out of the
+configuration meanwhile is dropped); the pages listing keeps a page being edited;
 a file's permission change alone reaches its chunks at the next sync."""
 
 from __future__ import annotations
@@ -22,30 +23,19 @@ from indexer.sources.sharepoint import SharePointSource
 from indexer.sources.sharepoint_pages import list_item_key, page_key
 from indexer.sources.state import PREFIX, SyncState
 from indexer.tests.counting import CountingEmbedder
-from indexer.tests.synced_sources import VPN_MD, Syncer, chunks_of, sharepoint_config
+from indexer.tests.synced_sources import (
+    VPN_MD,
+    Syncer,
+    chunks_of,
+    library_files,
+    sharepoint_config,
+    visible_ids,
+)
 from tests.support.fake_graph import FakeGraph
 
 FAQ = {"list": "IT FAQ", "title": "Title", "body": ["Answer"], "groups": ["all-staff"]}
 PAGE = [[["<h2>Badges</h2><p>Collect your badge at the front desk on your first day.</p>"]]]
 POLICIES = "b!drive1"
-
-
-@pytest.fixture
-def counting(embedder: Any) -> CountingEmbedder:
-    """The session's embedder, counting what it embeds: what is unchanged costs nothing."""
-    return CountingEmbedder(embedder)
-
-
-def files(graph: FakeGraph, drive: str, *names: str) -> list[str]:
-    return [
-        graph.add_file(name, f"# {name}\n\nHow to use {name} at the office.\n".encode(), drive).id
-        for name in names
-    ]
-
-
-def visible(collection: Collection, client: redis.Redis, key: str) -> list[str]:
-    """Ids of the chunks a reader sees of a source document."""
-    return chunks_of(collection, key, client, source="intranet")["ids"]
 
 
 def readable_by(
@@ -68,8 +58,8 @@ def test_what_was_deleted_while_a_delta_link_was_stale_is_swept_by_the_resync(
     client: redis.Redis,
 ) -> None:
     graph.drives[POLICIES] = "Policies"
-    documents = files(graph, "b!drive0", "printers.md", "wifi.md", "vpn.md")
-    policies = files(graph, POLICIES, "travel.md", "laptops.md")
+    documents = library_files(graph, "b!drive0", "printers.md", "wifi.md", "vpn.md")
+    policies = library_files(graph, POLICIES, "travel.md", "laptops.md")
     page = graph.add_page("Badges", PAGE)
     faq = graph.add_list("IT FAQ", {"Title": "Title", "Answer": "Answer"})
     items = [
@@ -98,7 +88,7 @@ def test_what_was_deleted_while_a_delta_link_was_stale_is_swept_by_the_resync(
     state = SyncState(client, "intranet")
     gone = [f"b!drive0/{documents[1]}", list_item_key(faq.id, items[0])]
     for key in gone:
-        assert visible(collection, client, key) == []
+        assert visible_ids(collection, client, key) == []
         assert collection.get(where={"source_key": key})["ids"] == []  # no chunk left at all
         assert state.known(key) is None
     kept = [
@@ -108,7 +98,7 @@ def test_what_was_deleted_while_a_delta_link_was_stale_is_swept_by_the_resync(
         page_key(page.id),
     ]
     for key in kept:
-        assert visible(collection, client, key), key
+        assert visible_ids(collection, client, key), key
         assert state.known(key) is not None
     assert not list(client.scan_iter(f"{PREFIX}intranet:seen*"))  # nothing left behind
 
@@ -123,7 +113,7 @@ def test_a_resync_stopped_midway_resumes_and_sweeps_the_same_indexing_nothing_tw
     ingestor = Ingestor(counting, collection, settings)
     graph.page_size = 1
     names = ("a.md", "b.md", "c.md", "d.md")
-    ids = files(graph, "b!drive0", *names)
+    ids = library_files(graph, "b!drive0", *names)
     first = Syncer(graph, ingestor, client, pages=False)
     try:
         assert first.run().summary.new == 4
@@ -133,7 +123,7 @@ def test_a_resync_stopped_midway_resumes_and_sweeps_the_same_indexing_nothing_tw
 
     graph.expire_drive_delta_tokens()
     graph.delete_file(ids[1])  # while the link is stale
-    (added,) = files(graph, "b!drive0", "e.md")
+    (added,) = library_files(graph, "b!drive0", "e.md")
     # The stale link (410), the enumeration's first page (the root, a.md), then Graph goes down.
     graph.fail_deltas_after(2)
     stopped = Syncer(graph, ingestor, client, pages=False, max_retries=0).run()
@@ -150,9 +140,9 @@ def test_a_resync_stopped_midway_resumes_and_sweeps_the_same_indexing_nothing_tw
     assert resumed.resumed
     summary = resumed.summary  # the stopped run's counts and the resumed part's
     assert (summary.deleted, summary.new, summary.unchanged) == (1, 1, 3)
-    assert visible(collection, client, f"b!drive0/{ids[1]}") == []
+    assert visible_ids(collection, client, f"b!drive0/{ids[1]}") == []
     for kept in (ids[0], ids[2], ids[3], added):
-        assert visible(collection, client, f"b!drive0/{kept}")
+        assert visible_ids(collection, client, f"b!drive0/{kept}")
     assert graph.downloads == [*downloads, added]  # the new file once, nothing else again
     assert counting.texts > embedded
 
@@ -165,7 +155,7 @@ def test_a_stopped_resync_whose_next_link_expired_starts_over_forgetting_what_it
     graph: FakeGraph, ingestor: Ingestor, collection: Collection, client: redis.Redis
 ) -> None:
     graph.page_size = 1
-    ids = files(graph, "b!drive0", "a.md", "b.md", "c.md")
+    ids = library_files(graph, "b!drive0", "a.md", "b.md", "c.md")
     assert Syncer(graph, ingestor, client, pages=False).run().summary.new == 3
     graph.expire_drive_delta_tokens()
     graph.fail_deltas_after(2)  # the stale link (410), the enumeration's first page (a.md)
@@ -180,18 +170,18 @@ def test_a_stopped_resync_whose_next_link_expired_starts_over_forgetting_what_it
     resumed = Syncer(graph, ingestor, client, pages=False).run()
     assert resumed.error is None
     assert (resumed.summary.deleted, resumed.summary.new) == (1, 0)
-    assert visible(collection, client, f"b!drive0/{ids[0]}") == []
+    assert visible_ids(collection, client, f"b!drive0/{ids[0]}") == []
     assert state.known(f"b!drive0/{ids[0]}") is None
     for kept in ids[1:]:
-        assert visible(collection, client, f"b!drive0/{kept}")
+        assert visible_ids(collection, client, f"b!drive0/{kept}")
 
 
-def test_a_resync_of_a_library_no_longer_configured_is_dropped_not_swept(
+def test_a_resync_of_a_library_no_longer_configured_is_dropped_and_the_library_removed(
     graph: FakeGraph, ingestor: Ingestor, collection: Collection, client: redis.Redis
 ) -> None:
     graph.page_size = 1
     graph.drives[POLICIES] = "Policies"
-    policies = files(graph, POLICIES, "travel.md", "laptops.md", "phones.md")
+    policies = library_files(graph, POLICIES, "travel.md", "laptops.md", "phones.md")
     assert Syncer(graph, ingestor, client, pages=False).run().summary.new == 3
     graph.expire_drive_delta_tokens(POLICIES)
     graph.fail_deltas_after(3)  # Documents' delta, then Policies' 410 and first page
@@ -202,14 +192,18 @@ def test_a_resync_of_a_library_no_longer_configured_is_dropped_not_swept(
 
     graph.fail_deltas_after(None)
     resumed = Syncer(graph, ingestor, client, pages=False, libraries=["Documents"]).run()
-    assert (resumed.error, resumed.summary.deleted) == (None, 0)
+    # The open listing is forgotten; the library, no longer configured, leaves the index whole.
+    assert (resumed.error, resumed.summary.deleted) == (None, 3)
     assert not list(client.scan_iter(f"{PREFIX}intranet:seen*"))
-    for kept in policies:  # not swept by a listing that never ended
-        assert visible(collection, client, f"{POLICIES}/{kept}")
-    (later,) = files(graph, "b!drive0", "printers.md")  # and the next run reads Documents again
+    for gone in policies:
+        assert visible_ids(collection, client, f"{POLICIES}/{gone}") == []
+        assert state.known(f"{POLICIES}/{gone}") is None
+    (later,) = library_files(
+        graph, "b!drive0", "printers.md"
+    )  # and the next run reads Documents again
     after = Syncer(graph, ingestor, client, pages=False, libraries=["Documents"]).run()
     assert (after.error, after.summary.new) == (None, 1)
-    assert visible(collection, client, f"b!drive0/{later}")
+    assert visible_ids(collection, client, f"b!drive0/{later}")
 
 
 def test_the_pages_listing_sweeps_deleted_pages_and_keeps_one_being_edited(
@@ -218,7 +212,7 @@ def test_the_pages_listing_sweeps_deleted_pages_and_keeps_one_being_edited(
     kept = graph.add_page("Badges", PAGE)
     edited = graph.add_page("Parking", [[["<p>Park on level 2 with your badge.</p>"]]])
     deleted = graph.add_page("Canteen", [[["<p>The canteen opens at noon.</p>"]]])
-    (document,) = files(graph, "b!drive0", "printers.md")
+    (document,) = library_files(graph, "b!drive0", "printers.md")
     syncer = Syncer(graph, ingestor, client)
     try:
         assert syncer.run().summary.new == 4
@@ -229,9 +223,9 @@ def test_the_pages_listing_sweeps_deleted_pages_and_keeps_one_being_edited(
         syncer.close()
     assert result.error is None
     assert (result.summary.deleted, result.summary.unchanged) == (1, 1)
-    assert visible(collection, client, page_key(deleted.id)) == []
+    assert visible_ids(collection, client, page_key(deleted.id)) == []
     for key in (page_key(kept.id), page_key(edited.id), f"b!drive0/{document}"):
-        assert visible(collection, client, key)
+        assert visible_ids(collection, client, key)
     cursor = SyncState(client, "intranet").cursor() or ""
     assert kept.id not in cursor  # the cursor no longer grows with the site's pages
 
@@ -263,7 +257,7 @@ def test_a_file_permission_change_alone_reaches_its_readers_at_the_next_sync(
         assert any("GlobalProtect" in text for text in now_readable)
         assert counting.texts == embedded  # same content: its vectors are kept, not embedded
         assert len(graph.downloads) == downloads + 1  # read again to compare its content
-        assert visible(collection, client, f"b!drive0/{other}")
+        assert visible_ids(collection, client, f"b!drive0/{other}")
 
         again = syncer.run()
         assert (again.error, again.summary.total) == (None, 0)
@@ -291,7 +285,7 @@ def test_a_delta_refused_with_sharing_changes_is_read_without_them(
         with caplog.at_level("WARNING", logger="indexer.sources.sharepoint"):
             first = syncer.run()
         assert (first.error, first.summary.new) == (None, 1)
-        assert visible(collection, client, f"b!drive0/{vpn}")
+        assert visible_ids(collection, client, f"b!drive0/{vpn}")
         assert any("Sites.FullControl.All" in r.getMessage() for r in caplog.records)
         asked = [SHARING in prefer for prefer in graph.delta_prefers]
         assert asked[0]

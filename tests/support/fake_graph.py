@@ -45,7 +45,8 @@ Errors as Graph answers them: ``{"error": {"code", "message"}}`` with 401
 ``itemNotFound``, 429 ``TooManyRequests`` with ``Retry-After``.
 
 Knobs: :meth:`FakeGraph.expire_tokens` (every token issued so far is expired),
-:meth:`FakeGraph.deny` (403 on paths containing a string), :meth:`FakeGraph.throttle_next`,
+:meth:`FakeGraph.deny` (403 on paths containing a string), :meth:`FakeGraph.fail_path` (401, 403
+or 503 there), :meth:`FakeGraph.throttle_next`,
 :meth:`FakeGraph.fail_deltas_after` (delta pages after the N-th answer 503: a run stopped
 midway), :meth:`FakeGraph.expire_drive_delta_tokens` (410 for delta links issued so far),
 :meth:`FakeGraph.share_file` (a permission change alone), and the logs
@@ -112,7 +113,8 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
         self._ids = itertools.count(1)
         self._tokens: dict[str, bool] = {}  # token -> valid
         self._lock = threading.Lock()
-        self._denied: set[str] = set()
+        self._failing: dict[str, int] = {}
+        """Path fragment -> the status requests whose path contains it answer."""
         self._refuse_sharing = False
         self.delta_prefers: list[frozenset[str]] = []
         """The ``Prefer`` values of each drive delta request, in order."""
@@ -181,7 +183,16 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
             self._tokens = dict.fromkeys(self._tokens, False)
 
     def deny(self, fragment: str) -> None:
-        self._denied.add(fragment)
+        self.fail_path(fragment, 403)
+
+    def fail_path(self, fragment: str, status: int | None) -> None:
+        """Requests whose path contains ``fragment`` answer ``status`` as Graph does (401
+        ``InvalidAuthenticationToken`` even to a fresh token, 403 ``accessDenied``, 503
+        ``serviceNotAvailable`` with ``Retry-After``) until called again with None."""
+        if status is None:
+            self._failing.pop(fragment, None)
+        else:
+            self._failing[fragment] = status
 
     def refuse_sharing_changes(self) -> None:
         """Drive deltas asking for sharing changes answer 403 from now on."""
@@ -282,10 +293,10 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
                 else ("Access token is empty.")
             )
             return _error(401, "InvalidAuthenticationToken", message)
-        if any(fragment in request.url.path for fragment in self._denied):
-            return _error(
-                403, "accessDenied", "Either scp or roles claim need to be present in the token."
-            )
+        for fragment, status in self._failing.items():
+            if fragment in request.url.path:
+                code, message = _FAILURES[status]
+                return _error(status, code, message, _RETRY if status == 503 else None)
         return None
 
     async def _sites(self, request: Request) -> Response:
@@ -486,3 +497,8 @@ class FakeGraph(FakeDirectory, PagesAndLists, ServedFake):
 
 
 _RETRY = {"Retry-After": "1"}
+_FAILURES = {
+    401: ("InvalidAuthenticationToken", "Access token validation failure. Invalid audience."),
+    403: ("accessDenied", "Either scp or roles claim need to be present in the token."),
+    503: ("serviceNotAvailable", "Service unavailable"),
+}
