@@ -33,12 +33,13 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from faststream import AckPolicy
+from faststream.message import AckStatus
 from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.message import RedisBatchStreamMessage
 from faststream.redis.message import RedisStreamMessage as StreamMessage
@@ -94,6 +95,16 @@ def consumer_name(service: str, node: str) -> str:
     return f"{service}-{node}-{os.getpid()}"
 
 
+class Acknowledgement:
+    """Whether a delivery's acknowledgement went with its handler's own write
+    (:meth:`Delivery.ack_with`), so the bus does not send it again."""
+
+    __slots__ = ("written",)
+
+    def __init__(self) -> None:
+        self.written = False
+
+
 @dataclass(frozen=True)
 class Delivery:
     """What a handler may know about the message it handles besides the event."""
@@ -102,6 +113,8 @@ class Delivery:
     message_id: str
     deliveries: int
     _delete: Callable[[], Awaitable[object]]
+    group: str = ""
+    _acknowledgement: Acknowledgement = field(default_factory=Acknowledgement)
 
     async def delete_entry(self) -> None:
         """Delete the stream entry itself (XDEL), e.g. raw user text once it is redacted."""
@@ -113,6 +126,18 @@ class Delivery:
         ``transaction`` batch), so nobody is answered while the raw entry is still there, and a
         crash cannot leave one without the other."""
         batch.redis.xdel(self.topic, self.message_id)
+
+    def ack_with(self, batch: Batch) -> None:
+        """Queue the entry's acknowledgement (XACK) in ``batch``, for the handler's last write:
+        its outcome and the acknowledgement reach Redis in one round trip (all or nothing in a
+        ``transaction`` batch), and the bus does not acknowledge the entry again when the handler
+        returns. Once the batch is written the entry is done: a failure after it is not retried,
+        so nothing that must happen may come after that write."""
+        batch.redis.xack(self.topic, self.group, self.message_id)
+        batch.on_written(self._acknowledged)
+
+    def _acknowledged(self) -> None:
+        self._acknowledgement.written = True
 
 
 Handler = Callable[[E, Delivery], Awaitable[None]]
@@ -146,6 +171,11 @@ class Batch:
         self.redis = pipeline
         """Queue Redis commands here (``batch.redis.set(...)``); they run in order with the
         events."""
+        self._written: list[Callable[[], None]] = []
+
+    def on_written(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the batch is written (not if it fails)."""
+        self._written.append(callback)
 
     async def publish(self, topic: str, event: Event) -> None:
         """Append ``event`` to ``topic`` with the batch, as :meth:`Bus.publish` does."""
@@ -235,9 +265,13 @@ class Bus:
         def delivering(reclaimed: bool) -> Callable[[bytes], Awaitable[None]]:
             async def on_entry(_: bytes) -> None:
                 msg = self._message()
-                async with self._held_until_acked(topic, group, msg, reclaimed=reclaimed) as ours:
+                acked = Acknowledgement()
+                held = self._held_until_acked(topic, group, msg, acked, reclaimed=reclaimed)
+                async with held as ours:
                     if ours:
-                        await self._deliver(topic, group, model, handler, msg, reclaimed=reclaimed)
+                        await self._deliver(
+                            topic, group, model, handler, msg, acked, reclaimed=reclaimed
+                        )
 
             return on_entry
 
@@ -354,7 +388,7 @@ class Bus:
         conversation_token = conversation_id_var.set(event.conversation_id)
         try:
             delete = functools.partial(self.redis.xdel, topic, entry_id)
-            await self._run(group, handler, event, Delivery(topic, entry_id, 1, delete))
+            await self._run(group, handler, event, Delivery(topic, entry_id, 1, delete, group))
         except Exception as exc:
             error = _describe(exc)
             if self.settings.max_deliveries <= 1:
@@ -389,7 +423,13 @@ class Bus:
 
     @contextlib.asynccontextmanager
     async def _held_until_acked(
-        self, topic: str, group: str, msg: StreamMessage, *, reclaimed: bool
+        self,
+        topic: str,
+        group: str,
+        msg: StreamMessage,
+        acked: Acknowledgement,
+        *,
+        reclaimed: bool,
     ) -> AsyncIterator[bool]:
         """Keep an entry claimed (:meth:`_renew_claims`) while it is delivered and until it is
         acknowledged, which happens here when the block ends without an error: between a
@@ -407,7 +447,10 @@ class Bus:
             return
         with self._claimed.holding(topic, group, entry_id):
             yield True
-            await msg.ack()  # FastStream's own acknowledgement then has nothing left to do
+            if acked.written:
+                msg.committed = AckStatus.ACKED  # for FastStream: nothing left to acknowledge
+            else:
+                await msg.ack()  # FastStream's own acknowledgement then has nothing left to do
 
     async def _deliver(
         self,
@@ -416,6 +459,7 @@ class Bus:
         model: type[E],
         handler: Handler[E],
         msg: StreamMessage,
+        acked: Acknowledgement,
         *,
         reclaimed: bool,
     ) -> None:
@@ -460,14 +504,17 @@ class Bus:
         try:
             if self.settings.fault_handler_delay_ms:
                 await asyncio.sleep(self.settings.fault_handler_delay_ms / 1000)
-            await self._run(
-                group, handler, event, Delivery(topic, entry_id, deliveries, msg.delete)
-            )
+            delivery = Delivery(topic, entry_id, deliveries, msg.delete, group, acked)
+            await self._run(group, handler, event, delivery)
         except Exception as exc:
-            if not reclaimed:
-                deliveries = await msg.get_delivery_count()
             # An exception's message may quote the content it choked on: raw content stays out.
             error = type(exc).__name__ if topic in RAW_TOPICS else _describe(exc)
+            if acked.written:
+                # Acknowledged with the handler's last write: nothing is delivered again.
+                log.exception("handler failed after its last write", extra={"topic": topic})
+                return
+            if not reclaimed:
+                deliveries = await msg.get_delivery_count()
             if deliveries >= max_deliveries:
                 log.exception("handler failed for good", extra={"topic": topic, "error": error})
                 await self.dead_letter(topic, group, msg, error, deliveries, opened=event)
@@ -618,17 +665,22 @@ class Bus:
         block ends (nothing is written if it raises). With ``transaction``, all or nothing
         (MULTI/EXEC)."""
         async with self.redis.pipeline(transaction=transaction) as pipe:
-            yield Batch(self, pipe)
+            batch = Batch(self, pipe)
+            yield batch
             await pipe.execute()
+        for callback in batch._written:
+            callback()
 
     async def publish_replacing(self, delivery: Delivery, *published: tuple[str, Event]) -> None:
         """Publish ``published`` (topic and event pairs) in place of the delivered entry, and
-        delete that entry, in one transaction (:meth:`Delivery.delete_with`): how a handler of
-        a raw topic hands on what it made of raw content."""
+        delete and acknowledge that entry, in one transaction (:meth:`Delivery.delete_with`,
+        :meth:`Delivery.ack_with`): how a handler of a raw topic hands on what it made of raw
+        content, as its last write."""
         async with self.batch(transaction=True) as batch:
             for topic, event in published:
                 await batch.publish(topic, event)
             delivery.delete_with(batch)
+            delivery.ack_with(batch)
 
     async def _publish(self, topic: str, event: Event, pipeline: Pipeline | None) -> Any:
         if event.traceparent is None:

@@ -331,6 +331,9 @@ class TurnService:
                 if turn_id in self._records and record is not None:
                     self._records[turn_id] = {**record, "status": "done"}
             self._notify(reply)
+            # The listeners send the answer before it is counted (their turn of the event loop
+            # comes before the analytics' write, not after it).
+            await asyncio.sleep(0)
         else:
             log.info("duplicate answer ignored")
         # Counted once per turn (a marker), so also when a delivery failed after storing it.

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from contracts.bus import Batch, Bus, Delivery
 from contracts.events import (
@@ -67,6 +68,18 @@ class BusReplies:
         self.conversations = conversations
         self._queued: dict[str, list[TurnReply]] = {}
         self._writing: dict[str, asyncio.Task[None]] = {}
+        self._asked_by: dict[str, Delivery] = {}
+
+    @contextlib.contextmanager
+    def acknowledging(self, correlation_id: str, delivery: Delivery) -> Iterator[None]:
+        """Within the block, the turn's answer (:meth:`answer_recorded`) acknowledges
+        ``delivery``, the message that asked for it, in the answer's own write: one round trip
+        less, and the answer and the end of its question are written together."""
+        self._asked_by[correlation_id] = delivery
+        try:
+            yield
+        finally:
+            self._asked_by.pop(correlation_id, None)
 
     async def progress(self, turn: TurnState, stage: str, detail: str | None = None) -> None:
         reply = _reply(turn, kind="progress", stage=stage, detail=detail)
@@ -114,7 +127,8 @@ class BusReplies:
         """The progress not written yet, the answer, the conversation, the turn's state and its
         audit records in one write, all or nothing (a crash before it leaves the turn to be taken
         again; after it, a redelivered query finds the turn answered). The replies come before
-        the audit records, so the gateway's read of them is served first."""
+        the audit records, so the gateway's read of them is served first. Within
+        :meth:`acknowledging`, the same write acknowledges the question's message."""
         if self.turns is None or self.conversations is None:
             raise RuntimeError("answer_recorded needs the turn and conversation stores")
         queued = await self._unwritten(turn.correlation_id)
@@ -125,6 +139,8 @@ class BusReplies:
             self.conversations.queue_save(batch.redis, conversation)
             self.turns.queue_save(batch.redis, turn)
             await _publish_records(batch, turn, notes, trace_id)
+            if (asked_by := self._asked_by.pop(turn.correlation_id, None)) is not None:
+                asked_by.ack_with(batch)
 
 
 class BusFleet:
@@ -216,9 +232,10 @@ def _reply(turn: TurnState, **fields: object) -> TurnReply:
 def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusReplies:
     replies = BusReplies(bus, orchestrator.deps.turns, orchestrator.deps.conversations)
 
-    async def on_query(event: QueryReceived, _: Delivery) -> None:
+    async def on_query(event: QueryReceived, delivery: Delivery) -> None:
         try:
-            with one_embedding_per_text():  # the question is embedded once for the whole turn
+            # The question is embedded once for the whole turn; its answer acknowledges it.
+            with one_embedding_per_text(), replies.acknowledging(event.correlation_id, delivery):
                 await orchestrator.handle_query(event, replies)
         finally:
             await replies.drain(event.correlation_id)

@@ -224,6 +224,115 @@ async def test_handled_message_is_acked_once(
     assert await dlq_entries(redis, topic) == []
 
 
+async def xacks_sent(redis: aioredis.Redis, topic: str, run: Callable[[], Any]) -> list[str]:
+    """The commands of the connection that acknowledged ``topic``'s entries while ``run`` ran
+    (as MONITOR reports them, from the first to the last of them), and how many XACKs of
+    ``topic`` every connection sent; for checking what went into one write."""
+    seen: list[tuple[str, str]] = []
+    async with redis.monitor() as monitor:
+        task = asyncio.ensure_future(run())
+        try:
+            async with asyncio.timeout(TIMEOUT_S):
+                while not task.done() or not any(f"XACK {topic}" in c for _, c in seen):
+                    try:
+                        async with asyncio.timeout(0.5):
+                            command = await monitor.next_command()
+                    except TimeoutError:
+                        continue
+                    seen.append((command["client_port"], command["command"]))
+        finally:
+            await task
+    return [f"{port} {command}" for port, command in seen]
+
+
+async def test_a_handler_acknowledges_its_entry_with_its_last_write(
+    make_bus: MakeBus, redis: aioredis.Redis, bus_settings: ServiceSettings
+) -> None:
+    """``Delivery.ack_with``: the entry's XACK goes in the handler's transaction, between its
+    MULTI and EXEC, and the bus does not acknowledge it again afterwards."""
+    topic, group, out = unique_name(), unique_name("g"), unique_name("out")
+    handled: list[str] = []
+
+    bus = make_bus()
+
+    async def handle(event: ProbeEvent, delivery: Delivery) -> None:
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(out, event)
+            delivery.ack_with(batch)
+        handled.append(delivery.message_id)
+
+    bus.subscribe(topic, ProbeEvent, handle, group=group)
+    await bus.start()
+
+    async def publish_and_wait() -> None:
+        await bus.publish(topic, new_event())
+        await wait_until(lambda: handled, TIMEOUT_S)
+        await asyncio.sleep(0.5)  # time for an acknowledgement the bus would send after it
+
+    commands = await xacks_sent(redis, topic, publish_and_wait)
+    acks = [c for c in commands if f"XACK {topic}" in c]
+    assert len(acks) == 1, commands
+    writer = acks[0].split(" ", 1)[0]
+    own = [c.split(" ", 2)[1] for c in commands if c.startswith(writer + " ")]
+    assert own[-4:] == ["MULTI", "XADD", "XACK", "EXEC"], own
+    assert handled[0] in acks[0]
+    await settle(bus_settings)
+    assert handled == handled[:1], "delivered once"
+    assert await pending_count(redis, topic, group) == 0
+    assert await redis.xlen(out) == 1
+
+
+async def test_a_handler_failing_after_its_acknowledging_write_is_not_delivered_again(
+    make_bus: MakeBus, redis: aioredis.Redis, bus_settings: ServiceSettings
+) -> None:
+    topic, group = unique_name(), unique_name("g")
+    attempts: list[int] = []
+
+    bus = make_bus()
+
+    async def handle(event: ProbeEvent, delivery: Delivery) -> None:
+        attempts.append(delivery.deliveries)
+        async with bus.batch() as batch:
+            delivery.ack_with(batch)
+        raise RuntimeError("after the last write")
+
+    bus.subscribe(topic, ProbeEvent, handle, group=group)
+    await bus.start()
+    await bus.publish(topic, new_event())
+    await wait_until(lambda: attempts, TIMEOUT_S)
+    await settle(bus_settings)
+    assert attempts == [1]
+    assert await pending_count(redis, topic, group) == 0
+    assert await dlq_entries(redis, topic) == [], "done, not dead: its write was made"
+
+
+async def test_an_acknowledging_write_that_fails_leaves_the_entry_to_be_delivered_again(
+    make_bus: MakeBus, redis: aioredis.Redis, bus_settings: ServiceSettings
+) -> None:
+    """A batch that raises writes nothing, its XACK included: the entry is retried."""
+    topic, group, out = unique_name(), unique_name("g"), unique_name("out")
+    attempts: list[int] = []
+
+    bus = make_bus()
+
+    async def handle(event: ProbeEvent, delivery: Delivery) -> None:
+        attempts.append(delivery.deliveries)
+        async with bus.batch(transaction=True) as batch:
+            await batch.publish(out, event)
+            delivery.ack_with(batch)
+            if len(attempts) == 1:
+                raise RuntimeError("crashed before the write")
+
+    bus.subscribe(topic, ProbeEvent, handle, group=group)
+    await bus.start()
+    await bus.publish(topic, new_event())
+    await wait_until(lambda: len(attempts) == 2, TIMEOUT_S)
+    await wait_until(lambda: pel_is(redis, topic, group, 0), TIMEOUT_S)
+    await settle(bus_settings)
+    assert attempts == [1, 2]
+    assert await redis.xlen(out) == 1
+
+
 async def test_a_long_read_block_still_delivers_an_entry_as_it_arrives(make_bus: MakeBus) -> None:
     """An idle subscription waits read_block_ms per read; an entry published during that wait is
     delivered at once, not when the wait runs out (the block only sets how often idle reads ask)."""

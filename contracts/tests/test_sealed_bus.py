@@ -265,9 +265,9 @@ async def test_the_redacted_event_and_the_raw_entrys_deletion_are_one_write(
 async def test_publish_replacing_hands_on_every_event_and_deletes_the_raw_entry_at_once(
     buses: Callable[..., Bus], redis: aioredis.Redis
 ) -> None:
-    # What valkey executed, as MONITOR reports it: the replacements' XADD and the raw entry's
-    # XDEL between one MULTI and its EXEC of one connection (a pipeline without a transaction
-    # sends the same commands without MULTI/EXEC).
+    # What valkey executed, as MONITOR reports it: the replacements' XADD, the raw entry's XDEL
+    # and its XACK between one MULTI and its EXEC of one connection (a pipeline without a
+    # transaction sends the same commands without MULTI/EXEC), and no XACK after it.
     publisher, consumer = buses("gateway", OLD), buses("redactor", OLD)
     await publisher.broker.connect()
     raw_ids: list[str] = []
@@ -293,18 +293,23 @@ async def test_publish_replacing_hands_on_every_event_and_deletes_the_raw_entry_
                 executed.append(await next_command())
         writer = executed[-1][0]
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(2):  # and the writer's next command: its EXEC
-                while executed[-1][0] != writer or executed[-1][1][0] == "XDEL":
+            async with asyncio.timeout(2):  # and the writer's commands for two seconds more
+                while True:
                     executed.append(await next_command())
 
     written = [words for client, words in executed if client == writer]
-    assert [words[:2] for words in written[-5:]] == [
+    end = max(i for i, words in enumerate(written) if words[0] == "EXEC")
+    assert [words[:2] for words in written[end - 5 : end + 1]] == [
         ["MULTI"],
         ["XADD", "query.test"],
         ["XADD", "reply.test"],
         ["XDEL", Topic.MESSAGE_RECEIVED],
+        ["XACK", Topic.MESSAGE_RECEIVED],
         ["EXEC"],
     ]
-    assert written[-2][2:] == raw_ids
+    assert written[end - 2][2:] == raw_ids
+    assert written[end - 1][3:] == raw_ids
+    acks = [words for _, words in executed if words[:2] == ["XACK", Topic.MESSAGE_RECEIVED]]
+    assert len(acks) == 1, "acknowledged in the transaction, and only there"
     assert await redis.xlen(Topic.MESSAGE_RECEIVED) == 0
     assert await redis.xlen("query.test") == await redis.xlen("reply.test") == 1

@@ -7,6 +7,7 @@ the models, and recording stand-ins for the services it talks to.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +26,8 @@ from contracts.events import (
 )
 from contracts.readers import ANONYMOUS, Principals
 from contracts.settings import ServiceSettings
+from contracts.topics import Group, Topic
+from orchestrator import handlers
 from orchestrator.attachments import ConversationKeys
 from orchestrator.crawl import CrawlWaits
 from orchestrator.handlers import BusReplies
@@ -38,6 +41,7 @@ from orchestrator.tests.stand_ins import (
     make,
     query,
 )
+from tests.support import wait_until
 
 
 class RecordingReplies:
@@ -236,6 +240,45 @@ async def test_over_the_bus_the_answer_is_written_with_the_turns_records_in_one_
     state = await turns.get(asked.correlation_id)
     assert state is not None
     assert state.status is TurnStatus.ANSWERED
+
+
+async def test_a_question_is_acknowledged_in_its_answers_write(
+    fresh_redis_url: str, redis: aioredis.Redis, writes: list[bytes]
+) -> None:
+    """Delivered through the subscription, the question's ``query.received`` entry is
+    acknowledged in the answer's transaction, not by a write of its own after it."""
+    bus = Bus(ServiceSettings(redis_url=fresh_redis_url), "orchestrator-test")
+    events: list[Event] = []
+    orchestrator, turns = make(
+        redis, events, StubRetriever([MONITOR]), keys=ConversationKeys(redis, 600)
+    )
+    handlers.register(bus, orchestrator, concurrency=1)
+    await bus.start()
+    try:
+        asked = query()
+        entry_id = await bus.publish(Topic.QUERY_RECEIVED, asked)
+
+        async def answered() -> bool:
+            state = await turns.get(asked.correlation_id)
+            return state is not None and state.status is TurnStatus.ANSWERED
+
+        await wait_until(answered, 20)
+        await wait_until(lambda: pel_empty(redis), 20)
+        await asyncio.sleep(0.5)  # time for an acknowledgement the bus would send after it
+    finally:
+        await bus.stop()
+
+    acks = [w for w in writes if b"XACK" in w and Topic.QUERY_RECEIVED.encode() in w]
+    assert len(acks) == 1, "acknowledged once"
+    (together,) = acks
+    assert b"MULTI" in together
+    assert b'"kind":"answer"' in together
+    assert entry_id.encode() in together
+
+
+async def pel_empty(redis: aioredis.Redis) -> bool:
+    summary = await redis.xpending(Topic.QUERY_RECEIVED, Group.ORCHESTRATOR)
+    return int(summary["pending"]) == 0
 
 
 async def test_a_turn_not_answered_writes_its_notice_with_the_answer(
