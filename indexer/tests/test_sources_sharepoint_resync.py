@@ -270,16 +270,15 @@ SHARING = "deltashowsharingchanges"
 
 def test_a_delta_refused_with_sharing_changes_is_read_without_them(
     graph: FakeGraph,
-    counting: CountingEmbedder,
+    counted_ingestor: Ingestor,
     collection: Collection,
-    settings: Any,
     client: redis.Redis,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """An app Graph refuses the sharing changes' preference (403) still syncs its libraries:
     each run asks once, then reads the delta without it and says why in the log."""
     graph.refuse_sharing_changes()
-    syncer = Syncer(graph, Ingestor(counting, collection, settings), client, pages=False)
+    syncer = Syncer(graph, counted_ingestor, client, pages=False)
     vpn = graph.add_file("vpn.md", VPN_MD, groups=["it-staff"], organization_link=False).id
     try:
         with caplog.at_level("WARNING", logger="indexer.sources.sharepoint"):
@@ -300,19 +299,9 @@ def test_a_delta_refused_with_sharing_changes_is_read_without_them(
 
 
 def test_without_sharing_changes_the_delta_never_asks_for_them(
-    graph: FakeGraph,
-    counting: CountingEmbedder,
-    collection: Collection,
-    settings: Any,
-    client: redis.Redis,
+    graph: FakeGraph, counted_ingestor: Ingestor, client: redis.Redis
 ) -> None:
-    syncer = Syncer(
-        graph,
-        Ingestor(counting, collection, settings),
-        client,
-        pages=False,
-        sharing_changes=False,
-    )
+    syncer = Syncer(graph, counted_ingestor, client, pages=False, sharing_changes=False)
     graph.add_file("vpn.md", VPN_MD)
     try:
         assert syncer.run().summary.new == 1
