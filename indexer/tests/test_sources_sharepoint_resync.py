@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
 
 import pytest
 import redis
@@ -53,8 +52,8 @@ def readable_by(
 def test_what_was_deleted_while_a_delta_link_was_stale_is_swept_by_the_resync(
     graph: FakeGraph,
     counting: CountingEmbedder,
+    counted_ingestor: Ingestor,
     collection: Collection,
-    settings: Any,
     client: redis.Redis,
 ) -> None:
     graph.drives[POLICIES] = "Policies"
@@ -66,7 +65,7 @@ def test_what_was_deleted_while_a_delta_link_was_stale_is_swept_by_the_resync(
         graph.add_list_item(faq.id, {"Title": title, "Answer": f"{title}: ask the desk."}).id
         for title in ("Printer jam", "Lost badge")
     ]
-    syncer = Syncer(graph, Ingestor(counting, collection, settings), client, lists=[FAQ])
+    syncer = Syncer(graph, counted_ingestor, client, lists=[FAQ])
     try:
         assert syncer.run().summary.new == 8
         embedded, downloads = counting.texts, len(graph.downloads)
@@ -106,15 +105,14 @@ def test_what_was_deleted_while_a_delta_link_was_stale_is_swept_by_the_resync(
 def test_a_resync_stopped_midway_resumes_and_sweeps_the_same_indexing_nothing_twice(
     graph: FakeGraph,
     counting: CountingEmbedder,
+    counted_ingestor: Ingestor,
     collection: Collection,
-    settings: Any,
     client: redis.Redis,
 ) -> None:
-    ingestor = Ingestor(counting, collection, settings)
     graph.page_size = 1
     names = ("a.md", "b.md", "c.md", "d.md")
     ids = library_files(graph, "b!drive0", *names)
-    first = Syncer(graph, ingestor, client, pages=False)
+    first = Syncer(graph, counted_ingestor, client, pages=False)
     try:
         assert first.run().summary.new == 4
     finally:
@@ -126,7 +124,7 @@ def test_a_resync_stopped_midway_resumes_and_sweeps_the_same_indexing_nothing_tw
     (added,) = library_files(graph, "b!drive0", "e.md")
     # The stale link (410), the enumeration's first page (the root, a.md), then Graph goes down.
     graph.fail_deltas_after(2)
-    stopped = Syncer(graph, ingestor, client, pages=False, max_retries=0).run()
+    stopped = Syncer(graph, counted_ingestor, client, pages=False, max_retries=0).run()
     assert stopped.error is not None
     assert "503" in stopped.error
     assert stopped.summary.deleted == 0  # not before the enumeration's end
@@ -135,7 +133,7 @@ def test_a_resync_stopped_midway_resumes_and_sweeps_the_same_indexing_nothing_tw
     assert SyncState(client, "intranet").seen("b!drive0/") == {f"b!drive0/{ids[0]}"}
 
     graph.fail_deltas_after(None)
-    resumed = Syncer(graph, ingestor, client, pages=False).run()
+    resumed = Syncer(graph, counted_ingestor, client, pages=False).run()
     assert resumed.error is None
     assert resumed.resumed
     summary = resumed.summary  # the stopped run's counts and the resumed part's
@@ -147,7 +145,7 @@ def test_a_resync_stopped_midway_resumes_and_sweeps_the_same_indexing_nothing_tw
     assert counting.texts > embedded
 
     # And the delta link the resync ended with is honoured: nothing more to do.
-    again = Syncer(graph, ingestor, client, pages=False).run()
+    again = Syncer(graph, counted_ingestor, client, pages=False).run()
     assert (again.error, again.summary.total) == (None, 0)
 
 
@@ -233,11 +231,11 @@ def test_the_pages_listing_sweeps_deleted_pages_and_keeps_one_being_edited(
 def test_a_file_permission_change_alone_reaches_its_readers_at_the_next_sync(
     graph: FakeGraph,
     counting: CountingEmbedder,
+    counted_ingestor: Ingestor,
     collection: Collection,
-    settings: Any,
     client: redis.Redis,
 ) -> None:
-    syncer = Syncer(graph, Ingestor(counting, collection, settings), client, pages=False)
+    syncer = Syncer(graph, counted_ingestor, client, pages=False)
     vpn = graph.add_file("vpn.md", VPN_MD, groups=["it-staff"], organization_link=False).id
     other = graph.add_file("wifi.md", b"# Wi-Fi\n\nJoin Corp-WiFi with your account.\n").id
     key = f"b!drive0/{vpn}"
@@ -312,18 +310,17 @@ def test_without_sharing_changes_the_delta_never_asks_for_them(
 
 
 def test_restamping_reuses_vectors_and_refuses_what_it_cannot_copy_whole(
-    counting: CountingEmbedder, collection: Collection, settings: Any
+    counting: CountingEmbedder, counted_ingestor: Ingestor, collection: Collection
 ) -> None:
-    ingestor = Ingestor(counting, collection, settings)
     document = dataclasses.replace(
         extract_bytes(VPN_MD * 20, "vpn.md", "https://contoso.example/vpn.md"), explicit_id="d1"
     )
     before = Versioned("g1", Readers(public=False, groups=("it-staff",)).metadata())
-    ingestor.ingest_documents([document], {"d1": before})
+    counted_ingestor.ingest_documents([document], {"d1": before})
     embedded = counting.texts
     after = Versioned("g2", Readers(public=False, groups=("hr-staff",)).metadata())
 
-    assert ingestor.restamp("d1", "g1", after)
+    assert counted_ingestor.restamp("d1", "g1", after)
     assert counting.texts == embedded
     stored = collection.get(where={"doc_id": "d1"}, include=["metadatas", "embeddings"])
     by_generation: dict[str, list[tuple[int, list[float]]]] = {}
@@ -340,10 +337,10 @@ def test_restamping_reuses_vectors_and_refuses_what_it_cannot_copy_whole(
         assert max(abs(x - y) for x, y in zip(old, new, strict=True)) < 1e-6
     count = len(stored["ids"])
 
-    assert not ingestor.restamp("d1", "g1", after)  # written already: nothing twice
-    assert not ingestor.restamp("d1", "no-such", Versioned("g3"))  # nothing to copy
+    assert not counted_ingestor.restamp("d1", "g1", after)  # written already: nothing twice
+    assert not counted_ingestor.restamp("d1", "no-such", Versioned("g3"))  # nothing to copy
     collection.delete(ids=sorted(collection.get(where={"generation": "g2"})["ids"])[:1])
-    assert not ingestor.restamp("d1", "g2", Versioned("g4"))  # g2 is incomplete now
+    assert not counted_ingestor.restamp("d1", "g2", Versioned("g4"))  # g2 is incomplete now
     assert len(collection.get(where={"doc_id": "d1"})["ids"]) == count - 1
 
 
