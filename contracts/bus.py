@@ -18,6 +18,9 @@ What a handler can rely on:
   :data:`contracts.topics.SUBSCRIPTIONS`, so nothing published while a consumer restarts is lost.
 * Every publish trims its stream with an approximate MAXLEN.
 * On shutdown the broker stops reading and waits for in-flight handlers to finish and ack.
+* A start that runs out of FastStream's fixed wait for a subscriber's first PING (a loaded
+  machine) stops the half-started broker the same way and starts it again, up to
+  :data:`START_ATTEMPTS` times.
 * A subscription nobody waits on may linger (``linger_ms``): its new entries are read in
   batches, handled a little after they arrived and acknowledged together.
 * What it does is measured (:mod:`contracts.metrics`): events handled, handler time and failures,
@@ -78,6 +81,12 @@ WITHHELD_FIELD = b"withheld"
 
 READ_TIMEOUT_MARGIN_S = 5.0
 """How much longer than a blocking read's wait the client waits for Redis's answer."""
+
+
+START_ATTEMPTS = 3
+"""How many times :meth:`Bus.start` starts the broker before it gives up. FastStream gives each
+stream subscriber a fixed 3 s for its first PING; on a machine loaded far beyond its cores that
+ran out and the whole start failed."""
 
 
 LINGER_BATCH = 100
@@ -708,7 +717,7 @@ class Bus:
             ring = self.key_ring
             log.info("raw topics sealed", extra={"seal_key": ring.sealing_key_id})
         await ensure_groups(self.redis, [*_all_known_groups(), *sorted(self._groups)])
-        await self.broker.start()
+        await self._start_broker()
         if self._claiming is None:
             # Redis away: the next round retries.
             self._claiming = contextlib.AsyncExitStack()
@@ -722,6 +731,30 @@ class Bus:
             )
         if self._lag_watch is None:
             self._lag_watch = metrics.LAG.watch(self.service, self.settings.redis_url, self._groups)
+
+    async def _start_broker(self) -> None:
+        """Start the broker, again from scratch when a subscriber's first PING timed out.
+
+        FastStream starts the subscribers one after the other and raises ``TimeoutError`` from
+        the first whose PING took over 3 s: those before it are consuming, it has its read task
+        running (it reads once the PING returns), those after it and the publishers are not
+        started. Stopping the broker ends all of that the way a shutdown does: handlers in
+        flight finish and ack, an entry read but not handled stays pending and is reclaimed, and
+        the connections close, so the next attempt starts every subscriber once, from nothing.
+        """
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                await self.broker.start()
+            except TimeoutError:
+                await self.broker.stop()
+                if attempt == START_ATTEMPTS:
+                    raise
+                log.warning(
+                    "the broker did not start in time; retrying",
+                    extra={"attempt": attempt, "attempts": START_ATTEMPTS},
+                )
+            else:
+                return
 
     async def stop(self) -> None:
         """Stop reading, let in-flight handlers finish and ack, then close connections."""

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis.asyncio as aioredis
@@ -38,9 +40,13 @@ from tests.support.bus_worker import (
     deliveries_key,
     effect_key,
 )
+from tests.support.redis_proxy import SlowPingProxy
 
 TIMEOUT_S = 20.0
 """Upper bound for anything a test waits on; the happy path takes a fraction of it."""
+FASTSTREAM_PING_WAIT_S = 3.0
+"""How long FastStream's stream subscriber waits for its first PING when the broker starts
+(``faststream.redis.subscriber.usecases.basic.LogicSubscriber.start``)."""
 EXIT_TIMEOUT_S = 60.0
 """Upper bound for a worker's exit after SIGTERM. On a quiet machine it takes about a second;
 on a machine loaded twenty times over its two cores it took up to 17 s (CPU starvation)."""
@@ -608,6 +614,47 @@ async def test_subscriber_group_is_created_from_id_zero_on_an_existing_stream(
 
     await wait_until(lambda: len(received) >= len(backlog), TIMEOUT_S)
     assert received == [event.event_id for event in backlog]
+
+
+async def test_the_bus_starts_when_the_first_ping_is_slower_than_faststreams_wait(
+    bus_settings: ServiceSettings, redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """FastStream gives each stream subscriber 3 s for its first PING; on a loaded machine that
+    ran out and the service failed to start. Behind a proxy that answers the first PING late,
+    the bus stops the half-started broker, starts it again and delivers through it."""
+    topic, group = unique_name(), unique_name("g")
+    handled: list[str] = []
+
+    async def handle(event: ProbeEvent, delivery: Delivery) -> None:
+        handled.append(event.payload)
+
+    upstream = urlsplit(bus_settings.redis_url)
+    assert upstream.hostname is not None
+    assert upstream.port is not None
+    async with SlowPingProxy(
+        upstream.hostname,
+        upstream.port,
+        client=b"faststream",
+        delay_s=FASTSTREAM_PING_WAIT_S + 0.5,
+        slow_pings=1,
+    ) as proxy:
+        url = urlunsplit(upstream._replace(netloc=f"127.0.0.1:{proxy.port}"))
+        bus = Bus(bus_settings.model_copy(update={"redis_url": url}), "bus-test")
+        bus.subscribe(topic, ProbeEvent, handle, group=group)
+        try:
+            with caplog.at_level(logging.WARNING, logger=bus_module.log.name):
+                await bus.start()
+            assert proxy.delayed == 1, "the first PING was answered late"
+            assert all(sub.running for sub in bus.broker.subscribers)
+            await bus.publish(topic, new_event("through the proxy"))
+            await wait_until(lambda: handled, TIMEOUT_S)
+            await wait_until(lambda: pel_is(redis, topic, group, 0), TIMEOUT_S)
+            await settle(bus_settings)
+        finally:
+            await bus.stop()
+    assert handled == ["through the proxy"]
+    retries = [r for r in caplog.records if r.name == bus_module.log.name]
+    assert [r.getMessage() for r in retries] == ["the broker did not start in time; retrying"]
 
 
 # -- 6. approximate MAXLEN ---------------------------------------------------------------------
