@@ -12,23 +12,30 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import redis
 import websockets
 
 from contracts.bus import decode_entry
-from contracts.events import ContextInsufficient
+from contracts.events import ContextInsufficient, CrawlFinished, Event
 from contracts.topics import Topic
 from crawler.tests.siteserver import SiteServer
 from deploy.runner import Stack
+from orchestrator.sites import read_nothing_new, settled_key
 from tests.support.stack import HELP_SITE, ask, help_site_env, running_stack
 
 pytestmark = pytest.mark.slow
 
 QUESTION = "How do I calibrate the Wacom drawing tablet pen?"
 ANSWER_PAGE = "/help/tablets/wacom-calibrate.html"
+SEED_PAGE = "/help/index.html"
+UNANSWERED = "How do I pair the Logitech presenter remote with my laptop?"
+"""A question neither the knowledge base nor the help site answers: its crawl reaches the whole
+site (eight pages, the crawl's budget) and finds nothing."""
+
+E = TypeVar("E", bound=Event)
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +46,25 @@ def site() -> Iterator[SiteServer]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, site: SiteServer) -> Iterator[Stack]:
-    env = help_site_env(site.url("/help/index.html"))
+    env = help_site_env(site.url(SEED_PAGE))
     with running_stack(tmp_path_factory.mktemp("crawl"), env, crawler="on") as running:
         yield running
 
 
-def crawl_requests(stack: Stack, turn_id: str) -> list[ContextInsufficient]:
-    """The crawls the orchestrator asked the fleet for during the turn ``turn_id``."""
+def turn_events(stack: Stack, topic: Topic, model: type[E], turn_id: str) -> list[E]:
+    """The events of the turn ``turn_id`` on ``topic``, oldest first."""
     client = redis.Redis.from_url(stack.redis_url)
     try:
-        entries = client.xrange(Topic.CONTEXT_INSUFFICIENT)
+        entries = client.xrange(topic)
     finally:
         client.close()
-    requests = [decode_entry(fields, ContextInsufficient) for _, fields in entries]
-    return [request for request in requests if request.correlation_id == turn_id]
+    events = [decode_entry(fields, model) for _, fields in entries]
+    return [event for event in events if event.correlation_id == turn_id]
+
+
+def crawl_requests(stack: Stack, turn_id: str) -> list[ContextInsufficient]:
+    """The crawls the orchestrator asked the fleet for during the turn ``turn_id``."""
+    return turn_events(stack, Topic.CONTEXT_INSUFFICIENT, ContextInsufficient, turn_id)
 
 
 async def chat(stack: Stack, text: str) -> list[dict[str, Any]]:
@@ -120,3 +132,47 @@ def test_a_follow_up_reuses_the_crawled_pages_without_crawling_again(stack: Stac
     # Answered from the index: the turn, now over, asked the fleet for no crawl (a crawl is
     # requested before the answer it serves, so none can come later).
     assert crawl_requests(stack, body["turn_id"]) == []
+
+
+def test_a_question_whose_crawl_read_nothing_new_is_answered_again_without_a_crawl(
+    stack: Stack, site: SiteServer
+) -> None:
+    """The orchestrator's ``crawl.finished`` handler settles a question whose crawl read no new
+    page (all its plan reached was read within the crawler's freshness window): asked again, it
+    is answered from the index at once instead of waiting on a crawl that would read nothing."""
+    client = redis.Redis.from_url(stack.redis_url)
+    key = settled_key([site.url(SEED_PAGE)], UNANSWERED)
+    try:
+        assert not client.exists(key)
+        crawls: list[CrawlFinished] = []
+        # After the Wacom question's crawl (which read the whole site) the first crawl reads
+        # nothing new; run alone, the first reads the site and the second nothing new.
+        for _ in range(2):
+            body = asked(stack, UNANSWERED)
+            assert body["action"] not in ("answer", "checklist"), body  # nothing answers it
+            turn_id = body["turn_id"]
+            assert len(crawl_requests(stack, turn_id)) == 1
+            (finished,) = turn_events(stack, Topic.CRAWL_FINISHED, CrawlFinished, turn_id)
+            crawls.append(finished)
+            if read_nothing_new(finished):
+                break
+            assert finished.pages
+            assert not client.exists(key), "a crawl that read pages settles nothing"
+        summary = [(c.reason, [p.url for p in c.pages], c.skipped) for c in crawls]
+        assert read_nothing_new(crawls[-1]), summary
+        assert client.exists(key), f"the crawl that read nothing settled its question: {summary}"
+        assert 0 < client.pttl(key) <= 300_000  # ORCHESTRATOR_CRAWL_SETTLED_S, its default
+
+        again = asked(stack, UNANSWERED)
+        assert again["crawled"] is False
+        assert crawl_requests(stack, again["turn_id"]) == []
+    finally:
+        client.close()
+
+
+def asked(stack: Stack, text: str) -> dict[str, Any]:
+    """The answer to ``text`` asked in a conversation of its own."""
+    response = ask(stack, text)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
