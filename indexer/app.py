@@ -77,9 +77,7 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
                 )
 
         async def remove_sources() -> None:
-            for result in await asyncio.to_thread(runner.remove_due):
-                await handlers.publish_removal(bus, result)
-                await asyncio.to_thread(runner.removed, result)
+            await handlers.remove_sources(bus, runner)
 
         window = GapWindow(bus.redis, settings.gaps_window_days)
         handlers.register_gaps(bus, window)

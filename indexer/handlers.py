@@ -176,6 +176,14 @@ def register_sources(bus: Bus, runner: SourceRunner) -> None:
     bus.subscribe(Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested, on_sync, group=Group.INDEXER)
 
 
+async def remove_sources(bus: Bus, runner: SourceRunner) -> None:
+    """One check of the sources taken out of the configuration (:mod:`indexer.sources.removal`):
+    hide or put back, remove those due, publish each one's summary, and only then let it go."""
+    for result in await asyncio.to_thread(runner.remove_due):
+        await publish_removal(bus, result)
+        await asyncio.to_thread(runner.removed, result)
+
+
 async def publish_removal(bus: Bus, result: RemovalResult) -> None:
     """A source taken out of the configuration is removed: its summary on
     ``source.sync.completed`` (``removal`` set) and the audit stream, like a sync run's."""
@@ -197,12 +205,15 @@ async def publish_removal(bus: Bus, result: RemovalResult) -> None:
             correlation_id=correlation_id,
             conversation_id=SOURCES_CONVERSATION,
             service="indexer",
-            action="source_removed",
-            reason="no longer configured",
+            action="source_sync",
+            reason="removed: no longer configured",
             details={
                 "source": result.name,
+                "requested_by": "configuration",
                 "run_id": result.removal_id,
+                "removal": True,
                 **result.summary.model_dump(),
+                "error": None,
             },
         ),
     )

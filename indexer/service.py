@@ -360,10 +360,14 @@ class Ingestor:
                 batch = ordered[start : start + _WRITE_BATCH]
                 self._collection.delete(where=cast("Where", {"doc_id": {"$in": batch}}))
 
-    def delete_where(self, where: Mapping[str, str]) -> None:
-        """Remove every chunk whose metadata has each of ``where``'s values (one Chroma call)."""
+    def delete_source_chunks(self, source: str) -> int:
+        """Remove every chunk a sync of ``source`` wrote (its metadata names the source and a
+        document key there, so an upload or crawled page is never taken for one); returns how
+        many. For what is left once the source's documents are removed: a few, if any."""
         with self._store_lock:
-            self._collection.delete(where=dict(where))
+            stored = self._collection.get(where={"source": source}, include=["metadatas"])
+            rows = zip(stored["ids"], stored["metadatas"] or [], strict=True)
+            return self._delete({i for i, meta in rows if meta and meta.get("source_key")})
 
     def _store(
         self,

@@ -155,7 +155,7 @@ class SourceRemovals:
         removal = self.get(name)
         if removal is not None and removal.phase != "hiding":
             return removal
-        if removal is None and not self._has_state(name):
+        if removal is None and not self.has_state(name):
             return None  # never synced (or a typo): nothing to hide or remove
         state = SyncState(self.client, name)
         if not state.acquire():
@@ -193,7 +193,8 @@ class SourceRemovals:
             state.release()
         return self.get(name)
 
-    def _has_state(self, name: str) -> bool:
+    def has_state(self, name: str) -> bool:
+        """Whether source ``name`` has sync state in Redis (it was synced, or began to be)."""
         parts = ("docs", "cursor", "failed", "retired", "run")
         return bool(self.client.exists(*(f"{PREFIX}{name}:{part}" for part in parts)))
 
@@ -272,24 +273,28 @@ class SourceRemovals:
             if not state.acquire():
                 continue
             try:
-                results.append(self._purge(name, state))
+                # Read again under the lock: another replica may have finished it, or it may
+                # have been put back (and hidden again, due later) since.
+                current = self.get(name)
+                if current is None or (current.phase == "hidden" and current.due > moment):
+                    state.release()
+                    continue
+                results.append(self._purge(current, state))
             except Exception:
                 state.release()
                 raise
         return results
 
-    def _purge(self, name: str, state: SyncState) -> RemovalResult:
+    def _purge(self, removal: Removal, state: SyncState) -> RemovalResult:
+        name = removal.name
         record = self._record(name)
-        removal = self.get(name)
-        if removal is None:  # done by another replica between our read and the lock
-            return RemovalResult(name, "", SyncSummary(), state)
         if removal.phase == "hidden":
             self.client.hset(record, mapping={"phase": "purging", "started": time.time()})
         if removal.phase != "removed":
             remove_documents(
                 state, self.ingestor, sorted(state.keys()), record, state.renew, self.batch
             )
-            self.ingestor.delete_where({"source": name})
+            self.ingestor.delete_source_chunks(name)
             leftovers = [
                 key
                 for key in self.client.scan_iter(match=f"{PREFIX}{name}:*", count=1000)

@@ -94,7 +94,9 @@ class SourceRunner:
             removal = removals.get(name)
             status = self.status(name)
             if status is None or (removal is None and name not in self.sources):
-                self.client.hdel(CATALOGUE_KEY, name)
+                # Unless it could not be hidden yet (its lock was held): again next time.
+                if status is None or not self.removals.has_state(name):
+                    self.client.hdel(CATALOGUE_KEY, name)
                 continue
             if removal is None:
                 if status.state not in ("hidden", "removing"):

@@ -14,8 +14,13 @@ import pytest
 import redis
 from chromadb.api.models.Collection import Collection
 
+from contracts.bus import Bus, decode_entry
+from contracts.events import AuditRecorded, SourceSyncCompleted
 from contracts.live import EPOCH_KEY, LIVE_KEY
+from contracts.settings import ServiceSettings
 from contracts.sources import CATALOGUE_KEY, SourceStatus
+from contracts.topics import Topic
+from indexer import handlers
 from indexer.service import Ingestor
 from indexer.sources.config import ConfluenceConfig
 from indexer.sources.removal import REMOVALS_KEY, SourceRemovals
@@ -285,3 +290,48 @@ class _StopsHiding(SourceRemovals):
         if self.batches > 1:
             raise RuntimeError("killed")
         super()._hide_batch(name, doc_ids)
+
+
+def test_a_source_whose_sync_holds_it_is_hidden_at_the_next_check(world: World) -> None:
+    confluence, counted_ingestor, collection, client, synced = world
+    syncing = SyncState(client, "wiki")  # a replica still configured with it is syncing it
+    assert syncing.acquire()
+    replica = runner(confluence, counted_ingestor, client, "wiki-hr")
+    replica.announce()
+    assert all(shown(collection, client, "wiki", synced["wiki"]))  # not yet
+    assert status(client, "wiki") is not None  # kept, to be tried again
+    syncing.release()
+    assert replica.remove_due() == []
+    assert shown(collection, client, "wiki", synced["wiki"]) == [[], [], []]
+    entry = status(client, "wiki")
+    assert entry is not None
+    assert entry.state == "hidden"
+
+
+async def test_the_removal_summary_is_published_like_a_sync_run(
+    world: World, fresh_redis_url: str
+) -> None:
+    confluence, counted_ingestor, _, client, _ = world
+    replica = runner(confluence, counted_ingestor, client, "wiki-hr", grace_s=0)
+    replica.announce()
+    bus = Bus(ServiceSettings(redis_url=fresh_redis_url), "indexer")
+    await bus.start()
+    try:
+        await handlers.remove_sources(bus, replica)
+        await handlers.remove_sources(bus, replica)  # nothing more: published once
+    finally:
+        await bus.stop()
+    [completed] = [
+        decode_entry(fields, SourceSyncCompleted)
+        for _, fields in client.xrange(Topic.SOURCE_SYNC_COMPLETED)
+    ]
+    assert (completed.source, completed.removal, completed.error) == ("wiki", True, None)
+    assert (completed.summary.deleted, completed.summary.total) == (3, 3)
+    audits = [decode_entry(fields, AuditRecorded) for _, fields in client.xrange(Topic.AUDIT)]
+    [audit] = [record for record in audits if record.details.get("removal")]
+    assert (audit.action, audit.reason) == ("source_sync", "removed: no longer configured")
+    assert audit.details["source"] == "wiki"
+    assert audit.details["deleted"] == 3
+    assert audit.details["run_id"] == completed.run_id
+    assert status(client, "wiki") is None
+    assert not client.exists(REMOVALS_KEY)
