@@ -16,11 +16,13 @@ from chromadb.api.models.Collection import Collection
 
 from contracts.bus import Bus, decode_entry
 from contracts.events import AuditRecorded, SourceSyncCompleted
-from contracts.live import EPOCH_KEY, LIVE_KEY
+from contracts.live import EPOCH_KEY, LIVE_KEY, LiveReader
+from contracts.readers import EVERYONE
 from contracts.settings import ServiceSettings
 from contracts.sources import CATALOGUE_KEY, SourceStatus
 from contracts.topics import Topic
 from indexer import handlers
+from indexer.embedding import Embedder
 from indexer.service import Ingestor
 from indexer.sources.config import ConfluenceConfig
 from indexer.sources.removal import REMOVALS_KEY, SourceRemovals
@@ -28,6 +30,7 @@ from indexer.sources.runner import SourceRemoving, SourceRunner
 from indexer.sources.state import PREFIX, SyncState
 from indexer.tests.counting import CountingEmbedder
 from indexer.tests.synced_sources import chunks_of, confluence_config
+from orchestrator.retrieval import Retriever
 from tests.support.fake_confluence import FakeConfluence
 
 HOUR = 3600.0
@@ -101,15 +104,26 @@ def state_keys(client: redis.Redis, source: str) -> list[bytes]:
     return list(client.scan_iter(match=f"{PREFIX}{source}:*"))
 
 
+def answered_from(world: World, embedder: Embedder) -> list[str]:
+    """The sources of what the orchestrator's retrieval finds for a VPN question, for a reader
+    who may read everything (a fresh retriever: no snapshot of before)."""
+    retriever = Retriever(embedder, world.collection, live=LiveReader(world.client))
+    hits = retriever.search(
+        "How do I connect to the VPN with GlobalProtect?", 5, principals=EVERYONE
+    )
+    return sorted({hit.source for hit in hits})
+
+
 def status(client: redis.Redis, name: str) -> SourceStatus | None:
     raw = client.hget(CATALOGUE_KEY, name)
     return SourceStatus.model_validate_json(raw) if raw else None
 
 
 def test_a_source_taken_out_is_hidden_at_once_and_removed_after_the_grace_period(
-    world: World,
+    world: World, embedder: Embedder
 ) -> None:
     confluence, counted_ingestor, collection, client, synced = world
+    assert "wiki" in answered_from(world, embedder)
     chunks_before = stored(collection, "wiki")
     assert all(shown(collection, client, "wiki", synced["wiki"]))
     replica = runner(confluence, counted_ingestor, client, "wiki-hr")
@@ -118,6 +132,7 @@ def test_a_source_taken_out_is_hidden_at_once_and_removed_after_the_grace_period
     assert shown(collection, client, "wiki", synced["wiki"]) == [[], [], []]
     assert stored(collection, "wiki") == chunks_before
     assert all(shown(collection, client, "wiki-hr", synced["wiki-hr"]))
+    assert answered_from(world, embedder) == ["wiki-hr"]
     hidden = status(client, "wiki")
     assert hidden is not None
     assert hidden.state == "hidden"
@@ -152,18 +167,19 @@ def test_a_source_taken_out_is_hidden_at_once_and_removed_after_the_grace_period
 
 
 def test_put_back_within_the_grace_period_it_is_shown_again_with_nothing_embedded(
-    world: World,
-    counting: CountingEmbedder,
+    world: World, counting: CountingEmbedder, embedder: Embedder
 ) -> None:
     confluence, counted_ingestor, collection, client, synced = world
     before = shown(collection, client, "wiki", synced["wiki"])
     runner(confluence, counted_ingestor, client, "wiki-hr").announce()
     assert shown(collection, client, "wiki", synced["wiki"]) == [[], [], []]
+    assert "wiki" not in answered_from(world, embedder)
     embedded = counting.texts
 
     back = runner(confluence, counted_ingestor, client, "wiki", "wiki-hr")
     back.announce()
     assert shown(collection, client, "wiki", synced["wiki"]) == before
+    assert "wiki" in answered_from(world, embedder)
     entry = status(client, "wiki")
     assert entry is not None
     assert (entry.state, entry.removal_due_at) == ("idle", None)
