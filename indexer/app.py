@@ -82,7 +82,7 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
         window = GapWindow(bus.redis, settings.gaps_window_days)
         handlers.register_gaps(bus, window)
         cases = await asyncio.to_thread(open_cases_collection, settings)
-        drafter = Drafter(collection, cases, settings.gaps_source_similarity)
+        drafter = Drafter(collection, cases, settings.gaps_source_similarity, store.client)
         gaps = GapDetector(bus, window, embedder, drafter, settings)
         seeding: asyncio.Task[bool] | None = None
         if settings.seed_demo_kb:

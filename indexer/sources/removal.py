@@ -10,7 +10,8 @@ then wipe a large index that took hours to embed, so removal happens in two step
    meanwhile) and moves the published generation of each of its documents out of
    :data:`contracts.live.LIVE_KEY` into the removal's own hash, batch by batch, each batch one
    transaction. Readers see a synced chunk only when its generation is published, so from then
-   on no search, keyword ranking, citation or similar case shows any of it. Nothing is deleted.
+   on no search, keyword ranking, citation or proposal (:class:`indexer.proposals.Drafter`)
+   shows any of it. Nothing is deleted.
    The removal is recorded (``hidden``, since when, due when) for the admin API.
 2. **Removed**, once ``INDEXER_REMOVED_SOURCE_GRACE_S`` has passed: one replica (the lock)
    marks it ``purging`` (no way back from here), removes its documents 500 at a time

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import pytest
@@ -15,7 +16,7 @@ import redis
 from chromadb.api.models.Collection import Collection
 
 from contracts.bus import Bus, decode_entry
-from contracts.events import AuditRecorded, SourceSyncCompleted
+from contracts.events import AuditRecorded, SourceSyncCompleted, new_id
 from contracts.live import EPOCH_KEY, LIVE_KEY, LiveReader
 from contracts.readers import EVERYONE
 from contracts.settings import ServiceSettings
@@ -23,6 +24,8 @@ from contracts.sources import CATALOGUE_KEY, SourceStatus
 from contracts.topics import Topic
 from indexer import handlers
 from indexer.embedding import Embedder
+from indexer.gaps import GapQuestion
+from indexer.proposals import Drafter
 from indexer.service import Ingestor
 from indexer.sources.config import ConfluenceConfig
 from indexer.sources.removal import REMOVALS_KEY, SourceRemovals
@@ -104,13 +107,14 @@ def state_keys(client: redis.Redis, source: str) -> list[bytes]:
     return list(client.scan_iter(match=f"{PREFIX}{source}:*"))
 
 
+VPN_QUESTION = "How do I connect to the VPN with GlobalProtect?"
+
+
 def answered_from(world: World, embedder: Embedder) -> list[str]:
     """The sources of what the orchestrator's retrieval finds for a VPN question, for a reader
     who may read everything (a fresh retriever: no snapshot of before)."""
     retriever = Retriever(embedder, world.collection, live=LiveReader(world.client))
-    hits = retriever.search(
-        "How do I connect to the VPN with GlobalProtect?", 5, principals=EVERYONE
-    )
+    hits = retriever.search(VPN_QUESTION, 5, principals=EVERYONE)
     return sorted({hit.source for hit in hits})
 
 
@@ -351,3 +355,18 @@ async def test_the_removal_summary_is_published_like_a_sync_run(
     assert audit.details["run_id"] == completed.run_id
     assert status(client, "wiki") is None
     assert not client.exists(REMOVALS_KEY)
+
+
+def test_a_hidden_source_is_no_source_of_a_proposal(world: World, embedder: Embedder) -> None:
+    confluence, counted_ingestor, collection, client, _ = world
+    wiki_urls = {meta["url"] for meta in collection.get(where={"source": "wiki"})["metadatas"]}
+    centroid = [float(x) for x in embedder.encode([VPN_QUESTION])[0]]
+    questions = [GapQuestion(new_id(), VPN_QUESTION, "no_answer", datetime.now(UTC))]
+
+    def cited() -> set[str]:
+        draft = Drafter(collection, None, 0.0, client).draft(questions, centroid, "VPN")
+        return {str(draft.affected_url), *(source.ref for source in draft.sources)}
+
+    assert cited() & wiki_urls  # the IT space's VPN page is the closest article
+    runner(confluence, counted_ingestor, client, "wiki-hr").announce()
+    assert not cited() & wiki_urls
