@@ -63,6 +63,11 @@ async def _list(args: argparse.Namespace) -> int:
         )
         finished = status.last_finished_at.isoformat() if status.last_finished_at else "-"
         error = f"; stopped: {status.last_error}" if status.last_error else ""
+        if status.removal_due_at is not None:
+            error += (
+                "; no longer configured: answered no more, removed "
+                f"{status.removal_due_at.isoformat(timespec='seconds')}"
+            )
         print(
             f"{status.name} ({status.kind}): {status.state}, {status.documents} documents, "
             f"last sync {finished}: {counts}{error}"
