@@ -46,7 +46,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -324,12 +324,6 @@ class SourceRemovals:
         pipe.delete(self._record(name), self._hidden(name))
         pipe.srem(REMOVALS_KEY, name)
         pipe.execute()
-
-
-def due_at(removals: Mapping[str, Removal], name: str) -> float | None:
-    """When the removal of ``name`` is due (None: it is not being removed)."""
-    removal = removals.get(name)
-    return removal.due if removal is not None else None
 
 
 def _text(value: Any) -> str:
