@@ -59,6 +59,11 @@ class SourceStatus(BaseModel):
         "configured again before then, it is shown again as it was.",
     )
 
+    @property
+    def taken_out(self) -> bool:
+        """No longer configured (hidden, or being removed): nothing syncs it."""
+        return self.state in ("hidden", "removing")
+
 
 async def read_catalogue(client: Any) -> list[SourceStatus]:
     """Every source the indexer announced, by name (``client``: a ``redis.asyncio`` client)."""

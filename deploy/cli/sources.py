@@ -97,7 +97,15 @@ async def _sync(args: argparse.Namespace) -> int:
     bus = Bus(ServiceSettings(redis_url=redis_url), "sources-cli")
     client = aioredis.from_url(redis_url)
     try:
-        if await read_source(client, name) is None:
+        status = await read_source(client, name)
+        if status is not None and status.taken_out:
+            print(
+                f"deskpilot sources: {name} is no longer configured (INDEXER_SOURCES): its "
+                "documents are hidden and will be removed; nothing was sent",
+                file=sys.stderr,
+            )
+            return 2
+        if status is None:
             print(
                 f"deskpilot sources: no source named {name} is configured (see deskpilot "
                 "sources list); nothing was sent",

@@ -97,6 +97,21 @@ def test_unknown_or_malformed_names_are_refused_and_nothing_is_sent(
     assert not stream_events(raw, Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested)
 
 
+def test_a_source_taken_out_is_listed_but_not_synced(
+    client: TestClient, raw_injection: None, raw: Redis
+) -> None:
+    [listed] = [
+        s
+        for s in client.get("/api/admin/sources", headers=admin()).json()
+        if s["name"] == "old-wiki"
+    ]
+    assert (listed["state"], listed["removal_due_at"]) == ("hidden", "2026-12-04T05:00:00Z")
+    response = client.post("/api/admin/sources/old-wiki/sync", headers=admin())
+    assert response.status_code == 404
+    assert "no longer configured" in response.json()["detail"]
+    assert not stream_events(raw, Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested)
+
+
 @pytest.mark.parametrize(
     "path", ["../../admin/conversations/x/sync", "..%2F..%2Fconversations%2Fx/sync"]
 )

@@ -123,6 +123,8 @@ async def test_sync_waits_for_the_summary_and_the_catalogue_and_audit_keep_it(
     listed = capsys.readouterr().out
     assert "wiki (confluence): hidden, 2 documents" in listed
     assert "no longer configured: answered no more, removed 20" in listed
+    assert await cli._sync(args(fresh_redis_url, "sync", "wiki")) == 2
+    assert "wiki is no longer configured" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["nope", "../wiki", "WIKI", "wiki;FLUSHALL", "w" * 70])
