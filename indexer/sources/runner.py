@@ -108,6 +108,11 @@ class SourceRunner:
                 status.removal_due_at = datetime.fromtimestamp(removal.due, UTC)
             status.documents = SyncState(self.client, name).document_count()
             self._save(status)
+        for config in self.sources.values():
+            if config.name not in catalogued:
+                # Configured, but its entry went with a removal that had started when it was
+                # put back: listed again (its next sync starts afresh).
+                self._save(SourceStatus(name=config.name, kind=config.kind))
 
     def remove_due(self, now: float | None = None) -> list[RemovalResult]:
         """Reconcile, then remove the sources whose grace period is over (at ``now``, default

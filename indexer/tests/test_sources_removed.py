@@ -219,6 +219,14 @@ def test_a_removal_stopped_midway_is_resumed_and_counts_each_document_once(
     assert stored(collection, "wiki") == []
     assert state_keys(client, "wiki") == []
 
+    # A replica configured with it again lists it at its next check, and syncs it afresh.
+    back = runner(confluence, counted_ingestor, client, "wiki", "wiki-hr")
+    assert back.remove_due() == []
+    entry = status(client, "wiki")
+    assert entry is not None
+    assert entry.state == "idle"
+    assert back.sync("wiki").summary.new == 3
+
 
 def test_hiding_stopped_midway_is_resumed_and_put_back_whole(
     world: World,
