@@ -152,7 +152,8 @@ class SourceRemovals:
 
     def hide(self, name: str) -> Removal | None:
         """Hide source ``name`` from readers and record its removal (or go on hiding it);
-        None when another replica holds its lock (a sync or another step runs: next tick)."""
+        None when it has no sync state (nothing to hide or remove) or another replica holds its
+        lock (a sync or another step runs: tried again at the next check)."""
         removal = self.get(name)
         if removal is not None and removal.phase != "hiding":
             return removal
