@@ -905,6 +905,11 @@ class SourceSyncCompleted(Event):
         description="The first failing documents, as `key: reason`.",
         max_length=20,
     )
+    removal: bool = Field(
+        False,
+        description="No sync ran: the source was taken out of `INDEXER_SOURCES` and, after "
+        "its grace period, removed; `summary.deleted` counts its documents deleted.",
+    )
 
 
 class SourceDraftRequested(Event):

@@ -42,13 +42,27 @@ class SourceStatus(BaseModel):
     interval_s: float | None = Field(
         None, description="Seconds between scheduled syncs; none: on demand only."
     )
-    state: Literal["idle", "running", "failed"] = "idle"
+    state: Literal["idle", "running", "failed", "hidden", "removing"] = Field(
+        "idle",
+        description="hidden: no longer configured, its documents answered no more and removed "
+        "at `removal_due_at` unless it is configured again; removing: being removed.",
+    )
     last_run_id: str | None = None
     last_started_at: datetime | None = None
     last_finished_at: datetime | None = None
     last_summary: SyncSummary | None = None
     last_error: str | None = Field(None, description="Why the last run stopped early, if it did.")
     documents: int = Field(0, ge=0, description="Documents of this source in the index.")
+    removal_due_at: datetime | None = Field(
+        None,
+        description="When a source no longer configured is removed (its documents deleted); "
+        "configured again before then, it is shown again as it was.",
+    )
+
+    @property
+    def taken_out(self) -> bool:
+        """No longer configured (hidden, or being removed): nothing syncs it."""
+        return self.state in ("hidden", "removing")
 
 
 async def read_catalogue(client: Any) -> list[SourceStatus]:

@@ -40,7 +40,12 @@ class SourceService:
     async def request_sync(self, name: str, requested_by: str) -> str:
         """Queue a sync of ``name``; returns the request's id (the correlation id of its
         ``source.sync.completed`` event and audit record)."""
-        await self.get(name)
+        if (await self.get(name)).taken_out:
+            raise ApiError(
+                ErrorCode.UNKNOWN_SOURCE,
+                "the source is no longer configured (INDEXER_SOURCES): its documents are hidden "
+                "and will be removed; configure it again to sync it",
+            )
         request_id = new_id()
         await self.bus.publish(
             Topic.SOURCE_SYNC_REQUESTED,

@@ -1,6 +1,7 @@
 """Wires the indexer: loads the embedding model and Chroma once, seeds the demo knowledge base,
 subscribes to uploaded and deleted documents, to crawled pages and to source sync requests
-(syncing configured sources on request and on their schedule), and keeps gap questions
+(syncing configured sources on request and on their schedule, hiding and then removing those
+taken out of the configuration), and keeps gap questions
 (audit decisions, low ratings) from which it drafts knowledge-base update proposals every
 ``INDEXER_GAPS_INTERVAL_S``.
 
@@ -56,7 +57,9 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
         handlers.register(
             bus, UploadService(ingestor, collection, store), CrawledPages(ingestor, store)
         )
-        runner = SourceRunner(settings.sources, ingestor, store.client)
+        runner = SourceRunner(
+            settings.sources, ingestor, store.client, settings.removed_source_grace_s
+        )
         await asyncio.to_thread(runner.announce)
         handlers.register_sources(bus, runner)
         handlers.register_drafts(bus, runner)
@@ -73,10 +76,13 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
                     ),
                 )
 
+        async def remove_sources() -> None:
+            await handlers.remove_sources(bus, runner)
+
         window = GapWindow(bus.redis, settings.gaps_window_days)
         handlers.register_gaps(bus, window)
         cases = await asyncio.to_thread(open_cases_collection, settings)
-        drafter = Drafter(collection, cases, settings.gaps_source_similarity)
+        drafter = Drafter(collection, cases, settings.gaps_source_similarity, store.client)
         gaps = GapDetector(bus, window, embedder, drafter, settings)
         seeding: asyncio.Task[bool] | None = None
         if settings.seed_demo_kb:
@@ -96,6 +102,7 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
             async with (
                 every(settings.gaps_interval_s, gaps.run, name="knowledge-gaps"),
                 every(SCHEDULE_TICK_S, schedule, name="source-schedule"),
+                every(SCHEDULE_TICK_S, remove_sources, name="source-removal"),
             ):
                 yield {"chroma": chroma, "demo_kb": demo_kb}
         finally:

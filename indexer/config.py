@@ -166,6 +166,14 @@ class IndexerSettings(ServiceSettings):
         ],
     )
 
+    removed_source_grace_s: float = Field(
+        7 * 86_400.0,
+        ge=0,
+        description="Seconds a source taken out of `INDEXER_SOURCES` stays hidden (answered no "
+        "more, nothing deleted) before its documents and sync state are removed; configured "
+        "again before then, it is shown again with nothing re-embedded. 0: removed at once.",
+    )
+
     @model_validator(mode="after")
     def _unique_sources(self) -> IndexerSettings:
         unique_names(self.sources)

@@ -26,12 +26,15 @@ from contracts.events import (
     SourceSyncCompleted,
     SourceSyncRequested,
     SyncSummary,
+    new_id,
 )
 from contracts.readers import Readers
+from contracts.sources import SOURCES_CONVERSATION
 from contracts.topics import Group, Topic
 from indexer.crawled import CrawledPages
 from indexer.gaps import GapWindow
 from indexer.sources.base import Draft, DraftCitation, DraftError
+from indexer.sources.removal import RemovalResult
 from indexer.sources.runner import SourceRunner, UnknownSource
 from indexer.sources.sync import SyncBusy, SyncResult
 from indexer.uploads import UploadResult, UploadService
@@ -171,6 +174,49 @@ def register_sources(bus: Bus, runner: SourceRunner) -> None:
         )
 
     bus.subscribe(Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested, on_sync, group=Group.INDEXER)
+
+
+async def remove_sources(bus: Bus, runner: SourceRunner) -> None:
+    """One check of the sources taken out of the configuration (:mod:`indexer.sources.removal`):
+    hide or put back, remove those due, publish each one's summary, and only then let it go."""
+    for result in await asyncio.to_thread(runner.remove_due):
+        await publish_removal(bus, result)
+        await asyncio.to_thread(runner.removed, result)
+
+
+async def publish_removal(bus: Bus, result: RemovalResult) -> None:
+    """A source taken out of the configuration is removed: its summary on
+    ``source.sync.completed`` (``removal`` set) and the audit stream, like a sync run's."""
+    correlation_id = new_id()
+    await bus.publish(
+        Topic.SOURCE_SYNC_COMPLETED,
+        SourceSyncCompleted(
+            correlation_id=correlation_id,
+            conversation_id=SOURCES_CONVERSATION,
+            source=result.name,
+            run_id=result.removal_id,
+            summary=result.summary,
+            removal=True,
+        ),
+    )
+    await bus.publish(
+        Topic.AUDIT,
+        AuditRecorded(
+            correlation_id=correlation_id,
+            conversation_id=SOURCES_CONVERSATION,
+            service="indexer",
+            action="source_sync",
+            reason="removed: no longer configured",
+            details={
+                "source": result.name,
+                "requested_by": "configuration",
+                "run_id": result.removal_id,
+                "removal": True,
+                **result.summary.model_dump(),
+                "error": None,
+            },
+        ),
+    )
 
 
 def register_drafts(bus: Bus, runner: SourceRunner) -> None:

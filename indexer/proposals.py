@@ -26,10 +26,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import redis
 import redis.asyncio as aioredis
 
 from contracts.bus import Bus
 from contracts.events import ProposalDrafted, ProposalSource, ProposedQuestion, new_id
+from contracts.live import read_live, versioned_doc_ids, visible
 from contracts.readers import public_only_where
 from contracts.topics import Topic
 from indexer.gaps import PREFIX, Cluster, GapQuestion, GapWindow, as_text, cluster
@@ -97,11 +99,19 @@ class Drafter:
     run it in a thread)."""
 
     def __init__(
-        self, knowledge: Collection, cases: Collection | None, min_similarity: float
+        self,
+        knowledge: Collection,
+        cases: Collection | None,
+        min_similarity: float,
+        live: Any = None,
     ) -> None:
         self.knowledge = knowledge
         self.cases = cases
         self.min_similarity = min_similarity
+        self.live = live
+        """A synchronous redis client to read synced documents' published generations with
+        (:mod:`contracts.live`): a chunk of a generation not published (replaced, or of a
+        source taken out of the configuration) is no source of a proposal. None: not read."""
 
     def draft(self, questions: list[GapQuestion], centroid: Sequence[float], title: str) -> Draft:
         tickets = self._tickets(centroid)
@@ -166,9 +176,13 @@ class Drafter:
         metadatas = (result.get("metadatas") or [[]])[0]
         documents = (result.get("documents") or [[]])[0]
         distances = (result.get("distances") or [[]])[0]
-        for meta, body, distance in zip(metadatas, documents, distances, strict=False):
+        shown = [True] * len(metadatas)
+        if self.live is not None:
+            shown = visible(metadatas, read_live(self.live, versioned_doc_ids(metadatas)))
+        rows = zip(metadatas, documents, distances, shown, strict=False)
+        for meta, body, distance, readable in rows:
             score = round(1.0 - float(distance), 4)
-            if score < self.min_similarity or not meta:
+            if score < self.min_similarity or not meta or not readable:
                 continue
             url, title = str(meta.get("url") or ""), str(meta.get("title") or "")
             if is_crawled(dict(meta)):
@@ -349,8 +363,12 @@ async def run_round(settings: IndexerSettings) -> list[ProposalDrafted]:
         knowledge = await asyncio.to_thread(open_collection, settings)
         cases = await asyncio.to_thread(open_cases_collection, settings)
         window = GapWindow(bus.redis, settings.gaps_window_days)
-        drafter = Drafter(knowledge, cases, settings.gaps_source_similarity)
-        return await GapDetector(bus, window, embedder, drafter, settings).run()
+        live = redis.Redis.from_url(settings.redis_url)
+        drafter = Drafter(knowledge, cases, settings.gaps_source_similarity, live)
+        try:
+            return await GapDetector(bus, window, embedder, drafter, settings).run()
+        finally:
+            live.close()
     finally:
         await bus.stop()
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from contracts.readers import PUBLIC, Readers
 from indexer.chunking import Chunk, ChunkingConfig, SemanticChunker
@@ -25,7 +25,7 @@ from indexer.extract import ExtractedDocument, UnsupportedDocument, extract_docu
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
-    from chromadb.api.types import Metadata, PyEmbedding
+    from chromadb.api.types import Metadata, PyEmbedding, Where
 
     from indexer.config import IndexerSettings
     from indexer.embedding import Embedder
@@ -350,6 +350,24 @@ class Ingestor:
         with self._store_lock:
             stored_ids, _ = self._stored(doc_id)
             return self._delete(set(stored_ids))
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> None:
+        """Remove every chunk of each of ``doc_ids``, many documents a Chroma call (idempotent,
+        like :meth:`delete_document`)."""
+        ordered = sorted(set(doc_ids))
+        with self._store_lock:
+            for start in range(0, len(ordered), _WRITE_BATCH):
+                batch = ordered[start : start + _WRITE_BATCH]
+                self._collection.delete(where=cast("Where", {"doc_id": {"$in": batch}}))
+
+    def delete_source_chunks(self, source: str) -> int:
+        """Remove every chunk a sync of ``source`` wrote (its metadata names the source and a
+        document key there, so an upload or crawled page is never taken for one); returns how
+        many. For what is left once the source's documents are removed: a few, if any."""
+        with self._store_lock:
+            stored = self._collection.get(where={"source": source}, include=["metadatas"])
+            rows = zip(stored["ids"], stored["metadatas"] or [], strict=True)
+            return self._delete({i for i, meta in rows if meta and meta.get("source_key")})
 
     def _store(
         self,

@@ -63,6 +63,11 @@ async def _list(args: argparse.Namespace) -> int:
         )
         finished = status.last_finished_at.isoformat() if status.last_finished_at else "-"
         error = f"; stopped: {status.last_error}" if status.last_error else ""
+        if status.removal_due_at is not None:
+            error += (
+                "; no longer configured: answered no more, removed "
+                f"{status.removal_due_at.isoformat(timespec='seconds')}"
+            )
         print(
             f"{status.name} ({status.kind}): {status.state}, {status.documents} documents, "
             f"last sync {finished}: {counts}{error}"
@@ -92,7 +97,15 @@ async def _sync(args: argparse.Namespace) -> int:
     bus = Bus(ServiceSettings(redis_url=redis_url), "sources-cli")
     client = aioredis.from_url(redis_url)
     try:
-        if await read_source(client, name) is None:
+        status = await read_source(client, name)
+        if status is not None and status.taken_out:
+            print(
+                f"deskpilot sources: {name} is no longer configured (INDEXER_SOURCES): its "
+                "documents are hidden and will be removed; nothing was sent",
+                file=sys.stderr,
+            )
+            return 2
+        if status is None:
             print(
                 f"deskpilot sources: no source named {name} is configured (see deskpilot "
                 "sources list); nothing was sent",

@@ -3,7 +3,8 @@
  *
  * The knowledge sources the indexer syncs (Confluence spaces, SharePoint libraries), from
  * GET /api/admin/sources: each one's state, documents in the index, and its last run (when it
- * ended, new / changed / unchanged / deleted / failed, why it stopped early). "Sync now" queues
+ * ended, new / changed / unchanged / deleted / failed, why it stopped early), and for a source
+ * taken out of the configuration when it is removed. "Sync now" queues
  * a run (POST /api/admin/sources/{name}/sync); Refresh reads the list again. Text from the API
  * is set with textContent only.
  */
@@ -74,7 +75,18 @@
       var row = node("tr", { "data-source": source.name });
       row.appendChild(node("td", {}, source.name));
       row.appendChild(node("td", {}, source.kind));
-      row.appendChild(node("td", {}, source.state));
+      var state = node("td", {}, source.state);
+      if (source.removal_due_at) {
+        // Taken out of INDEXER_SOURCES: hidden now, deleted then unless configured again.
+        state.appendChild(
+          node(
+            "div",
+            { class: "source-removal" },
+            "No longer configured; removed " + new Date(source.removal_due_at).toLocaleString()
+          )
+        );
+      }
+      row.appendChild(state);
       row.appendChild(node("td", {}, source.documents));
       var finished = source.last_finished_at ? new Date(source.last_finished_at) : null;
       row.appendChild(node("td", {}, finished ? finished.toLocaleString() : "–"));
@@ -83,11 +95,14 @@
         result.appendChild(node("div", { class: "source-error" }, "Stopped: " + source.last_error));
       }
       row.appendChild(result);
-      var button = node("button", { type: "button", class: "source-sync" }, "Sync now");
-      button.addEventListener("click", function () {
-        sync(source.name);
-      });
-      row.appendChild(node("td")).appendChild(button);
+      var actions = row.appendChild(node("td"));
+      if (!source.removal_due_at) {
+        var button = node("button", { type: "button", class: "source-sync" }, "Sync now");
+        button.addEventListener("click", function () {
+          sync(source.name);
+        });
+        actions.appendChild(button);
+      }
       body.appendChild(row);
     });
     list.appendChild(table);

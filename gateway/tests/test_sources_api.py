@@ -97,6 +97,21 @@ def test_unknown_or_malformed_names_are_refused_and_nothing_is_sent(
     assert not stream_events(raw, Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested)
 
 
+def test_a_source_taken_out_is_listed_but_not_synced(
+    client: TestClient, raw_injection: None, raw: Redis
+) -> None:
+    [listed] = [
+        s
+        for s in client.get("/api/admin/sources", headers=admin()).json()
+        if s["name"] == "old-wiki"
+    ]
+    assert (listed["state"], listed["removal_due_at"]) == ("hidden", "2026-12-04T05:00:00Z")
+    response = client.post("/api/admin/sources/old-wiki/sync", headers=admin())
+    assert response.status_code == 404
+    assert "no longer configured" in response.json()["detail"]
+    assert not stream_events(raw, Topic.SOURCE_SYNC_REQUESTED, SourceSyncRequested)
+
+
 @pytest.mark.parametrize(
     "path", ["../../admin/conversations/x/sync", "..%2F..%2Fconversations%2Fx/sync"]
 )
@@ -131,6 +146,9 @@ def test_the_sources_tab_lists_sources_and_queues_a_sync(
         )
         broken = page.locator('tr[data-source="broken"] .source-error')
         expect(broken).to_have_text(f"Stopped: {INJECTION}")
+        retired = page.locator('tr[data-source="old-wiki"]')
+        expect(retired.locator(".source-removal")).to_contain_text("No longer configured; removed")
+        expect(retired.locator("button.source-sync")).to_have_count(0)
         row.locator("button.source-sync").click()
         expect(page.locator("#tab-sources .status")).to_have_text(
             "Sync of it-wiki queued; Refresh shows it when it ends."
@@ -147,3 +165,12 @@ def raw_injection(raw: Redis) -> None:
     system's text): the page must show it as text."""
     broken = SourceStatus(name="broken", kind="sharepoint", state="failed", last_error=INJECTION)
     raw.hset(CATALOGUE_KEY, broken.name, broken.model_dump_json())
+    # And one taken out of INDEXER_SOURCES: hidden, removed at its due time, no sync offered.
+    retired = SourceStatus(
+        name="old-wiki",
+        kind="confluence",
+        state="hidden",
+        documents=4,
+        removal_due_at=datetime(2026, 12, 4, 5, 0, tzinfo=UTC),
+    )
+    raw.hset(CATALOGUE_KEY, retired.name, retired.model_dump_json())

@@ -155,10 +155,14 @@ class SyncState:
 
     def known(self, key: str) -> KnownDocument | None:
         raw = self.client.hget(self._key("docs"), key)
-        if raw is None:
-            return None
-        value = json.loads(raw)
-        return KnownDocument(value["v"], value["h"], value["g"], value["d"], value.get("c"))
+        return None if raw is None else _known(raw)
+
+    def known_many(self, keys: list[str]) -> dict[str, KnownDocument]:
+        """What is indexed of each of ``keys`` that is known (one HMGET)."""
+        if not keys:
+            return {}
+        values = self.client.hmget(self._key("docs"), keys)
+        return {key: _known(raw) for key, raw in zip(keys, values, strict=True) if raw is not None}
 
     def keys(self) -> set[str]:
         return {_text(key) for key in self.client.hkeys(self._key("docs"))}
@@ -180,6 +184,25 @@ class SyncState:
         pipe.hdel(self._key("docs"), key)
         pipe.hdel(self._key("failed"), key)
         pipe.execute()
+
+    def forget_many(self, keys: list[str], counter: str | None = None) -> None:
+        """Forget ``keys`` (indexed or failed) and, in the same transaction, add how many were
+        indexed to the field ``deleted`` of the hash ``counter`` (default: the run's), so a
+        removal stopped and done again counts each document once."""
+        if not keys:
+            return
+        counted = len(self.known_many(keys))
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(self._key("docs"), *keys)
+        pipe.hdel(self._key("failed"), *keys)
+        if counted:
+            pipe.hincrby(counter or self._key("run"), "deleted", counted)
+        pipe.execute()
+
+    def forget_failed(self, keys: list[str]) -> None:
+        """No longer retry ``keys``."""
+        if keys:
+            self.client.hdel(self._key("failed"), *keys)
 
     def fail(self, key: str, version: str) -> None:
         self.client.hset(self._key("failed"), key, version)
@@ -212,12 +235,19 @@ class SyncState:
         if chunk_ids:
             self.client.zrem(self._key("retired"), *chunk_ids)
 
-    def hide(self, doc_id: str) -> None:
-        """Hide every chunk of ``doc_id`` from readers, before they are deleted."""
+    def hide(self, *doc_ids: str) -> None:
+        """Hide every chunk of ``doc_ids`` from readers, before they are deleted."""
+        if not doc_ids:
+            return
         pipe = self.client.pipeline(transaction=True)
-        pipe.hdel(LIVE_KEY, doc_id)
+        pipe.hdel(LIVE_KEY, *doc_ids)
         pipe.incr(EPOCH_KEY)
         pipe.execute()
+
+
+def _known(raw: Any) -> KnownDocument:
+    value = json.loads(raw)
+    return KnownDocument(value["v"], value["h"], value["g"], value["d"], value.get("c"))
 
 
 def _text(value: Any) -> str:

@@ -50,6 +50,10 @@ RETIRE_GRACE_S = 60.0
 takes between reading the published generation and reading chunks (one retrieval)."""
 
 
+REMOVE_BATCH = 500
+"""Documents removed together (one hide, one Chroma call, one transaction to forget them)."""
+
+
 class SyncBusy(RuntimeError):
     """Another replica is syncing this source now."""
 
@@ -202,18 +206,12 @@ class SourceSync:
     def _drop(self, result: SyncResult, gone: Callable[[str], bool]) -> int:
         """Remove the known documents whose key is ``gone`` (counted deleted, how many
         returned), and forget such keys that failed (nothing to retry)."""
-        for key in sorted(self.state.failed()):
-            if gone(key):
-                self.state.forget(key)
-        removed = 0
-        for key in sorted(self.state.keys()):
-            known = self.state.known(key) if gone(key) else None
-            if known is not None:
-                self._remove(key, known)
-                self.state.count("deleted")
-                result.summary.deleted += 1
-                removed += 1
-                self.state.renew()
+        known = self.state.keys()
+        removed = remove_documents(
+            self.state, self.ingestor, sorted(filter(gone, known)), renew=self.state.renew
+        )
+        self.state.forget_failed([key for key in self.state.failed() if gone(key)])
+        result.summary.deleted += removed
         return removed
 
     def _apply(self, change: Change, result: SyncResult) -> Outcome | None:
@@ -293,6 +291,34 @@ class SourceSync:
         self.state.hide(known.doc_id)
         self.ingestor.delete_document(known.doc_id)
         self.state.forget(key)
+
+
+def remove_documents(
+    state: SyncState,
+    ingestor: Ingestor,
+    keys: list[str],
+    counter: str | None = None,
+    renew: Callable[[], None] | None = None,
+    batch: int = REMOVE_BATCH,
+) -> int:
+    """Remove the documents of ``keys`` known to ``state``, ``batch`` at a time: each batch
+    hidden from readers (one transaction), its chunks deleted (a Chroma call per 500
+    documents), then forgotten and counted in ``counter`` (the run's by default) in one
+    transaction. Stopped anywhere and done again, it deletes what is left and counts each
+    document once (what was deleted but not yet forgotten is deleted again: nothing). Returns
+    how many known documents it removed."""
+    removed = 0
+    for start in range(0, len(keys), batch):
+        part = keys[start : start + batch]
+        known = state.known_many(part)
+        doc_ids = [document.doc_id for document in known.values()]
+        state.hide(*doc_ids)
+        ingestor.delete_documents(doc_ids)
+        state.forget_many(part, counter)
+        removed += len(known)
+        if renew is not None:
+            renew()
+    return removed
 
 
 def _add(summary: SyncSummary, outcome: str) -> None:

@@ -16,13 +16,16 @@ incremental run on a quiet site:
 2. **both covered**: the same run with the check, nothing to remove: what the check adds to every
    run (one ``HKEYS`` of the documents and one ``HGETALL`` of the failed ones, a prefix test a
    key);
-3. **one library taken out**: the second library's documents removed, each hidden and its chunks
-   deleted, counted ``deleted``.
+3. **one library taken out**: the second library's documents removed, hidden and their chunks
+   deleted in batches (:func:`indexer.sources.sync.remove_documents`), counted ``deleted``;
+4. **a whole source taken out** of the configuration (:mod:`indexer.sources.removal`): another
+   source of ``--removed`` documents with :data:`CHUNKS` chunks each, hidden, then removed
+   with no grace period.
 
 The bench exits with status 1 when the counts are not what they must be (nothing removed by the
 first two runs; every document of the second library, and only those, by the third; no chunk
-left of them). The machine's cores and load average are printed: figures on a shared machine
-are upper bounds.
+left of them; every document of the whole source, and its chunks, by the fourth). The machine's
+cores and load average are printed: figures on a shared machine are upper bounds.
 
 Not collected by pytest (timings on shared machines are measurements, not pass/fail signals);
 ``indexer/tests/test_bench_coverage.py`` runs it on a few documents and checks its counts.
@@ -40,15 +43,19 @@ from typing import Any
 
 import redis
 
+from contracts.live import LIVE_KEY
 from indexer.embedding import Embedder
 from indexer.extract import ExtractedDocument
 from indexer.service import Ingestor
 from indexer.sources.base import Change, ChangePage, Readers, Source
+from indexer.sources.removal import SourceRemovals
 from indexer.sources.state import SyncState
 from indexer.sources.sync import SourceSync, source_doc_id
 from indexer.tests.bench_support import bench_store, load_average, reported
 
 KEPT, TAKEN_OUT = "b!drive0/", "b!drive1/"
+GONE = "bench-gone"
+"""The source taken out of the configuration whole: ``--removed`` documents, all with chunks."""
 CHUNKS = 5
 DIMENSIONS = 384
 """all-MiniLM-L6-v2's vector size."""
@@ -77,10 +84,12 @@ class QuietSource(Source):
         raise AssertionError("a quiet source lists nothing to read")
 
 
-def record(client: redis.Redis, collection: Any, documents: int, removed: int) -> None:
-    """The sync state of ``documents`` known documents, the last ``removed`` in the second
-    library with their chunks in ``collection``."""
-    state = SyncState(client, "bench")
+def record(
+    client: redis.Redis, collection: Any, documents: int, removed: int, source: str = "bench"
+) -> None:
+    """The sync state of ``documents`` known documents of ``source``, the last ``removed`` in
+    the second library with their chunks in ``collection`` (published, as a sync leaves them)."""
+    state = SyncState(client, source)
     rng = random.Random(16)
     pipe = client.pipeline(transaction=False)
     chunk_ids: list[str] = []
@@ -89,14 +98,15 @@ def record(client: redis.Redis, collection: Any, documents: int, removed: int) -
     for index in range(documents):
         prefix = TAKEN_OUT if index >= documents - removed else KEPT
         key = f"{prefix}01ITEM{index:08d}"
-        doc_id = source_doc_id("bench", key)
+        doc_id = source_doc_id(source, key)
         known = {"v": f'"c:{{{index}}},1"', "h": "h" * 64, "g": "g" * 24, "d": doc_id, "c": "x"}
         pipe.hset(state._key("docs"), key, json.dumps(known))
         if prefix == TAKEN_OUT:
+            pipe.hset(LIVE_KEY, doc_id, "g" * 24)
             for chunk in range(CHUNKS):
                 chunk_ids.append(f"{doc_id}:{chunk}")
                 vectors.append([rng.uniform(-1.0, 1.0) for _ in range(DIMENSIONS)])
-                metadatas.append({"doc_id": doc_id, "generation": "g" * 24, "source": "bench"})
+                metadatas.append({"doc_id": doc_id, "generation": "g" * 24, "source": source})
         if index % BATCH == BATCH - 1:
             pipe.execute()
     pipe.execute()
@@ -122,6 +132,28 @@ def timed_run(ingestor: Ingestor, client: redis.Redis, covers: tuple[str, ...] |
     }
 
 
+def timed_removal(ingestor: Ingestor, client: redis.Redis, collection: Any) -> Any:
+    """A whole source (``removed`` documents with their chunks) taken out of the configuration:
+    hidden, then removed with no grace period."""
+    removals = SourceRemovals(client, ingestor, grace_s=0)
+    chunks = len(collection.get(where={"source": GONE}, include=[])["ids"])
+    started = time.perf_counter()
+    removals.hide(GONE)
+    hidden = time.perf_counter()
+    results = removals.purge_due([])
+    ended = time.perf_counter()
+    for result in results:
+        removals.done(result)
+    return {
+        "hide_s": round(hidden - started, 4),
+        "remove_s": round(ended - hidden, 4),
+        "deleted": sum(result.summary.deleted for result in results),
+        "chunks_before": chunks,
+        "chunks_after": len(collection.get(where={"source": GONE}, include=[])["ids"]),
+        "known_after": SyncState(client, GONE).document_count(),
+    }
+
+
 def bench(documents: int, removed: int) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "documents": documents,
@@ -137,6 +169,8 @@ def bench(documents: int, removed: int) -> dict[str, Any]:
         figures["both_covered"] = timed_run(ingestor, client, (KEPT, TAKEN_OUT))
         figures["taken_out"] = timed_run(ingestor, client, (KEPT,))
         figures["chunks_after"] = collection.count()
+        record(client, collection, removed, removed, source=GONE)
+        figures["source_removed"] = timed_removal(ingestor, client, collection)
     figures["load_average_end"] = load_average()
     return figures
 
@@ -156,6 +190,9 @@ def problems(figures: dict[str, Any]) -> list[str]:
         found.append(f"taken_out left {taken_out['known_after']} known documents")
     if figures["chunks_before"] != removed * CHUNKS or figures["chunks_after"] != 0:
         found.append(f"chunks {figures['chunks_before']} before, {figures['chunks_after']} after")
+    gone = figures["source_removed"]
+    if (gone["deleted"], gone["known_after"], gone["chunks_after"]) != (removed, 0, 0):
+        found.append(f"source_removed removed {gone['deleted']}, not {removed}: {gone}")
     return found
 
 
@@ -180,6 +217,12 @@ def report(figures: dict[str, Any]) -> None:
     print(
         f"quiet run, second library taken out:  {taken['wall_s']:8.3f} s  "
         f"{taken['deleted']} deleted, {per_document:.2f} ms a document removed"
+    )
+    gone = figures["source_removed"]
+    print(
+        f"whole source taken out ({removed} documents, {gone['chunks_before']} chunks): hidden "
+        f"in {gone['hide_s']:.3f} s, removed in {gone['remove_s']:.3f} s, {gone['deleted']} "
+        f"deleted, {1000 * gone['remove_s'] / max(removed, 1):.2f} ms a document removed"
     )
     print(f"load average at the end {figures['load_average_end']}")
 

@@ -33,6 +33,9 @@ def test_only_the_library_taken_out_is_removed(run: tuple[dict[str, Any], str]) 
         REMOVED * bench_coverage.CHUNKS,
         0,
     )
+    gone = figures["source_removed"]
+    assert (gone["deleted"], gone["known_after"]) == (REMOVED, 0)
+    assert (gone["chunks_before"], gone["chunks_after"]) == (REMOVED * bench_coverage.CHUNKS, 0)
     assert bench_coverage.problems(figures) == []
 
 
@@ -42,6 +45,7 @@ def test_the_printed_figures_are_the_returned_ones(run: tuple[dict[str, Any], st
     assert f"{figures['taken_out']['deleted']} deleted" in printed
     assert f"{figures['cannot_tell']['wall_s']:8.3f} s" in printed
     assert f"cpus={figures['cpus']}" in printed
+    assert f"{figures['source_removed']['deleted']} deleted, " in printed
 
 
 @pytest.mark.parametrize(
@@ -51,6 +55,8 @@ def test_the_printed_figures_are_the_returned_ones(run: tuple[dict[str, Any], st
         ("cannot_tell", "known_after", DOCUMENTS - 1, "cannot_tell"),
         ("taken_out", "deleted", REMOVED - 1, f"removed {REMOVED - 1}, not {REMOVED}"),
         ("taken_out", "known_after", 0, "left 0 known documents"),
+        ("source_removed", "deleted", REMOVED - 1, "source_removed removed"),
+        ("source_removed", "chunks_after", 2, "source_removed removed"),
     ],
 )
 def test_a_run_that_removed_too_much_or_too_little_is_reported(

@@ -117,6 +117,15 @@ async def test_sync_waits_for_the_summary_and_the_catalogue_and_audit_keep_it(
     assert await cli._list(args(fresh_redis_url, "list")) == 0
     assert "wiki (confluence): idle, 2 documents" in capsys.readouterr().out
 
+    # Taken out of INDEXER_SOURCES (an indexer started without it): listed while hidden.
+    await asyncio.to_thread(SourceRunner([], indexer.ingestor, indexer.client).announce)
+    assert await cli._list(args(fresh_redis_url, "list")) == 0
+    listed = capsys.readouterr().out
+    assert "wiki (confluence): hidden, 2 documents" in listed
+    assert "no longer configured: answered no more, removed 20" in listed
+    assert await cli._sync(args(fresh_redis_url, "sync", "wiki")) == 2
+    assert "wiki is no longer configured" in capsys.readouterr().err
+
 
 @pytest.mark.parametrize("name", ["nope", "../wiki", "WIKI", "wiki;FLUSHALL", "w" * 70])
 def test_a_name_that_is_not_a_configured_source_sends_nothing(
