@@ -185,7 +185,7 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.CRAWL_STOP: (Group.CRAWLER,),
     Topic.PAGES_CRAWLED: (Group.INDEXER,),
     Topic.CHUNKS_INDEXED: (Group.ORCHESTRATOR,),
-    Topic.CRAWL_FINISHED: (Group.ORCHESTRATOR, Group.GATEWAY),
+    Topic.CRAWL_FINISHED: (Group.ORCHESTRATOR, Group.GATEWAY, Group.REDACTOR),
     Topic.DOCUMENT_SUBMITTED: (Group.INDEXER,),
     Topic.DOCUMENT_DELETED: (Group.INDEXER,),
     Topic.DOCUMENT_STATUS: (Group.GATEWAY,),
