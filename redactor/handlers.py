@@ -34,6 +34,7 @@ from contracts.events import (
     RedactionCount,
     SearchReceived,
     SearchRequested,
+    SiteMapped,
     TurnReply,
 )
 from contracts.topics import Group, Topic
@@ -302,8 +303,15 @@ def register(
 
     async def on_crawled(event: CrawlFinished, _: Delivery) -> None:
         assert site_terms is not None  # nosec B101 # subscribed only with site terms
-        added = await site_terms.learn(event.pages)
+        read = [(page.url, page.title) for page in event.pages if 200 <= page.status < 300]
+        added = await site_terms.learn(read)
         log.info("site words learnt", extra={"job_id": event.job_id, "new": added})
+
+    async def on_mapped(event: SiteMapped, _: Delivery) -> None:
+        assert site_terms is not None  # nosec B101 # subscribed only with site terms
+        added = await site_terms.learn((page.url, page.title) for page in event.pages)
+        log.info("site words learnt from a sitemap", extra={"site": event.site, "new": added})
 
     if site_terms is not None:
         bus.subscribe(Topic.CRAWL_FINISHED, CrawlFinished, on_crawled, group=Group.REDACTOR)
+        bus.subscribe(Topic.SITE_MAPPED, SiteMapped, on_mapped, group=Group.REDACTOR)

@@ -11,7 +11,8 @@ of the configured help sites as well:
   ``docs.opsgenie.example`` -> "opsgenie"), as the orchestrator publishes its settings and an
   admin overrides them (:mod:`contracts.runtime_config`);
 * the title and URL words of every page the crawler fleet reads from them, from each
-  ``crawl.finished`` event ("Configuring Opsgenie" at ``.../plugins/configuring-opsgenie``).
+  ``crawl.finished`` event ("Configuring Opsgenie" at ``.../plugins/configuring-opsgenie``), and
+  of every page their sitemaps list (``site.mapped``), before it is read.
 
 What keeps personal data from going through with them:
 
@@ -47,7 +48,6 @@ from urllib.parse import unquote, urlsplit
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from contracts.events import CrawlPageSummary
 from contracts.runtime_config import RuntimeConfigReader, read_defaults
 from redactor.names import fold
 
@@ -106,9 +106,9 @@ def site_words(texts: Iterable[Sequence[str]], given_names: frozenset[str]) -> l
     return list(kept)
 
 
-def page_words(page: CrawlPageSummary, given_names: frozenset[str]) -> list[str]:
-    """A read page's title and URL words that may name the site's subject."""
-    return site_words([words_of(page.title), url_words(page.url)], given_names)
+def page_words(url: str, title: str, given_names: frozenset[str]) -> list[str]:
+    """A page's title and URL words that may name the site's subject."""
+    return site_words([words_of(title), url_words(url)], given_names)
 
 
 class SiteTerms:
@@ -132,14 +132,12 @@ class SiteTerms:
         self._read_at: float | None = None
         self._lock = asyncio.Lock()
 
-    async def learn(self, pages: Sequence[CrawlPageSummary]) -> int:
-        """Record the words of the pages a crawl read (successfully); how many were new."""
+    async def learn(self, pages: Iterable[tuple[str, str]]) -> int:
+        """Record the words of pages (URL and title) a crawl read or a sitemap listed; how
+        many were new."""
         now = int(time.time())
         words = {
-            word: now
-            for page in pages
-            if 200 <= page.status < 300
-            for word in page_words(page, self.given_names)
+            word: now for url, title in pages for word in page_words(url, title, self.given_names)
         }
         if not words:
             return 0
