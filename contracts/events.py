@@ -559,6 +559,24 @@ class CrawlFinished(Event):
     pages_per_s: float = Field(0.0, ge=0)
 
 
+MAX_MAPPED_PAGES = 5000
+"""Pages a ``site.mapped`` event lists at most: enough for a documentation site's sitemap."""
+
+
+class SitemapPage(BaseModel):
+    url: str
+    title: str = Field("", description="Its title when the sitemap carries one, else empty.")
+
+
+class SiteMapped(Event):
+    """A help site's sitemaps as a crawl job read them: the pages the site lists, in scope. Sent
+    when what a site lists changed (at most once per sitemap cache period otherwise), so the
+    site's profile knows its pages before they are crawled."""
+
+    site: str = Field(description="Scheme, host and port.", examples=["https://help.example.com"])
+    pages: list[SitemapPage] = Field(default_factory=list, max_length=MAX_MAPPED_PAGES)
+
+
 class ChunksIndexed(Event):
     """New or changed knowledge is searchable; a turn waiting on this correlation id resumes."""
 

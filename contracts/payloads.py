@@ -25,6 +25,7 @@ PAYLOADS: dict[Topic, type[Event]] = {
     Topic.CRAWL_TASKS: events.CrawlTask,
     Topic.CRAWL_STOP: events.CrawlStop,
     Topic.CRAWL_FINISHED: events.CrawlFinished,
+    Topic.SITE_MAPPED: events.SiteMapped,
     Topic.CHUNKS_INDEXED: events.ChunksIndexed,
     Topic.ESCALATION_REQUESTED: events.EscalationRequested,
     Topic.TICKET_STATUS_REQUESTED: events.TicketStatusRequested,

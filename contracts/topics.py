@@ -35,6 +35,9 @@ class Topic(StrEnum):
     """Ends a crawl job early (the orchestrator has enough)."""
     CRAWL_FINISHED = "crawl.finished"
     """A crawl job ended (budget, deadline, empty frontier or stop), with its summary."""
+    SITE_MAPPED = "site.mapped"
+    """The pages a help site's sitemaps list, when they changed: the site's profile (scope, the
+    redactor's site words) knows them before they are crawled."""
     CHUNKS_INDEXED = "chunks.indexed"
     """Chunks of a document or crawled page were written; a turn waiting on a crawl resumes."""
     ESCALATION_REQUESTED = "escalation.requested"
@@ -185,7 +188,8 @@ SUBSCRIPTIONS: dict[Topic, tuple[Group, ...]] = {
     Topic.CRAWL_STOP: (Group.CRAWLER,),
     Topic.PAGES_CRAWLED: (Group.INDEXER,),
     Topic.CHUNKS_INDEXED: (Group.ORCHESTRATOR,),
-    Topic.CRAWL_FINISHED: (Group.ORCHESTRATOR, Group.GATEWAY),
+    Topic.CRAWL_FINISHED: (Group.ORCHESTRATOR, Group.GATEWAY, Group.REDACTOR),
+    Topic.SITE_MAPPED: (Group.ORCHESTRATOR, Group.REDACTOR),
     Topic.DOCUMENT_SUBMITTED: (Group.INDEXER,),
     Topic.DOCUMENT_DELETED: (Group.INDEXER,),
     Topic.DOCUMENT_STATUS: (Group.GATEWAY,),

@@ -55,6 +55,7 @@ import httpx
 from redis.exceptions import RedisError
 
 from contracts.events import (
+    MAX_MAPPED_PAGES,
     ContextInsufficient,
     CrawledPage,
     CrawlFinished,
@@ -64,6 +65,8 @@ from contracts.events import (
     Event,
     PageLink,
     PagesCrawled,
+    SitemapPage,
+    SiteMapped,
     TurnReply,
 )
 from contracts.periodic import every
@@ -144,6 +147,7 @@ class Topics:
     stop: str
     pages: str
     finished: str
+    mapped: str
 
     @classmethod
     def for_namespace(cls, namespace: str = "") -> Topics:
@@ -154,6 +158,7 @@ class Topics:
             stop=f"{prefix}{Topic.CRAWL_STOP}",
             pages=f"{prefix}{Topic.PAGES_CRAWLED}",
             finished=f"{prefix}{Topic.CRAWL_FINISHED}",
+            mapped=f"{prefix}{Topic.SITE_MAPPED}",
         )
 
 
@@ -308,6 +313,7 @@ class CrawlService:
                 extra={"job_id": spec.job_id, "error": f"{type(exc).__name__}: {exc}"[:300]},
             )
         entries = [e for e in entries if not e.url.lower().endswith(SKIPPED_SUFFIXES)]
+        await self._announce_mapped(reader, spec, entries)
         fresh = await self.jobs.unseen(spec.job_id, [e.url for e in entries])
         entries = [entry for entry, new in zip(entries, fresh, strict=True) if new]
         candidates = self.planner.shortlist(
@@ -340,6 +346,23 @@ class CrawlService:
             Queued(p.candidate.url, p.score, 1, p.candidate.pattern, parent=p.candidate.source)
             for p in planned
         ]
+
+    async def _announce_mapped(
+        self, reader: SitemapReader, spec: ContextInsufficient, entries: list[SitemapEntry]
+    ) -> None:
+        """Tell the site profiles (``site.mapped``) what the sites list, when that changed."""
+        for site, listed in (await reader.newly_mapped(entries)).items():
+            pages = [SitemapPage(url=e.url, title=e.title) for e in listed[:MAX_MAPPED_PAGES]]
+            mapped = SiteMapped(
+                event_id=stable_id(spec.job_id, "mapped", site),
+                correlation_id=spec.correlation_id,
+                conversation_id=spec.conversation_id,
+                site=site,
+                pages=pages,
+            )
+            await self.publisher.publish(self.topics.mapped, mapped)
+            extra = {"job_id": spec.job_id, "site": site, "pages": len(pages)}
+            log.info("site mapped", extra=extra)
 
     async def _fetch_sitemap(self, url: str, scope: Scope) -> tuple[int, bytes]:
         """A sitemap file fetched as a page is: scope, SSRF guard, robots.txt, rate limit and

@@ -30,7 +30,10 @@ Redis keys (``<ns>`` is ``CRAWLER_NAMESPACE``; ``<site>`` is scheme, host and po
   that is not found is remembered as empty for as long, a server error or a refusal not at all;
 * ``<ns>crawler:sitemap:<site>:lastmod``: hash of page URL → its ``<lastmod>``, written when a
   file is read, so any worker can tell (:meth:`SitemapReader.lastmod`) whether a page read within
-  the freshness window has changed since.
+  the freshness window has changed since;
+* ``<ns>crawler:sitemap:<site>:mapped``: a digest of the pages the site's sitemaps listed when
+  they were last announced on ``site.mapped`` (:meth:`SitemapReader.newly_mapped`), for
+  ``CRAWLER_SITEMAP_CACHE_S``.
 """
 
 from __future__ import annotations
@@ -347,6 +350,27 @@ class SitemapReader:
 
     def lastmod_key(self, site: str) -> str:
         return f"{self.prefix}crawler:sitemap:{site}:lastmod"
+
+    def mapped_key(self, site: str) -> str:
+        return f"{self.prefix}crawler:sitemap:{site}:mapped"
+
+    async def newly_mapped(self, entries: Iterable[SitemapEntry]) -> dict[str, list[SitemapEntry]]:
+        """The entries of each site whose list of pages differs from the one last announced
+        (within ``ttl_s``), by site; every worker of the fleet agrees which job announces a
+        change, as each swaps the list's digest in Redis in one command."""
+        by_site: dict[str, list[SitemapEntry]] = {}
+        for entry in entries:
+            by_site.setdefault(host_key(entry.url), []).append(entry)
+        changed = {}
+        for site, listed in by_site.items():
+            # A fingerprint of the list, not a secret.
+            digest = hashlib.sha1(  # noqa: S324  # nosec B324
+                "\n".join(sorted(f"{e.url}\x1f{e.title}" for e in listed)).encode()
+            ).hexdigest()
+            before = await self.redis.set(self.mapped_key(site), digest, ex=self.ttl_s, get=True)
+            if (before.decode() if isinstance(before, bytes) else before) != digest:
+                changed[site] = listed
+        return changed
 
     async def lastmod(self, url: str) -> float | None:
         """The page's ``<lastmod>`` from the sitemaps read lately, if one listed it."""

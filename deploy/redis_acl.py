@@ -105,7 +105,9 @@ PUBLISHES: dict[str, frozenset[str]] = {
             Topic.NOTICE_UNANSWERED,
         }
     ),
-    "crawler": frozenset({Topic.PAGES_CRAWLED, Topic.CRAWL_FINISHED, Topic.CRAWL_TASKS}),
+    "crawler": frozenset(
+        {Topic.PAGES_CRAWLED, Topic.CRAWL_FINISHED, Topic.CRAWL_TASKS, Topic.SITE_MAPPED}
+    ),
     "indexer": frozenset(
         {
             Topic.AUDIT,
@@ -193,6 +195,7 @@ _CRAWLER_TOPICS = frozenset(
         Topic.CRAWL_STOP,
         Topic.PAGES_CRAWLED,
         Topic.CRAWL_FINISHED,
+        Topic.SITE_MAPPED,
     }
 )
 

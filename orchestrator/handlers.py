@@ -22,6 +22,7 @@ from contracts.events import (
     IncidentReported,
     QueryReceived,
     SearchRequested,
+    SiteMapped,
     TicketEvent,
     TicketStatusRequested,
     TurnReply,
@@ -280,6 +281,13 @@ def register(bus: Bus, orchestrator: Orchestrator, concurrency: int) -> BusRepli
         concurrency=concurrency,
     )
     bus.subscribe(Topic.CRAWL_FINISHED, CrawlFinished, on_finished, group=Group.ORCHESTRATOR)
+
+    async def on_mapped(event: SiteMapped, _: Delivery) -> None:
+        if orchestrator.deps.sites is not None:
+            listed = await orchestrator.deps.sites.record_listed(event.pages)
+            log.info("site profile mapped", extra={"site": event.site, "pages": listed})
+
+    bus.subscribe(Topic.SITE_MAPPED, SiteMapped, on_mapped, group=Group.ORCHESTRATOR)
 
     async def on_ticket(event: TicketEvent, _: Delivery) -> None:
         try:

@@ -13,7 +13,9 @@ A site's profile is what names its subjects, read without rendering: its seed UR
 product in ``/dispatch/``, ``docs.example-product.com``), and every page the fleet has read from
 it, by its title and its URL's words (``/docs/contributing/plugins/testing``: contributing,
 plugins, testing). The pages come with each ``crawl.finished`` event, so the profile grows as
-the site is read and is shared by every replica.
+the site is read and is shared by every replica; the pages its sitemaps list come on
+``site.mapped`` when a crawl reads them (and again when they change), so their addresses' words
+count before the pages are read.
 
 Redis keys: ``deskpilot:orchestrator:site-profile:<site>`` (``<site>`` is scheme, host and
 port): hash of page URL → title, kept :data:`PROFILE_TTL_S` after its last write and at most
@@ -38,7 +40,7 @@ from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
 
-from contracts.events import CrawlFinished, CrawlPageSummary
+from contracts.events import CrawlFinished, CrawlPageSummary, SitemapPage
 from orchestrator.sentiment import word_set
 from orchestrator.sufficiency import close_forms, key_terms, stems
 
@@ -122,12 +124,23 @@ class SiteProfiles:
     async def record(self, pages: Sequence[CrawlPageSummary]) -> int:
         """Note the pages a crawl read (those served with success), each under its site;
         returns how many were noted."""
-        read = [page for page in pages if 200 <= page.status < 300]
-        if read:
+        read = [(page.url, page.title) for page in pages if 200 <= page.status < 300]
+        await self._note(read, keep_titles=False)
+        return len(read)
+
+    async def record_listed(self, pages: Sequence[SitemapPage]) -> int:
+        """Note the pages a site's sitemaps list (``site.mapped``), so their addresses' words
+        name the site's subjects before they are read; a title noted from a read page stays
+        where the sitemap has none. Returns how many were listed."""
+        await self._note([(page.url, page.title) for page in pages], keep_titles=True)
+        return len(pages)
+
+    async def _note(self, pages: Sequence[tuple[str, str]], *, keep_titles: bool) -> None:
+        if pages:
             self._built.clear()
         by_site: dict[str, dict[str, str]] = {}
-        for page in read:
-            by_site.setdefault(site_of(page.url), {})[page.url] = page.title[:300]
+        for url, title in pages:
+            by_site.setdefault(site_of(url), {})[url] = title[:300]
         for site, titles in by_site.items():
             key = KEY_PREFIX + site
             if await self.client.hlen(key) >= MAX_PAGES:
@@ -136,12 +149,16 @@ class SiteProfiles:
                     for url, title in titles.items()
                     if await self.client.hexists(key, url)
                 }
-            if titles:
-                async with self.client.pipeline(transaction=False) as pipe:
-                    pipe.hset(key, items=[part for pair in titles.items() for part in pair])
-                    pipe.expire(key, PROFILE_TTL_S)
-                    await pipe.execute()
-        return len(read)
+            if not titles:
+                continue
+            titled = {url: title for url, title in titles.items() if title or not keep_titles}
+            async with self.client.pipeline(transaction=False) as pipe:
+                if titled:
+                    pipe.hset(key, items=[part for pair in titled.items() for part in pair])
+                for url in titles.keys() - titled.keys():
+                    pipe.hsetnx(key, url, "")
+                pipe.expire(key, PROFILE_TTL_S)
+                await pipe.execute()
 
     async def profile(self, seeds: Sequence[str]) -> SiteProfile:
         """The profile of the seeds' sites: their seeds' words and every page read from them."""

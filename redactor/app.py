@@ -11,8 +11,10 @@ from contracts.heartbeat import Probe
 from contracts.runtime import Worker
 from redactor import handlers
 from redactor.config import RedactorSettings
+from redactor.names import given_names
 from redactor.placeholders import ConversationPlaceholders
 from redactor.service import Redactor
+from redactor.site_terms import SiteTerms
 
 SERVICE = "redactor"
 
@@ -29,7 +31,12 @@ def create_worker(settings: RedactorSettings | None = None) -> Worker:
             settings.placeholder_key.get_secret_value().encode(),
             settings.placeholder_ttl_s,
         )
-        handlers.register(bus, redactor, placeholders, settings.concurrency)
+        site_terms = (
+            SiteTerms(bus.redis, (await asyncio.to_thread(given_names))[0])
+            if settings.site_terms
+            else None
+        )
+        handlers.register(bus, redactor, placeholders, settings.concurrency, site_terms)
         yield {}
 
     return Worker(bus, resources)

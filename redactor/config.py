@@ -216,6 +216,16 @@ class RedactorSettings(ServiceSettings):
         ),
         examples=[["VPN", "Outlook", "Cisco AnyConnect"]],
     )
+    site_terms: bool = Field(
+        True,
+        description=(
+            "Keep the words of the configured help sites (their seed URLs, and the titles and "
+            "addresses of the pages the crawler reads) when NER calls them a person or a place, "
+            "so a question about a site's product keeps the product's name (redactor.site_terms). "
+            "Given names never count as site words, and nothing but person and place spans is "
+            "affected."
+        ),
+    )
     concurrency: int = Field(
         2,
         ge=1,

@@ -23,6 +23,7 @@ from contracts.events import (
     AttachmentRedacted,
     AttachmentSummary,
     ConversationPurged,
+    CrawlFinished,
     FeedbackReceived,
     FeedbackRecorded,
     Incident,
@@ -33,12 +34,14 @@ from contracts.events import (
     RedactionCount,
     SearchReceived,
     SearchRequested,
+    SiteMapped,
     TurnReply,
 )
 from contracts.topics import Group, Topic
 from redactor.placeholders import KEY_PREFIX as PLACEHOLDERS_PREFIX
 from redactor.placeholders import ConversationPlaceholders
 from redactor.service import Redaction, Redactor
+from redactor.site_terms import SiteTerms
 
 log = logging.getLogger("deskpilot.redactor")
 
@@ -75,12 +78,19 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 class ConversationRedactor:
     """Redacts several texts of one conversation with the conversation's placeholders."""
 
-    def __init__(self, redactor: Redactor, placeholders: ConversationPlaceholders) -> None:
+    def __init__(
+        self,
+        redactor: Redactor,
+        placeholders: ConversationPlaceholders,
+        site_terms: SiteTerms | None = None,
+    ) -> None:
         self.redactor = redactor
         self.placeholders = placeholders
+        self.site_terms = site_terms
 
     async def redact(self, conversation_id: str, texts: Sequence[str]) -> list[Redaction]:
-        found = await asyncio.to_thread(lambda: [self.redactor.find(text) for text in texts])
+        words = await self.site_terms.words() if self.site_terms is not None else frozenset()
+        found = await asyncio.to_thread(lambda: [self.redactor.find(text, words) for text in texts])
         keys = [f.key for spans in found for f in spans if not f.flag_only]
         numbers = await self.placeholders.numbers(conversation_id, keys)
         return [
@@ -129,9 +139,13 @@ async def redact_incident(
 
 
 def register(
-    bus: Bus, redactor: Redactor, placeholders: ConversationPlaceholders, concurrency: int
+    bus: Bus,
+    redactor: Redactor,
+    placeholders: ConversationPlaceholders,
+    concurrency: int,
+    site_terms: SiteTerms | None = None,
 ) -> None:
-    texts = ConversationRedactor(redactor, placeholders)
+    texts = ConversationRedactor(redactor, placeholders, site_terms)
 
     async def on_message(event: MessageReceived, delivery: Delivery) -> None:
         (redaction,) = await texts.redact(event.conversation_id, [event.text])
@@ -286,3 +300,18 @@ def register(
         concurrency=concurrency,
     )
     bus.subscribe(Topic.CONVERSATION_PURGED, ConversationPurged, on_purge, group=Group.REDACTOR)
+
+    async def on_crawled(event: CrawlFinished, _: Delivery) -> None:
+        assert site_terms is not None  # nosec B101 # subscribed only with site terms
+        read = [(page.url, page.title) for page in event.pages if 200 <= page.status < 300]
+        added = await site_terms.learn(read)
+        log.info("site words learnt", extra={"job_id": event.job_id, "new": added})
+
+    async def on_mapped(event: SiteMapped, _: Delivery) -> None:
+        assert site_terms is not None  # nosec B101 # subscribed only with site terms
+        added = await site_terms.learn((page.url, page.title) for page in event.pages)
+        log.info("site words learnt from a sitemap", extra={"site": event.site, "new": added})
+
+    if site_terms is not None:
+        bus.subscribe(Topic.CRAWL_FINISHED, CrawlFinished, on_crawled, group=Group.REDACTOR)
+        bus.subscribe(Topic.SITE_MAPPED, SiteMapped, on_mapped, group=Group.REDACTOR)

@@ -29,7 +29,7 @@ from spacy.language import Language
 from redactor.attributes import index_attribute_ruler
 from redactor.config import RedactorSettings
 from redactor.matmul import use_numpy_matmul
-from redactor.names import NameLists, name_lists, ordinary_words
+from redactor.names import NameLists, fold, name_lists, ordinary_words
 from redactor.recognizers import ALWAYS_REDACTED, NER_ENTITIES, SECRET_ENTITIES, build_recognizers
 
 
@@ -217,6 +217,20 @@ class AllowList:
             else None
         )
 
+    @classmethod
+    def words_cover(cls, words: frozenset[str], span: str, ordinary: Callable[[str], bool]) -> bool:
+        """True when ``span`` is some of ``words`` (single words, folded as
+        :func:`redactor.names.fold` does) with filler or ordinary words around them and nothing
+        else: the help sites' words (:mod:`redactor.site_terms`) keep "Dispatch" and "the
+        Opsgenie app" but not "Jane from Dispatch"."""
+        named = False
+        for token in re.findall(r"\w+", span):
+            if fold(token) in words:
+                named = True
+            elif token.casefold() not in cls.FILLER_WORDS and not ordinary(token):
+                return False
+        return named
+
     def covers(self, span: str, ordinary: Callable[[str], bool] | None = None) -> bool:
         """True if ``span`` consists only of allow-listed terms and filler words, or, with
         ``ordinary``, of allow-listed terms and words it accepts ("My Dell Latitude")."""
@@ -279,14 +293,15 @@ class Redactor:
         """
         return self.replace(text, self.find(text))
 
-    def find(self, text: str) -> list[Found]:
+    def find(self, text: str, site_words: frozenset[str] = frozenset()) -> list[Found]:
         """What the policy does not keep, with what to do with it and the normalised form that
         decides which values are the same (for numbering across messages; it holds the value,
-        so it never leaves the redactor's process)."""
+        so it never leaves the redactor's process). A person or place made only of
+        ``site_words`` (the help sites' words, :mod:`redactor.site_terms`) is kept."""
         if not text.strip():
             return []
         found = []
-        for result in self._spans(text):
+        for result in self._spans(text, site_words):
             action = self._policy.get(result.entity_type, "redact")
             if action != "keep":
                 identity = _identity(result.entity_type, text[result.start : result.end])
@@ -322,7 +337,7 @@ class Redactor:
             if not f.flag_only
         ]
 
-    def _spans(self, text: str) -> list[RecognizerResult]:
+    def _spans(self, text: str, site_words: frozenset[str]) -> list[RecognizerResult]:
         results = self._analyzer.analyze(
             text=text,
             language=self._language,
@@ -333,12 +348,16 @@ class Redactor:
             result
             for result in results
             if result.entity_type in ALWAYS_REDACTED
-            or not self._allow_list.covers(
-                text[result.start : result.end],
-                self._is_english if result.entity_type in NER_ENTITIES else None,
-            )
+            or not self._allowed(text[result.start : result.end], result.entity_type, site_words)
         ]
         return _merge_overlaps([_whole_token(text, r) for r in kept])
+
+    def _allowed(self, span: str, entity_type: str, site_words: frozenset[str]) -> bool:
+        if entity_type not in NER_ENTITIES:
+            return self._allow_list.covers(span)
+        return self._allow_list.covers(span, self._is_english) or (
+            bool(site_words) and AllowList.words_cover(site_words, span, self._is_english)
+        )
 
 
 # Pattern matches that may stop inside a word: "pc-12.corp.no" of "pc-12.corp.northwind.example".

@@ -29,6 +29,7 @@ from contracts.events import (
     CrawlStop,
     Event,
     PagesCrawled,
+    SiteMapped,
     new_id,
 )
 from contracts.runtime import Worker
@@ -125,6 +126,13 @@ class CrawlClient:
             return None
 
         return await wait_until(find, timeout_s, interval_s=0.05)
+
+    async def mapped(self) -> list[SiteMapped]:
+        """Every ``site.mapped`` event the fleet published, oldest first."""
+        return [
+            SiteMapped.model_validate(e)
+            for e in decode_entries(await self.redis.xrange(self.topics.mapped))
+        ]
 
     async def page_events(self, request: ContextInsufficient) -> list[PagesCrawled]:
         events = decode_entries(await self.redis.xrange(self.topics.pages))

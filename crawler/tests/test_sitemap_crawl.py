@@ -156,6 +156,15 @@ async def test_robots_sitemap_lines_an_index_and_gzip(
     assert {p.url for p in again_finished.pages} == {p.url for p in finished.pages}
     for path in ("/maps/index.xml", "/maps/a.xml.gz", "/maps/b.xml", "/sitemap.xml"):
         assert site.count(path) == 1, path  # the second job used the cached files
+    # The site's profile is told what it lists once, not again for the second job.
+    [mapped] = await client.mapped()
+    assert mapped.site == site.url("").rstrip("/")
+    assert {p.url.removeprefix(site.url("")) for p in mapped.pages} == {
+        "/a1",
+        "/a2",
+        "/b1",
+        "/private/b2",
+    }
 
 
 async def test_lastmod_decides_whether_a_fresh_page_is_read_again(

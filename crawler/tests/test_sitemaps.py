@@ -11,10 +11,19 @@ import gzip
 from datetime import UTC, datetime
 
 import pytest
+import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from crawler.config import CrawlerSettings
-from crawler.sitemaps import HostMap, SitemapFile, locations_for, parse_lastmod, parse_sitemap
+from crawler.sitemaps import (
+    HostMap,
+    SitemapEntry,
+    SitemapFile,
+    SitemapReader,
+    locations_for,
+    parse_lastmod,
+    parse_sitemap,
+)
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 NEWS = 'xmlns:news="http://www.google.com/schemas/sitemap-news/0.9"'
@@ -167,3 +176,23 @@ def test_a_seed_site_is_looked_up_in_robots_at_its_root_and_beside_the_seed() ->
         "http://127.0.0.1:8081/dispatch/sitemap.xml",
     ]
     assert locations_for("https://help.example/vpn", []) == ["https://help.example/sitemap.xml"]
+
+
+async def test_a_sites_list_is_announced_once_until_it_changes(fresh_redis_url: str) -> None:
+    client = aioredis.from_url(fresh_redis_url)
+    reader = SitemapReader(
+        client, prefix="t:", ttl_s=60, max_bytes=1_000_000, max_urls=100, max_files=5
+    )
+    listed = [SitemapEntry("https://help.example/a"), SitemapEntry("https://docs.example/b")]
+    try:
+        first = await reader.newly_mapped(listed)
+        assert {site: [e.url for e in entries] for site, entries in first.items()} == {
+            "https://help.example": ["https://help.example/a"],
+            "https://docs.example": ["https://docs.example/b"],
+        }
+        assert await reader.newly_mapped(reversed(listed)) == {}  # the same list, in any order
+        grown = [*listed, SitemapEntry("https://help.example/c", title="Printers")]
+        assert list(await reader.newly_mapped(grown)) == ["https://help.example"]
+        assert 0 < await client.ttl(reader.mapped_key("https://help.example")) <= 60
+    finally:
+        await client.aclose()

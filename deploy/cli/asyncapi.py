@@ -96,6 +96,7 @@ _TOPIC_DOCS = (
         "`deskpilot crawl` (`cli`) stops its own job this way when it is interrupted.",
     ),
     TopicDoc(Topic.CRAWL_FINISHED, (Group.CRAWLER,)),
+    TopicDoc(Topic.SITE_MAPPED, (Group.CRAWLER,)),
     TopicDoc(Topic.CHUNKS_INDEXED, (Group.INDEXER,)),
     TopicDoc(Topic.ESCALATION_REQUESTED, (Group.ORCHESTRATOR,)),
     TopicDoc(Topic.TICKET_STATUS_REQUESTED, (Group.ORCHESTRATOR,)),

@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from contracts.events import Action, AuditRecorded, CrawlFinished, CrawlPageSummary
+from contracts.events import (
+    Action,
+    AuditRecorded,
+    CrawlFinished,
+    CrawlPageSummary,
+    SitemapPage,
+)
 from orchestrator.embedding import QueryEncoder
 from orchestrator.handlers import _audit_record
 from orchestrator.intent import IntentClassifier
@@ -154,6 +160,33 @@ def test_a_crawl_reads_nothing_new_when_what_it_reached_was_read_lately(
         skipped=skipped,
     )
     assert read_nothing_new(finished) is settles
+
+
+async def test_pages_a_sitemap_lists_name_subjects_before_they_are_read(
+    redis: aioredis.Redis,
+) -> None:
+    sites = SiteProfiles(redis)
+    await sites.record([summary(f"{SEED}docs/contributing/plugins/testing", "Testing | Dispatch")])
+    profile = await sites.profile([SEED])
+    assert profile.subjects_named("We use Opsgenie for on-call rotas, what does it need?") == []
+
+    listed = await sites.record_listed(
+        [
+            SitemapPage(url=f"{SEED}docs/administration/settings/plugins/configuring-opsgenie"),
+            SitemapPage(url=f"{SEED}docs/contributing/plugins/testing"),  # read, titled
+        ]
+    )
+    assert listed == 2
+    profile = await sites.profile([SEED])  # its own note refreshes this replica at once
+    assert profile.pages == 2
+    assert profile.subjects_named("We use Opsgenie for on-call rotas, what does it need?") == [
+        "opsgenie"
+    ]
+    key = KEY_PREFIX + "http://127.0.0.1:8000"
+    # A title read from the page stays; the sitemap had none to give.
+    assert (
+        await redis.hget(key, f"{SEED}docs/contributing/plugins/testing") == b"Testing | Dispatch"
+    )
 
 
 async def test_a_full_profile_takes_no_new_pages(redis: aioredis.Redis) -> None:

@@ -7,6 +7,7 @@ tests that need other settings build a cheap :class:`Redactor` around the same a
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 import redis.asyncio as aioredis
@@ -16,8 +17,10 @@ from contracts.bus import Bus
 from contracts.settings import ServiceSettings
 from redactor import handlers
 from redactor.config import RedactorSettings
+from redactor.names import given_names
 from redactor.placeholders import ConversationPlaceholders
 from redactor.service import Redactor, build_analyzer
+from redactor.site_terms import SiteTerms
 
 
 @pytest.fixture(scope="session")
@@ -35,20 +38,39 @@ def redactor(settings: RedactorSettings, analyzer: AnalyzerEngine) -> Redactor:
     return Redactor(settings, analyzer=analyzer)
 
 
-@pytest.fixture
-async def running(
-    fresh_redis_url: str, redactor: Redactor
+@asynccontextmanager
+async def redactor_on_a_bus(
+    url: str, redactor: Redactor, *, site_terms: bool = False
 ) -> AsyncIterator[tuple[Bus, aioredis.Redis]]:
-    """The redactor's handlers on a bus of their own, and a client of the same database (one
-    of its own: the raw topics have fixed names)."""
-    url = fresh_redis_url
+    """The redactor's handlers on a bus of their own, and a client of the same database;
+    with ``site_terms``, learning the help sites' words as the service does."""
     client = aioredis.from_url(url)
     bus = Bus(ServiceSettings(redis_url=url, reclaim_idle_ms=500, graceful_timeout_s=5), "redactor")
     placeholders = ConversationPlaceholders(bus.redis, b"test-placeholder-key-0123", 3600)
-    handlers.register(bus, redactor, placeholders, concurrency=1)
+    terms = SiteTerms(bus.redis, given_names()[0]) if site_terms else None
+    handlers.register(bus, redactor, placeholders, 1, terms)
     await bus.start()
     try:
         yield bus, client
     finally:
         await bus.stop()
         await client.aclose()
+
+
+@pytest.fixture
+async def running(
+    fresh_redis_url: str, redactor: Redactor
+) -> AsyncIterator[tuple[Bus, aioredis.Redis]]:
+    """The redactor's handlers on a bus (a database of its own: the raw topics have fixed
+    names), without the help sites' words."""
+    async with redactor_on_a_bus(fresh_redis_url, redactor) as running:
+        yield running
+
+
+@pytest.fixture
+async def running_with_sites(
+    fresh_redis_url: str, redactor: Redactor
+) -> AsyncIterator[tuple[Bus, aioredis.Redis]]:
+    """:func:`running`, learning the help sites' words from ``crawl.finished``."""
+    async with redactor_on_a_bus(fresh_redis_url, redactor, site_terms=True) as running:
+        yield running
