@@ -718,17 +718,22 @@ class Bus:
             log.info("raw topics sealed", extra={"seal_key": ring.sealing_key_id})
         await ensure_groups(self.redis, [*_all_known_groups(), *sorted(self._groups)])
         await self._start_broker()
-        if self._claiming is None:
-            # Redis away: the next round retries.
-            self._claiming = contextlib.AsyncExitStack()
-            await self._claiming.enter_async_context(
-                every(
-                    self.settings.reclaim_idle_ms / 3000,
-                    self._renew_claims,
-                    name=f"keep-claimed-{self.consumer}",
-                    errors=(RedisError,),
+        try:
+            if self._claiming is None:
+                # Redis away: the next round retries.
+                self._claiming = contextlib.AsyncExitStack()
+                await self._claiming.enter_async_context(
+                    every(
+                        self.settings.reclaim_idle_ms / 3000,
+                        self._renew_claims,
+                        name=f"keep-claimed-{self.consumer}",
+                        errors=(RedisError,),
+                    )
                 )
-            )
+        except Exception:
+            # Nothing may keep reading after a failed start: its caller will not stop it.
+            await self.broker.stop()
+            raise
         if self._lag_watch is None:
             self._lag_watch = metrics.LAG.watch(self.service, self.settings.redis_url, self._groups)
 
@@ -741,13 +746,16 @@ class Bus:
         started. Stopping the broker ends all of that the way a shutdown does: handlers in
         flight finish and ack, an entry read but not handled stays pending and is reclaimed, and
         the connections close, so the next attempt starts every subscriber once, from nothing.
+        Any other failure, and the last timeout, stop the broker too before they are raised: a
+        read task left running would outlive the start that failed (an event loop closing
+        cancels it, the subscriber's own loop reads on, and the loop never closes).
         """
         for attempt in range(1, START_ATTEMPTS + 1):
             try:
                 await self.broker.start()
-            except TimeoutError:
+            except Exception as exc:
                 await self.broker.stop()
-                if attempt == START_ATTEMPTS:
+                if not isinstance(exc, TimeoutError) or attempt == START_ATTEMPTS:
                     raise
                 log.warning(
                     "the broker did not start in time; retrying",

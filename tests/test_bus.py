@@ -657,6 +657,35 @@ async def test_the_bus_starts_when_the_first_ping_is_slower_than_faststreams_wai
     assert [r.getMessage() for r in retries] == ["the broker did not start in time; retrying"]
 
 
+async def test_a_start_that_fails_midway_leaves_nothing_reading(
+    make_bus: MakeBus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subscriber fails to start after others have: the start fails with its error, and no
+    subscriber is left reading (a read task left behind kept an app's event loop from closing,
+    and its test from ending)."""
+    bus = make_bus("half-started")
+    for _ in range(3):
+        bus.subscribe(unique_name(), ProbeEvent, handle_nothing, group=unique_name("g"))
+    last = list(bus.broker.subscribers)[-1]
+
+    async def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("this subscriber cannot start")
+
+    monkeypatch.setattr(last, "start", refuse)
+
+    def reading() -> list[asyncio.Task[object]]:
+        return [t for t in asyncio.all_tasks() if "_consume" in repr(t.get_coro())]
+
+    with pytest.raises(RuntimeError, match="cannot start"):
+        await bus.start()
+    await wait_until(lambda: not reading(), TIMEOUT_S)
+    assert not any(sub.running for sub in bus.broker.subscribers)
+
+
+async def handle_nothing(event: ProbeEvent, delivery: Delivery) -> None:
+    """A handler for subscriptions whose events are never published."""
+
+
 # -- 6. approximate MAXLEN ---------------------------------------------------------------------
 
 
