@@ -17,8 +17,7 @@ from chromadb.api.models.Collection import Collection
 
 from contracts.bus import Bus, decode_entry
 from contracts.events import AuditRecorded, SourceSyncCompleted, new_id
-from contracts.live import EPOCH_KEY, LIVE_KEY, LiveReader
-from contracts.readers import EVERYONE
+from contracts.live import EPOCH_KEY, LIVE_KEY, read_live, versioned_doc_ids, visible
 from contracts.settings import ServiceSettings
 from contracts.sources import CATALOGUE_KEY, SourceStatus
 from contracts.topics import Topic
@@ -33,7 +32,6 @@ from indexer.sources.runner import SourceRemoving, SourceRunner
 from indexer.sources.state import PREFIX, SyncState
 from indexer.tests.counting import CountingEmbedder
 from indexer.tests.synced_sources import chunks_of, confluence_config
-from orchestrator.retrieval import Retriever
 from tests.support.fake_confluence import FakeConfluence
 
 HOUR = 3600.0
@@ -111,11 +109,16 @@ VPN_QUESTION = "How do I connect to the VPN with GlobalProtect?"
 
 
 def answered_from(world: World, embedder: Embedder) -> list[str]:
-    """The sources of what the orchestrator's retrieval finds for a VPN question, for a reader
-    who may read everything (a fresh retriever: no snapshot of before)."""
-    retriever = Retriever(embedder, world.collection, live=LiveReader(world.client))
-    hits = retriever.search(VPN_QUESTION, 5, principals=EVERYONE)
-    return sorted({hit.source for hit in hits})
+    """The sources of the five chunks nearest a VPN question that a reader may see, by the
+    rule every reader applies (:func:`contracts.live.visible`: a synced chunk counts only in
+    its document's published generation; the orchestrator's retrieval applies the same)."""
+    found = world.collection.query(
+        query_embeddings=embedder.encode([VPN_QUESTION]), n_results=50, include=["metadatas"]
+    )
+    metadatas = found["metadatas"][0] if found["metadatas"] else []
+    live = read_live(world.client, versioned_doc_ids(metadatas))
+    seen = [meta for meta, shown in zip(metadatas, visible(metadatas, live), strict=True) if shown]
+    return sorted({str(meta["source"]) for meta in seen[:5]})
 
 
 def status(client: redis.Redis, name: str) -> SourceStatus | None:
