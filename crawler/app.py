@@ -30,6 +30,8 @@ from crawler.sitemaps import HostMap, SitemapReader
 from crawler.urls import normalise
 
 SERVICE = "crawler"
+SITE_PROFILE_TICK_S = 30.0
+"""How often a worker checks whether the help sites' sitemaps are due to be read again."""
 ROBOTS_REDIRECTS = 5
 log = logging.getLogger("deskpilot.crawler")
 
@@ -110,7 +112,10 @@ def create_worker(settings: CrawlerSettings | None = None) -> Worker:
         try:
             # Jobs whose deadline passed end even when no task of theirs is left to notice it
             # (Redis away: the next round tries again).
-            async with every(settings.sweep_interval_s, service.sweep, name="deadline-sweep"):
+            async with (
+                every(settings.sweep_interval_s, service.sweep, name="deadline-sweep"),
+                every(SITE_PROFILE_TICK_S, service.profile_sites, name="site-profile"),
+            ):
                 yield {"browser": browser}
         finally:
             await pool.close()

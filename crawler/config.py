@@ -138,6 +138,17 @@ class CrawlerSettings(LLMEndpointSettings):
     sitemap_cache_s: int = Field(
         3600, ge=1, description="How long a sitemap file is reused (cached in Redis per site)."
     )
+    site_profile_interval_s: float = Field(
+        3600.0,
+        ge=0,
+        description=(
+            "How often the fleet reads the configured help sites' sitemaps with no question "
+            "asked (one worker each time, checked every 30 s), so that the sites' profiles "
+            "(scope, the redactor's site words) know the listed pages before the first "
+            "question; 0 turns it off. The files themselves are cached for "
+            "CRAWLER_SITEMAP_CACHE_S."
+        ),
+    )
     sitemap_max_bytes: int = Field(
         10 * 1024 * 1024,
         ge=1024,

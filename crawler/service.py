@@ -45,7 +45,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -70,7 +70,7 @@ from contracts.events import (
     TurnReply,
 )
 from contracts.periodic import every
-from contracts.runtime_config import RuntimeConfigReader
+from contracts.runtime_config import RuntimeConfigReader, read_defaults
 from contracts.topics import Topic
 from crawler.browser import (
     BrowserCrashed,
@@ -282,38 +282,10 @@ class CrawlService:
         links of the seeds (depth 1), best first; what was read within
         ``CRAWLER_SITEMAP_TIMEOUT_S`` if reading takes longer (crawling goes on meanwhile)."""
         scope = Scope.build(spec.allowed_domains, [seed.url for seed in seeds])
-        locations: list[str] = []
-        for raw in spec.seed_urls:
-            seed = raw.strip()
-            if normalise(seed) is None or not scope.allows(seed):
-                continue
-            listed: list[str] = []
-            if self.settings.respect_robots:
-                with contextlib.suppress(RedisError):  # Redis away: no Sitemap: lines this time
-                    listed = (await self.robots.rules_for(seed)).sitemaps()
-            locations += locations_for(seed, listed)
-        entries: list[SitemapEntry] = []
-
-        async def fetch(url: str) -> tuple[int, bytes]:
-            return await self._fetch_sitemap(url, scope)
-
-        try:
-            async with asyncio.timeout(self.settings.sitemap_timeout_s):
-                await reader.read(locations, fetch, scope.allows, entries)
-        except TimeoutError:
-            log.info(
-                "sitemaps read in part",
-                extra={"job_id": spec.job_id, "timeout_s": self.settings.sitemap_timeout_s},
-            )
-        except RedisError:
-            raise  # the job's state is out of reach too: the request is delivered again
-        except Exception as exc:  # a sitemap never stops the crawl: it goes on from the links
-            log.warning(
-                "sitemaps not read",
-                extra={"job_id": spec.job_id, "error": f"{type(exc).__name__}: {exc}"[:300]},
-            )
-        entries = [e for e in entries if not e.url.lower().endswith(SKIPPED_SUFFIXES)]
-        await self._announce_mapped(reader, spec, entries)
+        locations, entries = await self._read_sitemaps(reader, spec.seed_urls, scope, spec.job_id)
+        await self._announce_mapped(
+            reader, entries, spec.correlation_id, spec.conversation_id, spec.job_id
+        )
         fresh = await self.jobs.unseen(spec.job_id, [e.url for e in entries])
         entries = [entry for entry, new in zip(entries, fresh, strict=True) if new]
         candidates = self.planner.shortlist(
@@ -347,22 +319,98 @@ class CrawlService:
             for p in planned
         ]
 
+    async def _read_sitemaps(
+        self, reader: SitemapReader, seed_urls: Sequence[str], scope: Scope, job: str
+    ) -> tuple[list[str], list[SitemapEntry]]:
+        """Where the seeds' sitemaps are (robots.txt's ``Sitemap:`` lines and the usual
+        places) and the pages they list in ``scope``; what was read within
+        ``CRAWLER_SITEMAP_TIMEOUT_S``. A sitemap that cannot be read lists nothing; Redis out
+        of reach is raised."""
+        locations: list[str] = []
+        for raw in seed_urls:
+            seed = raw.strip()
+            if normalise(seed) is None or not scope.allows(seed):
+                continue
+            listed: list[str] = []
+            if self.settings.respect_robots:
+                with contextlib.suppress(RedisError):  # Redis away: no Sitemap: lines this time
+                    listed = (await self.robots.rules_for(seed)).sitemaps()
+            locations += locations_for(seed, listed)
+        entries: list[SitemapEntry] = []
+
+        async def fetch(url: str) -> tuple[int, bytes]:
+            return await self._fetch_sitemap(url, scope)
+
+        try:
+            async with asyncio.timeout(self.settings.sitemap_timeout_s):
+                await reader.read(locations, fetch, scope.allows, entries)
+        except TimeoutError:
+            log.info(
+                "sitemaps read in part",
+                extra={"job_id": job, "timeout_s": self.settings.sitemap_timeout_s},
+            )
+        except RedisError:
+            raise  # the job's state is out of reach too: the request is delivered again
+        except Exception as exc:  # a sitemap never stops the crawl: it goes on from the links
+            log.warning(
+                "sitemaps not read",
+                extra={"job_id": job, "error": f"{type(exc).__name__}: {exc}"[:300]},
+            )
+        return locations, [e for e in entries if not e.url.lower().endswith(SKIPPED_SUFFIXES)]
+
     async def _announce_mapped(
-        self, reader: SitemapReader, spec: ContextInsufficient, entries: list[SitemapEntry]
-    ) -> None:
-        """Tell the site profiles (``site.mapped``) what the sites list, when that changed."""
-        for site, listed in (await reader.newly_mapped(entries)).items():
+        self,
+        reader: SitemapReader,
+        entries: list[SitemapEntry],
+        correlation_id: str,
+        conversation_id: str,
+        job: str,
+    ) -> int:
+        """Tell the site profiles (``site.mapped``) what the sites list, when that changed;
+        how many sites were announced."""
+        changed = await reader.newly_mapped(entries)
+        for site, listed in changed.items():
             pages = [SitemapPage(url=e.url, title=e.title) for e in listed[:MAX_MAPPED_PAGES]]
             mapped = SiteMapped(
-                event_id=stable_id(spec.job_id, "mapped", site),
-                correlation_id=spec.correlation_id,
-                conversation_id=spec.conversation_id,
+                event_id=stable_id(job, "mapped", site),
+                correlation_id=correlation_id,
+                conversation_id=conversation_id,
                 site=site,
                 pages=pages,
             )
             await self.publisher.publish(self.topics.mapped, mapped)
-            extra = {"job_id": spec.job_id, "site": site, "pages": len(pages)}
-            log.info("site mapped", extra=extra)
+            log.info("site mapped", extra={"job_id": job, "site": site, "pages": len(pages)})
+        return len(changed)
+
+    async def profile_sites(self) -> int:
+        """Read the configured help sites' sitemaps with no question asked, so that their
+        profiles (the orchestrator's scope, the redactor's site words) know the listed pages
+        before the first question: the seeds and allowed domains the orchestrator runs with
+        (``contracts.runtime_config``: an admin's overrides, else its published defaults),
+        read as a job reads them. One worker of the fleet reads them once every
+        ``CRAWLER_SITE_PROFILE_INTERVAL_S`` (a lock that long), whichever ticks first; a list is
+        announced on ``site.mapped`` only when it changed. Returns how many sites were
+        announced."""
+        reader = self.sitemaps
+        interval = self.settings.site_profile_interval_s
+        if reader is None or interval <= 0:
+            return 0
+        config = (await self.runtime.current()).overrides if self.runtime is not None else None
+        defaults = await read_defaults(reader.redis)
+        seeds = (config.crawl_seed_urls if config else None) or defaults.get("crawl_seed_urls")
+        allowed = (config.crawl_allowed_domains if config else None) or defaults.get(
+            "crawl_allowed_domains"
+        )
+        seed_urls = [u for u in seeds or [] if isinstance(u, str) and normalise(u) is not None]
+        if not seed_urls:
+            return 0
+        lock = f"{self.settings.key_prefix}crawler:site-profile"
+        if not await reader.redis.set(lock, self.worker_id, nx=True, ex=max(int(interval), 1)):
+            return 0  # read within the interval, by this worker or another
+        job = f"site-profile:{int(time.time())}"
+        scope = Scope.build([str(d) for d in allowed or []], seed_urls)
+        _, entries = await self._read_sitemaps(reader, seed_urls, scope, job)
+        return await self._announce_mapped(reader, entries, job, job, job)
 
     async def _fetch_sitemap(self, url: str, scope: Scope) -> tuple[int, bytes]:
         """A sitemap file fetched as a page is: scope, SSRF guard, robots.txt, rate limit and

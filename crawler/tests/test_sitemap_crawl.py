@@ -12,7 +12,15 @@ import gzip
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from crawler.tests.conftest import CrawlClient, RunCrawler, needs_chromium
+import pytest
+import redis.asyncio as aioredis
+
+from contracts.events import SiteMapped
+from contracts.runtime_config import publish_defaults
+from crawler import app as crawler_app
+from crawler.config import CrawlerSettings
+from crawler.service import Topics
+from crawler.tests.conftest import CrawlClient, RunCrawler, decode_entries, needs_chromium
 from crawler.tests.siteserver import (
     LOOPBACK_ONE,
     PROSE,
@@ -22,6 +30,7 @@ from crawler.tests.siteserver import (
     internal_server,
     links,
 )
+from tests.support import wait_until
 
 pytestmark = needs_chromium
 
@@ -326,3 +335,53 @@ async def test_a_slow_sitemap_holds_the_crawl_no_longer_than_its_time_limit(
     assert {p.url for p in finished.pages} == {site.url("/"), site.url("/a")}
     assert site.count("/slow.xml") == 1
     assert finished.duration_s < 15  # 1 s and the pages, not the 20 s page limit (loaded CI)
+
+
+async def test_the_configured_sites_sitemaps_are_read_with_no_question_asked(
+    run_crawler: RunCrawler,
+    crawler_settings: CrawlerSettings,
+    fresh_redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seeds the orchestrator runs with are profiled from their sitemaps before anyone
+    asks: one worker announces the pages they list, once per interval, and reads no page."""
+    monkeypatch.setattr(crawler_app, "SITE_PROFILE_TICK_S", 0.2)
+    redis = aioredis.from_url(fresh_redis_url)
+    try:
+        with SiteServer() as site:
+            site.route(
+                "/sitemap.xml",
+                Reply(body=urlset(site.url("/printing"), site.url("/email")), content_type=XML),
+            )
+            site.page("/", html("Help", "<main><p>Start here.</p></main>"))
+            await publish_defaults(
+                redis,
+                "orchestrator",
+                {"crawl_seed_urls": [site.url("/")], "crawl_allowed_domains": ["127.0.0.1"]},
+            )
+            async with (
+                run_crawler(redis_url=fresh_redis_url, site_profile_interval_s=60),
+                run_crawler(redis_url=fresh_redis_url, site_profile_interval_s=60),
+            ):
+                stream = Topics.for_namespace(crawler_settings.namespace).mapped
+                await wait_until(lambda: redis.xrange(stream), 30)
+                lock = f"{crawler_settings.key_prefix}crawler:site-profile"
+                assert 0 < await redis.ttl(lock) <= 60  # read once for the interval
+                # The interval over, a worker reads the list again and finds it unchanged.
+                origin = site.url("").rstrip("/")
+                mapped = f"{crawler_settings.key_prefix}crawler:sitemap:{origin}:mapped"
+                await redis.expire(mapped, 5)
+                await redis.delete(lock)
+                await wait_until(lambda: ttl_over(redis, mapped, 5), 30)
+                entries = await redis.xrange(stream)
+        [event] = [SiteMapped.model_validate(e) for e in decode_entries(entries)]
+        assert event.site == site.url("").rstrip("/")
+        assert sorted(p.url for p in event.pages) == [site.url("/email"), site.url("/printing")]
+        assert site.count("/sitemap.xml") == 1
+        assert site.count("/") == 0  # no page read: the profile is the sitemap's
+    finally:
+        await redis.aclose()
+
+
+async def ttl_over(redis: aioredis.Redis, key: str, seconds: int) -> bool:
+    return bool(await redis.ttl(key) > seconds)
