@@ -144,10 +144,12 @@ class SiteProfiles:
         for site, titles in by_site.items():
             key = KEY_PREFIX + site
             if await self.client.hlen(key) >= MAX_PAGES:
+                # Full: only pages it holds are noted again (one read for all of them).
+                held = await self.client.hmget(key, list(titles))
                 titles = {
                     url: title
-                    for url, title in titles.items()
-                    if await self.client.hexists(key, url)
+                    for (url, title), was in zip(titles.items(), held, strict=True)
+                    if was is not None
                 }
             if not titles:
                 continue

@@ -90,6 +90,8 @@ def test_a_sites_product_names_are_kept(redactor: Redactor, question: str, kept:
         ("mail jane.okafor@dispatch.example about it", "jane.okafor@dispatch.example"),
         ("call +44 20 7946 0958 for Opsgenie", "7946 0958"),
         ("my password is Opsgenie2024!", "Opsgenie2024!"),
+        ("my password is dispatch, can you reset it?", "is dispatch"),
+        ("DB_PASSWORD=Opsgenie in the .env file", "=Opsgenie"),
         ("I work from Manchester on Dispatch", "Manchester"),
     ],
 )
