@@ -106,18 +106,17 @@ async def test_robots_crawl_delay_spaces_requests_and_is_cached(
     assert len(finished.pages) == 4
     assert finished.skipped["robots"] == 1
     assert site.count("/admin/panel") == 0
-    times = sorted(h.at for h in site.hits if h.path != "/robots.txt")
+    hits = sorted((h.at, h.path) for h in site.hits if h.path != "/robots.txt")
+    gaps = [later[0] - earlier[0] for earlier, later in itertools.pairwise(hits)]
     # The crawler spaces the starts of its requests by the delay; the server sees each one a
-    # little later, by how long the request took to leave a busy machine (0.16 s more for one
-    # request than for the next was seen on a loaded run). So the k-th request after another
-    # arrives at least k delays later, less such a lag. Without the delay, four requests at
-    # concurrency 4 arrive within a few hundredths of a second of each other.
-    lag = 0.25
-    spacing = [
-        (times[j] - times[i], 0.4 * (j - i) - lag)
-        for i, j in itertools.combinations(range(len(times)), 2)
-    ]
-    assert all(gap >= least for gap, least in spacing), spacing
+    # little later, by how long the request took to leave the crawler. On a loaded machine one
+    # request can leave 0.2 s late (seen in CI), which shortens the gap before the next one and
+    # lengthens the gap after the previous one, so one gap may be short by any amount and the
+    # others by a little. Without the delay, the three pages the home page links to go out at
+    # concurrency 4 within a few hundredths of a second of each other: two gaps near zero.
+    short = [gap for gap in gaps if gap < 0.4 - 0.1]
+    assert len(short) <= 1, hits
+    assert hits[-1][0] - hits[0][0] >= 0.4 * len(gaps) - 0.5, hits
     assert site.count("/robots.txt") == 1  # the second job used the cached copy
 
 
