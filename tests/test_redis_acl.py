@@ -11,9 +11,11 @@ is refused other services' keys and streams and administrative commands.
 from __future__ import annotations
 
 import ast
+import functools
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -55,13 +57,19 @@ REPLY_STREAM = f"{REPLY_PREFIX}gateway-test-8000"
 # -- what the code does ------------------------------------------------------------------------
 
 
-def package_files(service: str) -> Iterator[Path]:
-    for path in sorted((REPO / service).rglob("*.py")):
-        if "tests" not in path.relative_to(REPO).parts:
-            yield path
+@functools.cache
+def package_trees(service: str) -> tuple[tuple[Path, ast.Module], ...]:
+    """The service's modules (tests left out), each parsed once for the whole module: the checks
+    below walk every package once per service they hold it against."""
+    return tuple(
+        (path, ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted((REPO / service).rglob("*.py"))
+        if "tests" not in path.relative_to(REPO).parts
+    )
 
 
-def key_literals(service: str) -> dict[str, str]:
+@functools.cache
+def key_literals(service: str) -> Mapping[str, str]:
     """String constants of the package that name a Redis key or key prefix, with where they are.
 
     A constant counts when it looks like a key (``deskpilot:<part>:...``, ``crawler:...``) and is
@@ -70,8 +78,7 @@ def key_literals(service: str) -> dict[str, str]:
     and other colon-separated names (a token audience) look like keys but are not.
     """
     found: dict[str, str] = {}
-    for path in package_files(service):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for path, tree in package_trees(service):
         hashed = {
             id(sub)
             for node in ast.walk(tree)
@@ -96,7 +103,7 @@ def key_literals(service: str) -> dict[str, str]:
                 and (node.value.endswith((":", "{")) or id(node) in keyish)
             ):
                 found.setdefault(node.value, f"{path.relative_to(REPO)}:{node.lineno}")
-    return found
+    return MappingProxyType(found)
 
 
 def probe_key(literal: str) -> str:
@@ -133,8 +140,7 @@ def published_streams(service: str) -> set[str]:
 
         crawler_topics = vars(Topics.for_namespace())
     streams: set[str] = set()
-    for path in package_files(service):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for _, tree in package_trees(service):
         for target in (t for node in ast.walk(tree) for t in _published_to(node)):
             text = ast.unparse(target)
             if text.startswith("Topic."):
