@@ -3,6 +3,8 @@ would render them, what their NetworkPolicies let through, and compose.yaml."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +28,15 @@ SERVICES = ("gateway", "redactor", "ocr", "orchestrator", "indexer", "crawler", 
 
 
 def load_documents(path: Path) -> list[dict[str, Any]]:
-    documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+    """The YAML documents of ``path``, a copy the caller may change: the file is parsed once for
+    each version of it (the manifest tests read the same files hundreds of times)."""
+    return copy.deepcopy(_parsed(path, path.stat().st_mtime_ns))
+
+
+@functools.cache
+def _parsed(path: Path, _version: int) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    documents = [d for d in yaml.load_all(text, Loader=yaml.CSafeLoader) if d is not None]
     for document in documents:
         assert isinstance(document, dict), f"{path}: a document is not a mapping"
     return documents
