@@ -121,7 +121,10 @@ class SiteServer:
 
         self._httpd = Server((host, port), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # Polled for shutdown every 50 ms, not the default 500: a test waits that long on exit.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     # -- set-up ----------------------------------------------------------------------------
 
