@@ -384,8 +384,22 @@ class ForkServer:
     def pid(self) -> int:
         return self._process.pid
 
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the server has imported what it preloads (True) or has exited (False). It
+        reads no request before, so no child can exist while this waits."""
+        with self._lock:
+            self._lock.wait_for(lambda: self.preloaded is not None or self._closed, timeout)
+            return self.preloaded is not None
+
     def close(self, timeout: float = 30.0) -> None:
-        """Stop the server (it stops any child still running first)."""
+        """Stop the server (it stops any child still running first). One still importing has
+        no child yet and would read its closed input only once its imports are done: it is
+        killed at once."""
+        with self._lock:
+            importing = self.preloaded is None and not self._closed
+        if importing:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
         stdin: IO[bytes] | None = self._process.stdin
         if stdin is not None:
             with contextlib.suppress(OSError):

@@ -245,6 +245,11 @@ class Stack:
         self.fork_server: ForkServer | None = fork_server
         self._owns_fork_server = fork_server is None
         self.stopping = False
+        self.stop_requested = False
+        """Set by ``up`` on Ctrl-C or SIGTERM: the start ends as soon as it safely can."""
+        self.interruptible = False
+        """True while :meth:`start` waits on something a stop may cut short (no child is being
+        started): ``up`` raises a stop request at once then, instead of after the start."""
 
     @property
     def url(self) -> str:
@@ -263,6 +268,16 @@ class Stack:
                 self.fork_server = ForkServer(env)
             except OSError as exc:
                 self.say(f"Starting each service on its own (no fork server: {exc})")
+        if self.fork_server is not None:
+            # The longest wait of a start (the libraries' imports, 10-40 s) starts no child, so
+            # a stop asked meanwhile may end it at once (:attr:`interruptible`).
+            self.interruptible = True
+            try:
+                if self.stop_requested:  # asked while Redis or Chroma started
+                    raise _StopRequested
+                self.fork_server.wait_ready(self.settings.ready_timeout_s)
+            finally:
+                self.interruptible = False
         for name in SERVICES:
             if name in OPTIONAL and not self.wanted(name, env):
                 continue
@@ -522,14 +537,13 @@ def up(data_dir: Path | None, port: int, host: str, verbose: bool) -> int:
     stack = Stack(settings, port=port, host=host, verbose=verbose, extra_env=extra_env)
     # Until run_forever takes over, Ctrl-C or SIGTERM stops what has started. SIGTERM's default
     # ended the runner at once and left Redis, Chroma and every service running. While start()
-    # spawns the children the request waits, so no child is started unrecorded.
+    # spawns the children the request waits, so no child is started unrecorded; while it waits
+    # for the fork server's imports (no child exists yet) the request stops it at once.
     starting = True
-    requested = False
 
     def request_stop(*_: object) -> None:
-        nonlocal requested
-        requested = True
-        if not starting:
+        stack.stop_requested = True
+        if not starting or stack.interruptible:
             raise _StopRequested
 
     signal.signal(signal.SIGINT, request_stop)
@@ -537,7 +551,7 @@ def up(data_dir: Path | None, port: int, host: str, verbose: bool) -> int:
     try:
         stack.start()
         starting = False
-        if requested:
+        if stack.stop_requested:
             raise _StopRequested
         print("Starting services (loading models takes a little while)…", flush=True)
         if not stack.wait_ready():

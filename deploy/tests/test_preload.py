@@ -143,6 +143,31 @@ def test_closing_the_server_stops_its_children(tmp_path: Path) -> None:
     assert not psutil.pid_exists(child.pid)
 
 
+def test_a_server_still_importing_is_not_ready_and_is_killed_when_closed(tmp_path: Path) -> None:
+    """What the runner does on Ctrl-C during the imports: it stops waiting, and closing the
+    server kills it at once (it has no child, and would read its closed input only after its
+    imports)."""
+    (tmp_path / "slow_to_import.py").write_text("import time\ntime.sleep(120)\n")
+    server = ForkServer(
+        {**env(), "PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{tmp_path}"},
+        modules=("slow_to_import",),
+        warmed=(),
+    )
+    process = psutil.Process(server.pid)
+    assert server.wait_ready(0.5) is False
+
+    server.close()
+
+    assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    assert server._process.returncode == -signal.SIGKILL  # killed, not done importing
+
+
+def test_a_server_that_has_imported_is_ready(server: ForkServer) -> None:
+    assert server.wait_ready(60) is True
+    assert server.preloaded is not None
+    assert "decimal" in server.preloaded
+
+
 def test_a_dead_server_takes_no_request_and_its_children_do_not_outlive_it(
     tmp_path: Path,
 ) -> None:

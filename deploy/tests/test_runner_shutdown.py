@@ -30,10 +30,25 @@ def left_running(processes: list[psutil.Process]) -> list[str]:
     return left
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["term", "int"])
+def fork_server_importing(runner: subprocess.Popen[str], log_path: Path) -> bool:
+    """The runner has started Redis and Chroma and waits for its fork server's imports."""
+    if runner.poll() is not None or "Started Chroma" not in log_path.read_text():
+        return False
+    children = psutil.Process(runner.pid).children()
+    return any("deploy.preload" in " ".join(child.cmdline()) for child in children)
+
+
+@pytest.mark.parametrize(
+    ("signal_number", "phase"),
+    [(signal.SIGTERM, "imports"), (signal.SIGINT, "services")],
+    ids=["term-while-importing", "int-while-services-start"],
+)
 def test_a_stop_during_the_start_stops_and_reaps_every_child(
-    tmp_path: Path, signal_number: signal.Signals
+    tmp_path: Path, signal_number: signal.Signals, phase: str
 ) -> None:
+    """Stopped while the fork server imports the libraries (the longest wait, no service yet:
+    the stop takes effect at once, not once they are loaded) or once every service is forked
+    (runtime.json is written then, long before the stack is ready)."""
     data_dir = tmp_path / "data"
     log_path = tmp_path / "up.log"
     with log_path.open("w") as log:
@@ -51,12 +66,16 @@ def test_a_stop_during_the_start_stops_and_reaps_every_child(
         )
     children: list[psutil.Process] = []
     try:
-        # runtime.json is written once every child is started, long before the stack is ready.
-        wait_until_sync(
-            lambda: runner.poll() is None and (data_dir / RUNTIME_FILE).exists(),
-            300,
-            message=log_path.read_text,
-        )
+        if phase == "imports":
+            wait_until_sync(
+                lambda: fork_server_importing(runner, log_path), 300, message=log_path.read_text
+            )
+        else:
+            wait_until_sync(
+                lambda: runner.poll() is None and (data_dir / RUNTIME_FILE).exists(),
+                300,
+                message=log_path.read_text,
+            )
         children = psutil.Process(runner.pid).children()
         names = {child.name() for child in children}
         assert {"valkey-server", "chroma"} <= names, names
@@ -66,8 +85,11 @@ def test_a_stop_during_the_start_stops_and_reaps_every_child(
 
         assert runner.wait(180) == 1, log_path.read_text()
         assert left_running(children) == []
-        assert "Stopping Deskpilot" in log_path.read_text()
+        output = log_path.read_text()
+        assert "Stopping Deskpilot" in output
         assert not (data_dir / RUNTIME_FILE).exists()
+        if phase == "imports":  # stopped before any service was started
+            assert "Metrics (Prometheus)" not in output, output
     finally:
         if runner.poll() is None:
             runner.kill()
