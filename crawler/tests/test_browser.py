@@ -21,7 +21,7 @@ import crawler.browser
 from crawler.browser import BrowserPool, Fulfilment, SubRequest, SubrequestRefused
 from crawler.config import CrawlerSettings
 from crawler.extract import html_text
-from crawler.tests.conftest import CrawlClient, RunCrawler, needs_chromium
+from crawler.tests.conftest import SHARED_BROWSER_PIDS, CrawlClient, RunCrawler, needs_chromium
 from crawler.tests.siteserver import Reply, SiteServer
 
 pytestmark = needs_chromium
@@ -35,11 +35,13 @@ def is_chromium(name: str) -> bool:
 
 
 def browser_processes() -> list[psutil.Process]:
-    """Chromium processes descended from this test process (through Playwright's driver)."""
+    """Chromium processes descended from this test process through Playwright's driver: the
+    shared browser other modules' workers attach to (``SHARED_BROWSER_PIDS``) is left out."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if is_chromium(child.name()):
+            lineage = {child.pid} | {parent.pid for parent in child.parents()}
+            if is_chromium(child.name()) and not lineage & SHARED_BROWSER_PIDS:
                 found.append(child)
         except psutil.NoSuchProcess:
             continue
@@ -49,9 +51,9 @@ def browser_processes() -> list[psutil.Process]:
 def zombies() -> list[psutil.Process]:
     """Chromium processes left as zombies (nobody waited for them)."""
     out = []
-    for child in psutil.Process().children(recursive=True):
+    for child in browser_processes():
         try:
-            if child.status() == psutil.STATUS_ZOMBIE and is_chromium(child.name()):
+            if child.status() == psutil.STATUS_ZOMBIE:
                 out.append(child)
         except psutil.NoSuchProcess:
             continue
@@ -109,7 +111,7 @@ async def test_a_browser_crash_is_recovered_and_the_page_retried(
         page = '<html><head><title>Home</title><script src="/app.js" defer></script></head>'
         site.page("/", page + "<body><p>Hello.</p></body></html>")
         site.route("/app.js", hang)
-        async with run_crawler(contexts=1):
+        async with run_crawler(contexts=1, cdp_url=None):  # its own browser, to crash
             request = await client.start([site.url("/")])
             finished = await client.finished(request)
             pages = await client.pages(request)
