@@ -37,8 +37,6 @@ from uuid import uuid4
 
 from pydantic import BaseModel
 
-from contracts.bus import decode_entry
-
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
@@ -401,6 +399,7 @@ class JobClient:
         ``interrupted`` (Ctrl-C) sends ``crawl.stop`` once; the fleet then announces the job
         finished with what it has. ``alive`` raises when the workers are gone.
         """
+        from contracts.bus import decode_entry  # not with the command line: it loads FastStream
         from contracts.events import CrawlFinished, CrawlStop, TurnReply
 
         finished_from = await last_entry_id(self.redis, self.topics.finished)
@@ -451,6 +450,7 @@ class JobClient:
 
     async def pages(self, job_id: str) -> list[CrawledPage]:
         """The pages the job published, with their text, from the namespace's ``pages.crawled``."""
+        from contracts.bus import decode_entry
         from contracts.events import PagesCrawled
 
         found: list[CrawledPage] = []
