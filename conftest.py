@@ -5,6 +5,7 @@
   Tests share database 0 and keep to names of their own (``tests.support.unique_name``).
 * ``fresh_redis_url``: a database no other test has used, for code under test whose keys have
   fixed names (a ledger, a document store): empty without flushing anything another test holds.
+* ``module_redis_url``: the same, shared by one module's tests.
 * ``fresh_redis``: a synchronous client of such a database, closed at teardown.
 * ``round_trips``: counts the commands and pipelines this test process writes to Redis (round
   trips), for tests that a piece of work costs as many as it should.
@@ -122,13 +123,24 @@ def redis_url(valkey_server: ValkeyServer) -> str:
     return f"{valkey_server.connection_url}/0"
 
 
-@pytest.fixture
-def fresh_redis_url(valkey_server: ValkeyServer) -> str:
-    """The URL of a database on the session's server that no other test has used (so empty)."""
+def _unused_database_url(server: ValkeyServer) -> str:
     database = next(_unused_databases, None)
     if database is None:
         pytest.fail(f"all {DATABASES - 1} spare databases are used: raise DATABASES in conftest.py")
-    return f"{valkey_server.connection_url}/{database}"
+    return f"{server.connection_url}/{database}"
+
+
+@pytest.fixture
+def fresh_redis_url(valkey_server: ValkeyServer) -> str:
+    """The URL of a database on the session's server that no other test has used (so empty)."""
+    return _unused_database_url(valkey_server)
+
+
+@pytest.fixture(scope="module")
+def module_redis_url(valkey_server: ValkeyServer) -> str:
+    """:func:`fresh_redis_url` for a whole module: one database its tests share (for a server
+    they all run against, where each test leaves the database as it found it)."""
+    return _unused_database_url(valkey_server)
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from gateway.tests.conftest import (
     JWT_SECRET,
     KB_URL,
     answer_next,
+    gateway_settings,
     handled_by_the_gateway,
     publish,
     questions,
@@ -50,19 +51,39 @@ SERVICE_TOKEN = "itsm-agent-token-0123456789abcdefghij"
 NOC_TOKEN = "noc-monitoring-token-0123456789abcdefgh"
 
 
+MCP_SETTINGS: dict[str, Any] = {
+    "mcp_enabled": True,
+    "mcp_clients": json.dumps(
+        {
+            "itsm": {"token": SERVICE_TOKEN, "roles": ["employee"]},
+            "noc": {"token": NOC_TOKEN, "roles": ["technician"]},
+        }
+    ),
+    "jwt_secret": JWT_SECRET,
+}
+
+
 @pytest.fixture
 def settings_overrides() -> dict[str, Any]:
-    clients = {
-        "itsm": {"token": SERVICE_TOKEN, "roles": ["employee"]},
-        "noc": {"token": NOC_TOKEN, "roles": ["technician"]},
-    }
-    return {"mcp_enabled": True, "mcp_clients": json.dumps(clients), "jwt_secret": JWT_SECRET}
+    return MCP_SETTINGS
 
 
 @pytest.fixture
 def gateway(settings: GatewaySettings) -> Iterator[str]:
     with serve(settings) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def refusing_gateway(module_redis_url: str) -> Iterator[tuple[str, Redis]]:
+    """One gateway, on a database of its own, for the tests whose every call is refused: what
+    one call wrote, the next test's check of the streams would find."""
+    with serve(gateway_settings(module_redis_url, **MCP_SETTINGS)) as url:
+        client = Redis.from_url(module_redis_url)
+        try:
+            yield url, client
+        finally:
+            client.close()
 
 
 async def test_the_sdks_client_lists_the_tools(gateway: str) -> None:
@@ -540,8 +561,12 @@ async def test_an_unknown_or_odd_incident_id_is_an_error(
     ],
 )
 def test_a_caller_without_valid_credentials_is_refused_and_nothing_reaches_the_bus(
-    gateway: str, raw: Redis, authorization: str | None, tool: str, arguments: dict[str, Any]
+    refusing_gateway: tuple[str, Redis],
+    authorization: str | None,
+    tool: str,
+    arguments: dict[str, Any],
 ) -> None:
+    gateway, raw = refusing_gateway
     call = {
         "jsonrpc": "2.0",
         "id": 1,
