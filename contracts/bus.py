@@ -168,8 +168,19 @@ async def create_group(client: aioredis.Redis, stream: str, group: str) -> bool:
 
 
 async def ensure_groups(client: aioredis.Redis, pairs: Iterable[tuple[str, str]]) -> None:
-    for stream, group in pairs:
-        await create_group(client, stream, group)
+    """:func:`create_group` for each (stream, group), in one round trip (a service creates about
+    forty at its start): the same answers are not errors, any other is raised."""
+    async with client.pipeline(transaction=False) as pipe:
+        for stream, group in pairs:
+            pipe.xgroup_create(name=stream, groupname=group, id="0", mkstream=True)
+        results = await pipe.execute(raise_on_error=False)
+    for result in results:
+        if isinstance(result, NoPermissionError):
+            continue
+        if isinstance(result, ResponseError) and "BUSYGROUP" in str(result):
+            continue
+        if isinstance(result, BaseException):
+            raise result
 
 
 class Batch:

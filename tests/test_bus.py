@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from contracts import bus as bus_module
 from contracts.bus import RAW_FIELD, WITHHELD_FIELD, Bus, Delivery, create_group, ensure_groups
@@ -537,6 +538,11 @@ async def test_group_created_ahead_receives_the_backlog(
     await ensure_groups(redis, [(topic, group), (topic, other)])
     assert (await group_info(redis, topic, group))["last-delivered-id"] == "0-0"
     assert (await group_info(redis, topic, other))["last-delivered-id"] == "0-0"
+    # One round trip for them all, yet an answer other than "exists already" is still raised.
+    not_a_stream = unique_name()
+    await redis.set(not_a_stream, "a string")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await ensure_groups(redis, [(topic, group), (not_a_stream, group)])
 
     backlog = [new_event(f"early {i}") for i in range(5)]
     for event in backlog:
