@@ -10,7 +10,9 @@ Three sources, each a Presidio recogniser (the README says which rules are whose
   people write in chats, config files, logs and shell history. ``DB_PASSWORD=x``,
   ``db_password: x``, ``"password": "x"``, ``X-Api-Key: x``; "my password is x", "pw is x",
   "the password I use is x", "my password's x", "p/w: x", "password x" with no verb when x looks
-  like a password, "Kennwort: x" and the password words of other common languages; a remark
+  like a password, a plain word given bare after its word where the sentence says whose it is,
+  that it was used or that it failed ("with my password x I cannot log in", "my password x
+  doesn't work"), "Kennwort: x" and the password words of other common languages; a remark
   between the word and its verb ("my password, if needed, is x"); a passphrase of several words
   (after "passphrase", the rest of its clause: "the passphrase: my cat likes warm milk"), a
   password spaced out letter by letter, one described ("the word tulip then 1987"); a user and
