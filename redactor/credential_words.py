@@ -281,6 +281,36 @@ STATE_WORDS: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 
+# Words that follow a password word in a sentence about the password, not as its value, besides
+# the state words above and the function words: when ("reset my password tomorrow", "my password
+# monday morning"), how ("my password properly"), the words of chat that close a request ("my
+# password asap pls", "forgot my password haha"), and the verbs that follow it uninflected when
+# written in a hurry ("my password need reset", "my password expire tomorrow"). A plain word
+# after "my password" is read as the password only when it is none of these (redactor.secrets,
+# the bare word rule).
+ASIDE_WORDS: frozenset[str] = frozenset(
+    {
+        "today", "tomorrow", "tonight", "yesterday", "morning", "afternoon", "evening", "night",
+        "week", "weekend", "month", "year", "daily", "weekly", "monthly", "lately", "earlier",
+        "later", "soon", "recently", "before", "after", "already", "yet", "ever", "anymore",
+        "anyway", "anyhow", "instead", "twice", "once", "everytime", "sometimes", "always",
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+        "online", "offline", "remotely", "manually", "properly", "correctly", "successfully",
+        "asap", "urgent", "urgently", "please", "pls", "plz", "thanks", "thx", "ty", "cheers",
+        "sorry", "haha", "hahaha", "lol", "ugh", "argh", "oops", "hi", "hello", "hey", "help",
+        "btw", "fyi", "idk", "again", "plus", "minus", "including", "like", "unlike", "versus",
+        "order",
+        "need", "work", "fail", "stop", "expire", "want", "require", "show", "say", "look",
+        "appear", "remain", "stay", "let", "allow", "accept", "reject", "lock", "unlock", "seem",
+        "come", "suck", "die", "break", "shall", "ought",
+        # their negations typed without the apostrophe, and participles that are no "-ed" form
+        "doesnt", "dont", "didnt", "isnt", "wasnt", "arent", "werent", "wont", "cant",
+        "couldnt", "wouldnt", "shouldnt", "hasnt", "havent", "hadnt", "aint",
+        "given", "sent", "shown", "written", "chosen", "taken", "told", "gotten", "kept",
+        "found", "said", "meant", "left",
+    }
+)  # fmt: skip
+
 # Plain words that are passwords when a password word stands right before them: the factory
 # defaults and the classics people still use. Words of ordinary IT text ("user", "access",
 # "hello", "default") are left out: in text stripped of its stop words ("change password hello

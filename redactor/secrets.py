@@ -10,7 +10,9 @@ Three sources, each a Presidio recogniser (the README says which rules are whose
   people write in chats, config files, logs and shell history. ``DB_PASSWORD=x``,
   ``db_password: x``, ``"password": "x"``, ``X-Api-Key: x``; "my password is x", "pw is x",
   "the password I use is x", "my password's x", "p/w: x", "password x" with no verb when x looks
-  like a password, "Kennwort: x" and the password words of other common languages; a remark
+  like a password, a plain word given bare after its word where the sentence says whose it is,
+  that it was used or that it failed ("with my password x I cannot log in", "my password x
+  doesn't work"), "Kennwort: x" and the password words of other common languages; a remark
   between the word and its verb ("my password, if needed, is x"); a passphrase of several words
   (after "passphrase", the rest of its clause: "the passphrase: my cat likes warm milk"), a
   password spaced out letter by letter, one described ("the word tulip then 1987"); a user and
@@ -50,6 +52,7 @@ from presidio_analyzer import EntityRecognizer, Pattern, PatternRecognizer, Reco
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
 from redactor.credential_words import (
+    ASIDE_WORDS,
     CHANGE_FILLERS,
     CHANGE_VERBS,
     CODE_SOURCE_VERBS,
@@ -322,6 +325,29 @@ _COMPOUND_NOUNS: frozenset[str] = frozenset(
         "portal", "history", "complexity", "strength", "vault", "file", "protected", "box",
         "screen", "dialog", "window", "form", "attempts", "age", "setting", "settings",
         "question", "questions",
+        # what a message about a password is about ("my password problem is back", "password
+        # sync failed", "my password reset link"): never the password itself
+        "problem", "problems", "issue", "issues", "trouble", "troubles", "request", "requests",
+        "ticket", "tickets", "situation", "thing", "things", "stuff", "mess", "nightmare",
+        "hell", "saga", "drama", "hassle", "headache", "complaint", "complaints", "query",
+        "queries", "concern", "enquiry", "inquiry", "sync", "writeback", "recovery", "reminder",
+        "reminders", "update", "updates", "notice", "notices", "email", "emails", "mail",
+        "message", "messages", "letter", "link", "links", "error", "errors", "warning",
+        "warnings", "alert", "alerts", "tool", "tools", "app", "apps", "generator", "checker",
+        "meter", "requirement", "rule", "login", "logon", "entry", "entries", "status", "check",
+        "checks", "list", "sheet", "spreadsheet", "document", "note", "notes", "book", "keeper",
+        "store", "storage", "database", "cache", "keychain", "wallet", "card", "feature",
+        "function", "option", "options", "button", "section", "tab", "menu", "prompts", "popup",
+        "pop-up", "boxes", "text", "input", "label", "format", "limit", "limits", "count",
+        "counter", "lifetime", "cycle", "process", "procedure", "flow", "wizard", "service",
+        "server", "system", "site", "website", "account", "accounts", "user", "users", "access",
+        "help", "support", "team", "desk", "helpdesk", "guide", "instructions", "steps",
+        "article", "video", "training", "course", "audit", "report", "spray", "dump", "leak",
+        "breach", "attack", "crack", "cracker", "crackers", "encryption", "auth", "mfa", "sso",
+        "reuse", "lock", "lockout", "lockouts", "retry", "retries", "timeout", "business",
+        "game", "rotation", "sharing", "type", "types", "hygiene", "strategy", "approach",
+        "advice", "practice", "habit", "knowledge", "memory", "fatigue", "chaos", "crisis",
+        "disaster", "tip", "trick", "clue", "idea",
     }
 )  # fmt: skip
 # Words that link the password word to what it is for: "the password for the portal is X",
@@ -1133,13 +1159,13 @@ def _said_to_be_typed(text: str, end: int) -> bool:
 
 # Products named with their version, which a sign-in message may name next to "typed" or
 # "using": "Office365", "Win11", "Server2019", "iPhone15".
-_PRODUCT_WITH_VERSION = re.compile(
-    r"(?:office|windows|win|server|sql|exchange|sharepoint|outlook|teams|iphone|ipad|ios|android|"
+_PRODUCTS = (
+    r"office|windows|win|server|sql|exchange|sharepoint|outlook|teams|iphone|ipad|ios|android|"
     r"galaxy|pixel|surface|macos|ubuntu|debian|rhel|centos|fedora|chrome|firefox|edge|java|jdk|"
     r"python|node|dotnet|net|vs|visual|studio|excel|word|acrobat|reader|xbox|thinkpad|latitude|"
-    r"elitebook|optiplex|precision|probook|vpn|build|version|release|room|floor)[\s_-]?v?\d{1,4}",
-    re.IGNORECASE,
+    r"elitebook|optiplex|precision|probook|vpn|build|version|release|room|floor"
 )
+_PRODUCT_WITH_VERSION = re.compile(rf"(?:{_PRODUCTS})[\s_-]?v?\d{{1,4}}", re.IGNORECASE)
 
 
 def _unmistakable_password(value: str) -> bool:
@@ -1494,6 +1520,65 @@ def _telegraphic(text: str) -> bool:
     return function_words / len(words) < 0.125
 
 
+# A plain word given bare after a password word: "with my password dispatch I still cannot log
+# in", "my new password summer is not accepted", "tried password monkey". Whose password it is
+# or that it was used stands before the word ("my (new) password", "with/using/tried (the)
+# password"), up to two words between ("my work password"); or the sentence says right after the
+# word that it failed ("the password monkey doesn't work"). Not after "pass" alone ("my bus pass").
+_OWNED_OR_USED = re.compile(
+    r"(?<![^\W_])(?:my|our|your|his|her|their|(?:with|using|use|used|tried|try|trying|typed?|"
+    r"typing|entered|enter|entering|input|put\s+in|keyed\s+in)(?:[^\S\r\n]+(?:my|our|your|his|"
+    r"her|their|the|this|that|a|an))?)(?P<between>(?:[^\S\r\n]+[^\W\d_][\w'-]*){0,2}?)"
+    r"[^\S\r\n]+$",
+    re.IGNORECASE,
+)
+_NOT_A_BARE_CUE = re.compile(r"p[a@4][s$5]{1,2}|p[ .\-]a[ .\-]s[ .\-]s", re.IGNORECASE)
+# The word: letters only (a value with digits or symbols is found by its shape), not the start
+# of a longer token ("dispatch.example.com", "monkey-2", "summer's").
+_BARE_WORD = re.compile(
+    r"(?:[^\S\r\n]+|[^\S\r\n]*[:=][^\S\r\n]*)(?P<open>[(\[\"'`«“‘„])?"
+    r"(?P<word>[^\W\d_]{4,64})(?![\w@/\\=:+&#%$~^|-]|[.'’](?=\w))"
+)
+# Emoji and other symbols between the word and what follows it ("dispatch 😭 doesn't work").
+_SYMBOLS = re.compile(r"[^\S\r\n]*(?:[^\w\s,.;:!?()\[\]\"'’`–—-]+[^\S\r\n]*)*")
+# What a message says of a password that failed, right after it.
+_FAILED = re.compile(
+    r"(?:(?:still|just|now|also|again|suddenly|apparently)[ \t]+)?"
+    r"(?:(?:does|did|do|will|wo|would|is|was|are|were|has|have|had|can|ca|could|keeps?|kept)"
+    r"(?:n['’]?t|[ \t]*not|[ \t]+never)?[ \t]+)?(?:(?:not|never|no[ \t]+longer)[ \t]+)?"
+    r"(?:(?:been|being|getting|get|gets|got)[ \t]+)?"
+    r"(?:work(?:s|ing|ed)?|fail(?:s|ed|ing)?|let(?:s|ting)?[ \t]+me[ \t]+in|accepted|rejected|"
+    r"refused|denied|declined|wrong|incorrect|invalid|valid|recogni[sz]ed|locked|blocked)(?!\w)",
+    re.IGNORECASE,
+)
+# Nouns of other secrets ("my password pin", "password hash"), besides the password words.
+_OTHER_SECRET_NOUNS: frozenset[str] = frozenset(
+    {"key", "keys", "token", "tokens", "secret", "secrets", "hash", "hashes", "salt", "code",
+     "codes", "phrase", "credential", "credentials", "creds", "apikey", "pin", "passcode"}
+)  # fmt: skip
+# Endings of nouns that name a process or a quality, never a password picked as a word
+# ("password authentication failed", "password complexity", "password management").
+_ABSTRACT_NOUN = re.compile(r"\w{3,}(?:tion|sion|ment|ments|ness|ity|ance|ence|ency)")
+# The words a password given bare is never: what a sentence about a password says after its
+# word (states, function words, compounds, fillers, other secrets).
+_NEVER_BARE: frozenset[str] = frozenset(
+    {*_DESCRIBING, *_PHRASE_STOPS, *_CLAUSE_BREAKS, *_CLAUSE_JOINS, *_COMPOUND_NOUNS,
+     *_LINKING_WORDS, *_ARTICLES, *_DETERMINERS, *_FUNCTION_WORDS, *_PLACEHOLDER_WORDS,
+     *_PASSPHRASE_PROSE, *ASIDE_WORDS, *DEFAULT_USERS, *_OTHER_SECRET_NOUNS}
+)  # fmt: skip
+# The services a password is for, named after its word ("my password okta doesn't work").
+_SERVICES = (
+    r"citrix|okta|duo|azure|entra|intune|google|gmail|zoom|slack|webex|jira|confluence|sap|"
+    r"salesforce|workday|servicenow|github|gitlab|aws|onedrive|dropbox|icloud|microsoft|adobe|"
+    r"docker|kerberos|ldap|radius|wifi|wlan|domain|network|intranet|m365|o365"
+)
+_NOT_BARE_PATTERNS = re.compile(
+    rf"{FILLERS}|{CHANGE_FILLERS}|{'|'.join(CONTEXT_WORDS.values())}|{_PRODUCTS}|{_SERVICES}|"
+    rf"{_SECRET_NOUN}",
+    re.IGNORECASE,
+)
+
+
 @dataclass(frozen=True)
 class _Span:
     entity_type: str
@@ -1792,7 +1877,7 @@ class CredentialRecognizer(EntityRecognizer):
         cue_starts = []
         for cue in _PASSWORD_CUE.finditer(text):
             cue_starts.append(cue.start())
-            found = self._after_password_word(text, cue)
+            found = self._after_password_word(text, cue) or self._bare_word(text, cue)
             if found is not None:
                 yield found
             # "... was Daisy then the year, so Daisy2019": the value said again in full
@@ -2157,13 +2242,15 @@ class CredentialRecognizer(EntityRecognizer):
                     return found
         # The verb or sign, directly or after a few words: "my password for the vpn is X".
         window_end = self._clause_end(text, position, limit=80)
-        words_after = [w.casefold().strip(":=,") for w in text[position:window_end].split()[:2]]
+        written_after = [w.strip(":=,") for w in text[position:window_end].split()[:2]]
+        words_after = [w.casefold() for w in written_after]
         if words_after and (
             words_after[0] in _COMPOUND_NOUNS
             or (
                 len(words_after) == 2
                 and words_after[1] in _COMPOUND_NOUNS
                 and words_after[0] not in _LINKING_WORDS
+                and not looks_like_password(written_after[0])  # "pw Pine#22 login fails"
             )
         ):
             return None  # "password policy is ...", "the password admin portal is down"
@@ -2219,6 +2306,94 @@ class CredentialRecognizer(EntityRecognizer):
         if _NO_VERB_WORDS.fullmatch(keyword):
             return self._value_without_verb(text, position)
         return None
+
+    def _bare_word(self, text: str, cue: re.Match[str]) -> _Span | None:
+        """A plain word right after a password word, given as the password (:data:`_BARE_WORD`):
+        "with my password dispatch I still cannot log in", "my password sunshine doesn't work",
+        "the password monkey is rejected". Whose password it is or that it was used is said
+        before it (:data:`_OWNED_OR_USED`) and its clause ends after it, or the sentence says
+        right after it that it failed (:data:`_FAILED`). The word is none of the words a
+        sentence about a password goes on with (:meth:`_goes_on_sentence`): "my password
+        expired", "my password manager", "my password problem is back", "my password and
+        username" stay."""
+        keyword = cue.group("kw") or cue.group("compound")
+        if not _NO_VERB_WORDS.fullmatch(keyword) or _NOT_A_BARE_CUE.fullmatch(keyword):
+            return None
+        bare = _BARE_WORD.match(text, cue.end())
+        if bare is None or self._goes_on_sentence(bare.group("word")):
+            return None
+        after = bare.end()
+        opening = bare.group("open")
+        if opening:  # "(monkey)", "«monkey»": the closing mark must follow
+            closing = _QUOTES.get(opening, {"(": ")", "[": "]"}.get(opening, opening))
+            if not text.startswith(closing, after):
+                return None
+            after += len(closing)
+        symbols = _SYMBOLS.match(text, after)
+        after = symbols.end() if symbols else after
+        if _FAILED.match(text, after) is None:
+            line_start = text.rfind("\n", 0, cue.start()) + 1
+            owned = _OWNED_OR_USED.search(text, max(line_start, cue.start() - 80), cue.start())
+            if owned is None or any(
+                word.casefold() in self._phrase_stops
+                or word.casefold() in _CLAUSE_BREAKS
+                or word.casefold() in _CLAUSE_JOINS
+                for word in owned.group("between").split()
+            ):
+                return None  # "the password monkey", "my laptop and password monkey"
+            if not self._ends_bare_word(text, after):
+                return None  # "my password monkey business is over"
+        return _Span(PASSWORD, bare.start("word"), bare.end("word"), self.PASSWORD_SCORE)
+
+    def _goes_on_sentence(self, word: str) -> bool:
+        """Whether ``word``, right after a password word, goes on with a sentence about the
+        password instead of being it: a state, a function word, a filler, an adverb, a verb's
+        form, a compound noun ("reset", "manager", "policy"), a word of signing in, a product,
+        another secret's noun, a noun of a process or a quality ("authentication")."""
+        folded = word.casefold()
+        if folded in _NEVER_BARE or folded in self._phrase_stops:
+            return True
+        if _NOT_BARE_PATTERNS.fullmatch(folded) or _ABSTRACT_NOUN.fullmatch(folded):
+            return True
+        # "my password stopped working", "my password expiring", "my password suddenly
+        # stopped", "my password works", "my password expires", "password settings" (a plural)
+        return (
+            self._inflected(folded, "ing")
+            or self._inflected(folded, "ed")
+            or self._inflected(folded, "ly")
+            or (not folded.endswith(("ss", "us", "is")) and self._inflected(folded, "s"))
+        )
+
+    def _inflected(self, folded: str, suffix: str) -> bool:
+        """``folded`` is an ordinary word with ``suffix`` added ("stopped", "expiring",
+        "suddenly", "works"), not a word that merely ends so ("spring", "hundred")."""
+        if len(folded) < len(suffix) + 3 or not folded.endswith(suffix):
+            return False
+        stem = folded[: -len(suffix)]
+        stems = [stem, stem + "e", stem[:-1] + "y" if stem.endswith("i") else stem]
+        if stem[-1] == stem[-2]:
+            stems.append(stem[:-1])  # "stopped"
+        if suffix == "s" and stem.endswith("e"):
+            stems.append(stem[:-1])  # "fixes"
+        return any(len(word) >= 3 and self._ordinary(word) for word in stems)
+
+    def _ends_bare_word(self, text: str, position: int) -> bool:
+        """Nothing after a bare word at ``position`` goes on with its noun phrase: the text's,
+        line's or clause's end, or a word that starts the sentence's next part ("I", "and",
+        "still", "again", "please")."""
+        if position >= len(text) or text[position] in ",.;:!?)(\r\n–—\"'’`":
+            return True
+        following = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?").match(text, position)
+        if following is None:
+            return text.startswith("- ", position)
+        folded = following.group(0).casefold()
+        return (
+            folded in self._phrase_stops
+            or folded in _CLAUSE_BREAKS
+            or folded in _CLAUSE_JOINS
+            or folded in ASIDE_WORDS
+            or _NOT_BARE_PATTERNS.fullmatch(folded) is not None
+        )
 
     def _value_without_verb(self, text: str, position: int) -> _Span | None:
         """The value right after a password word with no verb: quoted (any value that is no

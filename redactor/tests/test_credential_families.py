@@ -372,15 +372,99 @@ WRITTEN_LOOSELY_NEAR_MISSES = [
 ]
 
 
+# -- a plain word given bare after the password word: "my password X", "with the password X" ----
+# (issue 15: "with my password dispatch I still cannot log in" was left in clear). Whose password
+# it is or that it was used stands before the word, or the sentence says right after it that it
+# failed; the word is none a sentence about a password goes on with.
+BARE_WORDS: list[Form] = [
+    ("with my password dispatch I still cannot log in", ["dispatch"]),
+    ("my password sunshine doesn't work", ["sunshine"]),
+    ("tried password sunshine, no luck", ["sunshine"]),
+    ("my new password summer is not accepted", ["summer"]),
+    ("my pwd dragonfly", ["dragonfly"]),
+    ("my old password tangerine still works on the laptop", ["tangerine"]),
+    ("using the password marmalade on the portal", ["marmalade"]),
+    ("with password lighthouse it fails every time", ["lighthouse"]),
+    ("the password hedgehog is rejected", ["hedgehog"]),
+    ("password pineapple not accepted", ["pineapple"]),
+    ("passwd walrus doesnt work", ["walrus"]),
+    ("your temporary password cinnamon has been set", ["cinnamon"]),
+    ("I tried my password spring three times", ["spring"]),
+    ("my windows password gardenia keeps getting rejected", ["gardenia"]),
+    # as a careless user or an attacker writes it: quoted, in capitals, with punctuation after,
+    # at the end of a line, glued to a colon, between emoji, misspelt, in brackets
+    ('my password "dispatch" doesn\'t work', ["dispatch"]),
+    ("my password «dispatch» doesn't work", ["dispatch"]),
+    ("my password (dispatch) doesn't work", ["dispatch"]),
+    ("MY PASSWORD DISPATCH DOESN'T WORK", ["DISPATCH"]),
+    ("my password Dispatch doesn't work", ["Dispatch"]),
+    ("my password dispatch.", ["dispatch"]),
+    ("my password dispatch!!", ["dispatch"]),
+    ("my password dispatch, still locked", ["dispatch"]),
+    ("my password dispatch\nticket INC0012345", ["dispatch"]),
+    ("my password:dispatch", ["dispatch"]),
+    ("my password: dispatch doesn't work", ["dispatch"]),
+    ("🔑 my password dispatch 🙏", ["dispatch"]),
+    ("my password dispatch 😭 doesn't work", ["dispatch"]),
+    ("my passwrod dispatch isnt accepted", ["dispatch"]),
+    ("my  password \t dispatch   wont work", ["dispatch"]),
+    ("my password\u00a0dispatch doesn't work", ["dispatch"]),  # a no-break space, pasted
+    # a value that looks like a password, then a noun of the sentence about it: the nouns that
+    # keep "my password problem is back" prose must not hide it
+    ("my pw Pine#22 login fails on the laptop", ["Pine#22"]),
+    ("password Quartz77 email bounced", ["Quartz77"]),
+    ("my password pneumonoultramicroscopicsilicovolcanoconiosis doesn't work",
+     ["pneumonoultramicroscopicsilicovolcanoconiosis"]),
+]  # fmt: skip
+BARE_WORD_NEAR_MISSES = [
+    "my password expired",
+    "my password reset link never arrived",
+    "my password manager is not syncing",
+    "my password doesn't work",
+    "my password needs changing",
+    "password policy",
+    "the password field is empty",
+    "password reset page shows an error",
+    "my password was changed yesterday",
+    "my password and username",
+    "with my password I still cannot log in",
+    "my password problem is back",
+    "my password request is pending",
+    "my password stopped working",
+    "my password suddenly expired",
+    "my password works on the laptop",
+    "my password need reset",
+    "my password expire tomorrow",
+    "my password doesnt work",
+    "can you reset my password tomorrow",
+    "I forgot my password haha",
+    "I typed my password twice",
+    "using the password reset tool",
+    "using password authentication",
+    "password sync failed",
+    "password authentication failed for user postgres",
+    "password writeback not working",
+    "my password outlook doesn't work",
+    "my password okta doesn't work",
+    "the password given doesn't work",
+    "the password monkey business is over",
+    "my bus pass expired",
+    "MY PASSWORD MANAGER IS BROKEN",
+    "my password 😭 doesn't work",
+    "my password-protected file won't open",
+    "my password pin doesn't work",
+]
+
+
 FAMILIES: list[Form] = [
     *CHANGED, *ONE_TIME_CODES, *PINS, *PASSWORD_WORDS, *ANAPHORA, *DEFAULTS, *QUOTED, *SHELL,
-    *CONFIG, *VENDOR_TOKENS, *OTHER_SECRETS, *WRITTEN_LOOSELY,
+    *CONFIG, *VENDOR_TOKENS, *OTHER_SECRETS, *WRITTEN_LOOSELY, *BARE_WORDS,
 ]  # fmt: skip
 NEAR_MISSES: list[str] = [
     *CHANGED_NEAR_MISSES, *ONE_TIME_CODE_NEAR_MISSES, *PIN_NEAR_MISSES,
     *PASSWORD_WORD_NEAR_MISSES, *ANAPHORA_NEAR_MISSES, *DEFAULT_NEAR_MISSES,
     *QUOTED_NEAR_MISSES, *SHELL_NEAR_MISSES, *CONFIG_NEAR_MISSES, *VENDOR_NEAR_MISSES,
-    *OTHER_NEAR_MISSES, *WRITTEN_LOOSELY_NEAR_MISSES,
+    *OTHER_NEAR_MISSES, *WRITTEN_LOOSELY_NEAR_MISSES, *BARE_WORD_NEAR_MISSES,
 ]  # fmt: skip
 
 
