@@ -13,8 +13,16 @@ components: ``mag.html`` does not match ``a11y-mag.html``).
 * ``recall_at_k``: the share of a query's relevant documents among the top ``k`` documents,
   averaged over queries (with one relevant document per query: the share of queries answered in
   the top ``k``).
+* ``success_at_k``: the share of queries with at least one relevant document among the top ``k``
+  (the same as ``recall_at_k`` where each query has one relevant document; for sets that judge
+  several documents relevant to a query, the share of queries a reader would find answered).
 * ``mrr``: mean over queries of 1 / rank of the first relevant document within the top 10
   documents, 0 when none is there (MRR@10).
+
+Every run also ranks the queries with the plain dense baseline (``--baseline dense``, the
+default: the question's embedding against the chunks' alone, no keyword ranker, no document
+ranking) on the same index, and reports it beside the figures with the difference, so a gain is
+always read against it (``--baseline none`` skips it; nothing is run twice when ``--mode dense``).
 
 The queries file has one JSON object per line: ``{"query": str, "relevant": [str, ...]}``; other
 keys are ignored, blank lines and lines starting with ``#`` (a set's note on how it was written)
@@ -84,6 +92,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="ranker(s) to use: the orchestrator's hybrid default, or one alone (ablation)",
     )
     parser.add_argument(
+        "--baseline",
+        choices=("dense", "none"),
+        default="dense",
+        help="also rank the queries by the plain dense baseline on the same index and report it "
+        "beside the figures (default), or not",
+    )
+    parser.add_argument(
         "--misses", action="store_true", help="also list queries whose page is not ranked first"
     )
     parser.add_argument(
@@ -136,6 +151,7 @@ def run_eval_retrieval(args: argparse.Namespace) -> int:
         misses=args.misses,
         tallies=tallies,
         answers=args.answers,
+        baseline=None if args.baseline == "none" else args.baseline,
     )
     if args.json:
         print(json.dumps(result))
@@ -194,17 +210,17 @@ def evaluate(
     misses: bool = False,
     tallies: Mapping[str, Any] | None = None,
     answers: bool = False,
+    baseline: str | None = "dense",
 ) -> dict[str, Any]:
     """Index ``corpus`` into a throw-away collection, run ``queries``, return the figures; with
     rating ``tallies`` (URL or path name -> ``orchestrator.feedback.Tally``), run them again
     with the adjustments those give and report both (``feedback``); with ``answers``, which
-    page an answer would cite (:mod:`deploy.evals.answers`)."""
+    page an answer would cite (:mod:`deploy.evals.answers`); with a ``baseline`` mode other
+    than ``mode``, the queries ranked by it on the same index, scored beside (``baseline``)."""
     from indexer.config import IndexerSettings
     from indexer.embedding import Embedder
     from indexer.service import Ingestor
     from indexer.store import open_collection
-    from orchestrator.embedding import QueryEncoder
-    from orchestrator.retrieval import HybridConfig, Retriever
 
     with tempfile.TemporaryDirectory(prefix="deskpilot-eval-") as data_dir:
         settings = IndexerSettings(
@@ -218,19 +234,12 @@ def evaluate(
         report = Ingestor(embedder, collection, settings).ingest_path(corpus)
         paths = {doc.url: str(doc.path) for doc in report.documents if doc.path is not None}
 
-        retriever = Retriever(
-            QueryEncoder(settings.torch_threads),
-            collection,
-            HybridConfig(mode=mode),  # type: ignore[arg-type]
-        )
-        retriever.refresh(force=True)  # build the keyword index outside the timed queries
-        rankings: list[list[str]] = []
+        retriever = _retriever(collection, settings, mode)
         seconds: list[float] = []
-        for query in queries:
-            started = time.perf_counter()
-            hits = retriever.search(query.text, CHUNK_DEPTH)
-            seconds.append(time.perf_counter() - started)
-            rankings.append(rank_documents(hit.url for hit in hits))
+        rankings = _rankings(retriever, queries, seconds)
+        plain = None
+        if baseline is not None and baseline != mode:
+            plain = _rankings(_retriever(collection, settings, baseline), queries)
         with_feedback = None
         if tallies is not None:
             with_feedback = _with_feedback(
@@ -249,6 +258,8 @@ def evaluate(
             )
 
     result = score(queries, rankings, paths)
+    if plain is not None:
+        result["baseline"] = _beside(baseline or "", score(queries, plain, paths), result)
     if answered is not None:
         result["answers"] = answered
     if with_feedback is not None:
@@ -291,9 +302,7 @@ def _with_feedback(
     mode: str,
 ) -> dict[str, Any]:
     """The queries again with the rank adjustments of ``tallies``, scored beside ``plain``."""
-    from orchestrator.embedding import QueryEncoder
     from orchestrator.feedback import FeedbackSettings, FixedAdjustments, adjustments_of
-    from orchestrator.retrieval import HybridConfig, Retriever
 
     by_name = adjustments_of(tallies, FeedbackSettings())
     adjustments = {
@@ -302,17 +311,8 @@ def _with_feedback(
         for name, value in by_name.items()
         if is_relevant(url, paths.get(url), [name])
     }
-    retriever = Retriever(
-        QueryEncoder(settings.torch_threads),
-        collection,
-        HybridConfig(mode=mode),  # type: ignore[arg-type]
-        feedback=FixedAdjustments(adjustments),
-    )
-    retriever.refresh(force=True)
-    rankings = [
-        rank_documents(hit.url for hit in retriever.search(query.text, CHUNK_DEPTH))
-        for query in queries
-    ]
+    retriever = _retriever(collection, settings, mode, FixedAdjustments(adjustments))
+    rankings = _rankings(retriever, queries)
     before, after = score(queries, plain, paths), score(queries, rankings, paths)
     figures = ("recall_at_1", "recall_at_5", "recall_at_10", "mrr")
     return {
@@ -320,6 +320,48 @@ def _with_feedback(
         **{name: after[name] for name in figures},
         "delta": {name: round(after[name] - before[name], 4) for name in figures},
         "lowered": after["recall_at_1"] < before["recall_at_1"] or after["mrr"] < before["mrr"],
+    }
+
+
+def _retriever(collection: Any, settings: Any, mode: str, feedback: Any = None) -> Any:
+    """The orchestrator's retriever over ``collection`` ranking by ``mode``, its keyword index
+    built (outside any timed query)."""
+    from orchestrator.embedding import QueryEncoder
+    from orchestrator.retrieval import HybridConfig, Retriever
+
+    retriever = Retriever(
+        QueryEncoder(settings.torch_threads),
+        collection,
+        HybridConfig(mode=mode),  # type: ignore[arg-type]
+        feedback=feedback,
+    )
+    retriever.refresh(force=True)
+    return retriever
+
+
+def _rankings(
+    retriever: Any, queries: Sequence[Query], seconds: list[float] | None = None
+) -> list[list[str]]:
+    """Each query's document ranking by ``retriever``; each search's time appended to
+    ``seconds`` when given."""
+    rankings: list[list[str]] = []
+    for query in queries:
+        started = time.perf_counter()
+        hits = retriever.search(query.text, CHUNK_DEPTH)
+        if seconds is not None:
+            seconds.append(time.perf_counter() - started)
+        rankings.append(rank_documents(hit.url for hit in hits))
+    return rankings
+
+
+def _beside(mode: str, plain: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    """The baseline's figures and the evaluated mode's difference from them."""
+    figures = [name for name in plain if name.startswith(("recall_at_", "success_at_"))]
+    figures.append("mrr")
+    return {
+        "mode": mode,
+        **{name: plain[name] for name in figures},
+        "delta": {name: round(result[name] - plain[name], 4) for name in figures},
     }
 
 
@@ -346,6 +388,7 @@ def score(
 ) -> dict[str, Any]:
     """recall@{1,5,10} and MRR@10 of document ``rankings`` (URLs, best first) for ``queries``."""
     recall = dict.fromkeys(CUTOFFS, 0.0)
+    success = dict.fromkeys(CUTOFFS, 0)
     reciprocal = 0.0
     missed: list[dict[str, Any]] = []
     for query, ranking in zip(queries, rankings, strict=True):
@@ -355,6 +398,7 @@ def score(
             top = ranking[:cutoff]
             found = sum(any(is_relevant(u, paths.get(u), [name]) for u in top) for name in names)
             recall[cutoff] += found / len(names)
+            success[cutoff] += any(flags[:cutoff])
         first = next((rank for rank, flag in enumerate(flags, start=1) if flag), None)
         if first is not None and first <= MRR_CUTOFF:
             reciprocal += 1.0 / first
@@ -372,6 +416,8 @@ def score(
     result: dict[str, Any] = {"n": n}
     for cutoff in CUTOFFS:
         result[f"recall_at_{cutoff}"] = round(recall[cutoff] / n, 4)
+    for cutoff in CUTOFFS:
+        result[f"success_at_{cutoff}"] = round(success[cutoff] / n, 4)
     result["mrr"] = round(reciprocal / n, 4)
     result["misses"] = missed
     return result
@@ -393,6 +439,25 @@ def _print_human(result: dict[str, Any]) -> None:
         f"{result['index_seconds']} s ({result['chunks_per_second']} chunks/s); "
         f"query p50 {result['query_ms_p50']} ms, p95 {result['query_ms_p95']} ms"
     )
+    if (
+        result["success_at_1"] != result["recall_at_1"]
+        or result["success_at_5"] != result["recall_at_5"]
+    ):
+        print(
+            f"some queries have several relevant documents: success@1="
+            f"{result['success_at_1']:.3f}  success@5={result['success_at_5']:.3f}  "
+            f"success@10={result['success_at_10']:.3f}"
+        )
+    baseline = result.get("baseline")
+    if baseline is not None:
+        delta = baseline["delta"]
+        print(
+            f"plain {baseline['mode']} baseline: recall@1={baseline['recall_at_1']:.3f}  "
+            f"recall@5={baseline['recall_at_5']:.3f}  recall@10={baseline['recall_at_10']:.3f}  "
+            f"MRR={baseline['mrr']:.3f}  success@1={baseline['success_at_1']:.3f}  "
+            f"success@5={baseline['success_at_5']:.3f}  ({result['mode']} minus baseline: "
+            f"recall@1 {delta['recall_at_1']:+.3f}, MRR {delta['mrr']:+.3f})"
+        )
     print(f"scoring: {result['ranking']}")
     feedback = result.get("feedback")
     if feedback is not None:

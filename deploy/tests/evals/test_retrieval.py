@@ -60,6 +60,39 @@ def test_eval_indexes_the_corpus_and_scores_the_queries(
     assert isinstance(result["chunks_per_second"], float)  # a rate: 0.0 on a slow machine too
     assert "best chunk" in result["ranking"]
     assert [miss["query"] for miss in result["misses"]] == ["my webcam picture is black"]
+    # The plain dense baseline is ranked on the same index and reported beside, with the
+    # difference; the fourth query has two relevant pages and one of them first: answered.
+    baseline = result["baseline"]
+    assert baseline["mode"] == "dense"
+    for name in ("recall_at_1", "recall_at_5", "success_at_1", "mrr"):
+        assert baseline["delta"][name] == pytest.approx(result[name] - baseline[name], abs=1e-4)
+    assert result["success_at_1"] == 0.75
+
+
+def test_the_baseline_is_plain_dense_retrieval_beside_the_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The baseline line a report prints is what ``--mode dense`` alone scores."""
+    corpus = write_corpus(tmp_path)
+    queries = write_queries(
+        tmp_path,
+        {"query": "self-service portal", "relevant": ["vpn-password.md"]},
+        {"query": "printer named after my floor", "relevant": ["hardware/printer.md"]},
+        {"query": "Teams uses the camera", "relevant": ["missing.md"]},
+    )
+    argv = ["--corpus", str(corpus), "--queries", str(queries)]
+
+    code = run_eval_retrieval(_parse([*argv, "--mode", "dense", "--baseline", "none", "--json"]))
+    assert code == 0
+    dense = json.loads(capsys.readouterr().out)
+    assert run_eval_retrieval(_parse(argv)) == 0
+    report = capsys.readouterr().out
+
+    assert "baseline" not in dense  # nothing beside when asked for none (or run as dense)
+    (line,) = [line for line in report.splitlines() if line.startswith("plain dense baseline:")]
+    assert f"recall@1={dense['recall_at_1']:.3f}" in line
+    assert f"MRR={dense['mrr']:.3f}" in line
+    assert "(hybrid minus baseline: recall@1 " in line
 
 
 def test_eval_refuses_missing_files_and_bad_lines(
@@ -112,6 +145,10 @@ def test_scores_of_known_rankings() -> None:
     assert result["recall_at_5"] == pytest.approx((1 + 1 + 0 + 0.5) / 4, abs=1e-4)
     assert result["recall_at_10"] == pytest.approx((1 + 1 + 0 + 1) / 4, abs=1e-4)
     assert result["mrr"] == pytest.approx((1 + 1 / 3 + 0 + 1 / 5) / 4, abs=1e-4)
+    # Success counts a query answered by any of its relevant pages: d's second page at rank 5.
+    assert result["success_at_1"] == 0.25
+    assert result["success_at_5"] == 0.75
+    assert result["success_at_10"] == 0.75
 
 
 @pytest.mark.parametrize(
