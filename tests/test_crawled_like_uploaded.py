@@ -23,6 +23,7 @@ pytestmark = needs_chromium
 crawler_settings = crawler_fixtures.crawler_settings
 redis = crawler_fixtures.redis
 client = crawler_fixtures.client
+shared_chromium = crawler_fixtures.shared_chromium
 run_crawler = crawler_fixtures.run_crawler
 
 UPLOAD_URL = "upload://0123456789abcdef0123456789abcdef/file"
