@@ -61,6 +61,8 @@ MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "phone": ("(415) 555-0173", ("555-0173", "5550173")),
     "card": ("4111 1111 1111 1111", ("4111 1111 1111 1111", "4111111111111111")),
     "password": ("Quokka!Tr0mb0ne#88", ("Quokka!Tr0mb0ne", "Tr0mb0ne#88")),
+    # a password that is a plain word, given bare as people type it ("with my password ...")
+    "bare password": ("quandolight", ("quandolight",)),
     "aws key": ("AKIAZ7QW3ERT5YUI9OPL", ("AKIAZ7QW3ERT5YUI9OPL",)),
     "jwt": (
         "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ6cTc3MzEiLCJuYW1lIjoiWmVidWxvbiJ9"
@@ -126,7 +128,8 @@ ESCALATED_MESSAGE = (
 
 RATING_COMMENT = (
     f"Useless. I'm {marker('person')}, mail me at {marker('email')} or call {marker('phone')}; "
-    f"my password is {marker('password')} and the key {marker('aws key')} still fails"
+    f"my password is {marker('password')} and the key {marker('aws key')} still fails; with my "
+    f"password {marker('bare password')} I still cannot log in"
 )
 
 
