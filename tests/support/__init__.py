@@ -46,9 +46,9 @@ VECTOR_CACHE_VARIABLE = "DESKPILOT_TEST_VECTOR_CACHE"
 @functools.cache
 def vector_cache_dir() -> Path:
     """One vector cache (``DESKPILOT_EMBEDDING_CACHE_DIR``) for every stack and embedding test of
-    this run, both xdist workers included: the first to embed the intent examples and demo
-    articles writes them, the others read them. The root conftest.py makes it and removes it when
-    the run ends."""
+    this run, both xdist workers included: the stacks that start first embed the intent examples
+    and demo articles, sharing the work between them (the cache's claims), and every later one
+    reads them. The root conftest.py makes it and removes it when the run ends."""
     return Path(os.environ.get(VECTOR_CACHE_VARIABLE) or tempfile.mkdtemp(prefix="deskpilot-"))
 
 
