@@ -48,7 +48,7 @@ ONE_THREAD_PER_PROCESS = {
 }
 """The test run's thread pools: OpenMP (torch, scikit-learn) and OpenBLAS (numpy, scipy) read
 their size when they are loaded, the ocr service sets torch's from ``OCR_TORCH_THREADS`` (2 by
-default). The run keeps both cores busy with two xdist workers and the stacks' services, so a
+default). The run keeps both cores busy with its xdist workers and the stacks' services, so a
 second thread per pool only waits, spinning, for a core: training the intent classifier on
 cached vectors took 7-9 CPU-s with two OpenBLAS threads and 0.5 with one, the OCR test of three
 screenshots 74 CPU-s with two threads and 40 with one. The embedding model's vectors and the
