@@ -28,7 +28,7 @@ from spacy.language import Language
 
 from redactor.attributes import index_attribute_ruler
 from redactor.config import RedactorSettings
-from redactor.matmul import use_numpy_matmul
+from redactor.matmul import use_numpy_matmul, with_matmul_ops
 from redactor.names import NameLists, fold, name_lists, ordinary_words
 from redactor.recognizers import ALWAYS_REDACTED, NER_ENTITIES, SECRET_ENTITIES, build_recognizers
 
@@ -338,6 +338,7 @@ class Redactor:
         ]
 
     def _spans(self, text: str, site_words: frozenset[str]) -> list[RecognizerResult]:
+        with_matmul_ops()
         results = self._analyzer.analyze(
             text=text,
             language=self._language,

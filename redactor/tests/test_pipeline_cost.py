@@ -8,11 +8,13 @@ behaviour.
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import numpy as np
 import pytest
 import spacy
+import thinc.backends
 from presidio_analyzer import AnalyzerEngine
 from presidio_analyzer.nlp_engine import SpacyNlpEngine
 from thinc.api import NumpyOps
@@ -95,3 +97,23 @@ def test_a_number_every_region_finds_is_reported_once_with_its_span() -> None:
     text = "Maria Lopez (ext. +1 415 555 0142) and 020 7946 0958 in London"
     results = recognizer.analyze(text, ["PHONE_NUMBER"])
     assert sorted(text[r.start : r.end] for r in results) == ["+1 415 555 0142", "020 7946 0958"]
+
+
+def test_a_message_redacted_in_a_new_context_looks_up_no_backend(
+    redactor: Redactor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Messages are redacted in worker threads, each with a copy of the event loop's context;
+    the models the pipeline builds on each call must not look thinc's backend up anew."""
+    looked_up: list[str] = []
+    lookup = thinc.backends.get_ops
+
+    def counted(name: str, **kwargs: Any) -> Any:
+        looked_up.append(name)
+        return lookup(name, **kwargs)
+
+    monkeypatch.setattr(thinc.backends, "get_ops", counted)
+    found = contextvars.Context().run(
+        redactor.find, "Jacob Miller cannot reach the VPN from Leeds since Monday."
+    )
+    assert {f.result.entity_type for f in found} >= {"PERSON"}
+    assert looked_up == []
