@@ -6,7 +6,8 @@ Three rankers look at every question, because each fails where another is strong
   It finds paraphrases ("my screen is too dark" → "Set the screen brightness") but blurs exact
   terms: product names, error codes, commands.
 * **keyword**: BM25 over the chunks' words (section path, which starts with the title, and body),
-  with the ``bm25s`` package. It finds "0x80070005" or "nmcli" verbatim, but not a paraphrase.
+  scored by :class:`~orchestrator.keyword_index.KeywordIndex`. It finds "0x80070005" or "nmcli"
+  verbatim, but not a paraphrase.
 * **document**: cosine similarity to each document's *opening* chunk (``chunk_index`` 0: title,
   lead and first section), which says what the whole document is about. Every chunk of a document
   shares its document's rank, so a page *about* the question outranks a page that only mentions
@@ -25,7 +26,7 @@ What a caller can rely on:
   ``Hit.fused_score`` is the rank-fusion score the hits are ordered by; it only compares hits of
   one retrieval.
 * The keyword index is built in this process from the chunks stored in the collection, and is
-  rebuilt when the collection changes (checked at most every ``refresh_interval_s``, and at once
+  updated when the collection changes (checked at most every ``refresh_interval_s``, and at once
   on ``chunks.indexed``), so chunks the indexer writes while the orchestrator runs become
   keyword-searchable within seconds. The check and the rebuild run in a background thread (the
   first build excepted): a question is answered from the snapshot there is. Dense search sees
@@ -65,6 +66,7 @@ from typing import Any, Literal, Protocol
 from contracts.live import LiveReader
 from contracts.readers import ANONYMOUS, PUBLIC, Principals, Readers
 from contracts.settings import ServiceSettings
+from orchestrator.keyword_index import KeywordIndex, lucene_idf
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +121,7 @@ class TermStats:
     def idf(self, token: str) -> float:
         """The token's inverse document frequency, as BM25 weighs it (always positive; a token
         no chunk holds gets the highest value)."""
-        return _lucene_idf(self.holding.get(token, 0), self.chunks)
+        return lucene_idf(self.holding.get(token, 0), self.chunks)
 
 
 @dataclass(frozen=True)
@@ -397,11 +399,12 @@ class _Gate:
 
 class _Snapshot:
     """An immutable in-process copy of the collection, replaced when the collection changes:
-    the BM25 index over every chunk, and every chunk's stored embedding. The replacement keeps
-    what is still stored (rows, embeddings and keyword tokens: a chunk's id is derived from its
-    text) and reads only the chunks written since (:meth:`Retriever.refresh`), so a crawl's
-    pages at 100,000 chunks cost their own rows, not every row again; the BM25 index is built
-    anew over the tokens.
+    the keyword (BM25) index over every chunk, and every chunk's stored embedding. The
+    replacement keeps what is still stored (rows, embeddings and keyword postings: a chunk's id
+    is derived from its text) and reads only the chunks written since
+    (:meth:`Retriever.refresh`), so a crawl's pages at 100,000 chunks cost their own rows, not
+    every row again: the keyword index takes the new chunks' postings and drops the removed
+    ones' (:meth:`KeywordIndex.updated`), without tokenising or scoring the others again.
 
     The embeddings let the per-document ranking, the cosines of keyword-only candidates and the
     best document's chunks be computed here, exactly, instead of by three more Chroma round
@@ -414,15 +417,14 @@ class _Snapshot:
         records: list[_Record],
         embeddings: Any,
         marker: str,
-        tokens: list[list[str]] | None = None,
+        keywords: KeywordIndex | None = None,
     ) -> None:
-        import bm25s
         import numpy as np
 
         self.records = records
         self.marker = marker
         self.position = {record.chunk_id: i for i, record in enumerate(records)}
-        self.embeddings = np.asarray(embeddings, dtype=np.float32).reshape(len(records), -1)
+        self.embeddings = _matrix(embeddings, len(records))
         self.openings = np.asarray(
             [i for i, record in enumerate(records) if record.chunk_index == 0], dtype=np.int64
         )
@@ -446,11 +448,9 @@ class _Snapshot:
                     by_group.setdefault(group, []).append(i)
         self.by_user = {user: np.asarray(rows, dtype=np.int64) for user, rows in by_user.items()}
         self.by_group = {name: np.asarray(rows, dtype=np.int64) for name, rows in by_group.items()}
-        self._bm25: Any = None
-        self.tokens = tokens if tokens is not None else [_tokens(record) for record in records]
-        if records:
-            self._bm25 = bm25s.BM25(method="lucene")  # ``_masked`` rescales Lucene's IDF
-            self._bm25.index(self.tokens, show_progress=False)
+        self.keywords = (
+            keywords if keywords is not None else KeywordIndex.built(map(_tokens, records))
+        )
 
     def updated(self, collection: Any, ids: Sequence[str]) -> _Snapshot | None:
         """The snapshot of the collection now holding ``ids``: this one's rows that are still
@@ -458,30 +458,29 @@ class _Snapshot:
         import numpy as np
 
         present = set(ids)
-        kept = [i for i, record in enumerate(self.records) if record.chunk_id in present]
+        kept = np.asarray(
+            [i for i, record in enumerate(self.records) if record.chunk_id in present],
+            dtype=np.int64,
+        )
         added = [chunk_id for chunk_id in ids if chunk_id not in self.position]
         new_records, new_embeddings = _records(collection, added)
-        records = [self.records[i] for i in kept] + new_records
+        records = [self.records[i] for i in kept.tolist()] + new_records
         if not records:
             return None
-        width = self.embeddings.shape[1]
-        embeddings = np.concatenate(
-            [
-                self.embeddings[np.asarray(kept, dtype=np.int64)],
-                np.asarray(new_embeddings, dtype=np.float32).reshape(len(new_records), width),
-            ]
-        )
-        tokens = [self.tokens[i] for i in kept] + [_tokens(record) for record in new_records]
-        return _Snapshot(records, embeddings, _marker(r.chunk_id for r in records), tokens)
+        parts = [self.embeddings[kept], _matrix(new_embeddings, len(new_records))]
+        embeddings = np.concatenate([part for part in parts if len(part)])
+        keywords = self.keywords.updated(kept, map(_tokens, new_records))
+        return _Snapshot(records, embeddings, _marker(r.chunk_id for r in records), keywords)
 
     def terms(self, mask: Any = None) -> TermStats | None:
         """How many of the chunks ``mask`` keeps (all, without one) hold each token, read from
-        the BM25 index when a token is asked about: a reader's statistics count only what they
-        may read, so a restricted page's words weigh nothing in what they are told."""
-        if self._bm25 is None:
+        the keyword index when a token is asked about: a reader's statistics count only what
+        they may read, so a restricted page's words weigh nothing in what they are told. None
+        for a snapshot of no chunks."""
+        if not self.records:
             return None
         chunks = len(self.records) if mask is None else int(mask.sum())
-        return TermStats(chunks, _Holding(self._bm25, mask))
+        return TermStats(chunks, _Holding(self.keywords, mask))
 
     def readable(self, principals: Principals) -> Any | None:
         """Which records ``principals`` may read, as a boolean mask over the records; None when
@@ -504,39 +503,13 @@ class _Snapshot:
 
     def search(self, question: str, limit: int, mask: Any = None) -> list[tuple[int, float]]:
         """Positions and BM25 scores of the best ``limit`` records with a positive score (of
-        those ``mask`` keeps, when given)."""
-        if self._bm25 is None:
-            return []
-        tokens = [t for t in keyword_tokens(question) if t in self._bm25.vocab_dict]
+        those ``mask`` keeps, when given, each word's inverse document frequency then counted
+        over the kept records only: a restricted chunk's words weigh nothing in a reader's
+        ranking, as if it did not exist; the lengths' average stays the whole snapshot's)."""
+        tokens = [t for t in keyword_tokens(question) if t in self.keywords]
         if not tokens:
             return []
-        scores = self._bm25.get_scores(tokens) if mask is None else self._masked(tokens, mask)
-        return _top(scores, limit, positive=True)
-
-    def _masked(self, tokens: list[str], mask: Any) -> Any:
-        """BM25 scores of the records ``mask`` keeps, 0 for the others, with each word's
-        inverse document frequency counted over the kept records only: a restricted chunk's
-        words then weigh nothing in a reader's ranking, as if it did not exist. (The lengths'
-        average stays the whole snapshot's.)
-
-        bm25s stores each word's per-record scores with its IDF multiplied in (Lucene's
-        variant, the default the snapshot uses); they are rescaled by the kept records' IDF.
-        """
-        import numpy as np
-
-        index = self._bm25.scores
-        data, indices, indptr = index["data"], index["indices"], index["indptr"]
-        total, kept = int(index["num_docs"]), int(mask.sum())
-        scores = np.zeros(total, dtype=np.float32)
-        for token in self._bm25.get_tokens_ids(tokens):
-            start, end = int(indptr[token]), int(indptr[token + 1])
-            rows = indices[start:end]
-            readable = mask[rows]
-            frequency = int(readable.sum())
-            if frequency:
-                scale = _lucene_idf(frequency, kept) / _lucene_idf(end - start, total)
-                scores[rows[readable]] += data[start:end][readable] * scale
-        return scores
+        return _top(self.keywords.scores(tokens, mask), limit, positive=True)
 
     def cosines(self, vector: Any, rows: Any) -> Any:
         """Cosine similarity of the (unit-length) ``vector`` to the records at ``rows``."""
@@ -574,34 +547,33 @@ class _Snapshot:
         return [(int(rows[i]), score) for i, score in _top(scores, limit)]
 
 
-class _Holding(Mapping[str, int]):
-    """Token -> how many chunks hold it (of those ``mask`` keeps), counted from a BM25 index's
-    postings when asked: a question asks about a few words of a large vocabulary."""
+def _matrix(vectors: Any, rows: int) -> Any:
+    """``rows`` embeddings as a float32 matrix, one a row (of no columns when there are none)."""
+    import numpy as np
 
-    def __init__(self, bm25: Any, mask: Any) -> None:
-        self._bm25 = bm25
+    matrix = np.asarray(vectors, dtype=np.float32)
+    return matrix.reshape(rows, -1) if matrix.size else matrix.reshape(rows, 0)
+
+
+class _Holding(Mapping[str, int]):
+    """Token -> how many chunks hold it (of those ``mask`` keeps), counted from the keyword
+    index's postings when asked: a question asks about a few words of a large vocabulary. Its
+    keys are the tokens some chunk holds (a reader may read none of them: then 0)."""
+
+    def __init__(self, keywords: KeywordIndex, mask: Any) -> None:
+        self._keywords = keywords
         self._mask = mask
 
     def __getitem__(self, token: str) -> int:
-        column = self._bm25.vocab_dict.get(token) if token else None
-        if column is None:
+        if not token or token not in self._keywords:
             raise KeyError(token)
-        index = self._bm25.scores
-        start, end = int(index["indptr"][column]), int(index["indptr"][column + 1])
-        if self._mask is None:
-            return end - start
-        return int(self._mask[index["indices"][start:end]].sum())
+        return self._keywords.holding(token, self._mask)
 
     def __iter__(self) -> Iterator[str]:
-        return (token for token in self._bm25.vocab_dict if token)
+        return (token for token in self._keywords.tokens() if token)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
-
-
-def _lucene_idf(frequency: int, records: int) -> float:
-    """BM25's inverse document frequency as Lucene (and bm25s by default) computes it."""
-    return math.log(1 + (records - frequency + 0.5) / (frequency + 0.5))
 
 
 def _top(scores: Any, limit: int, *, positive: bool = False) -> list[tuple[int, float]]:

@@ -25,8 +25,9 @@ corpus). Every run also reports what the snapshot costs: its build, the growth o
 resident memory across it (after garbage collection and giving freed memory back), one
 check of an unchanged collection, and its update after a crawl's worth of new chunks (ten
 documents, written, then deleted again so a kept corpus stays as it was): only the new chunks
-are read, the keyword index is built anew. ``--corpus-dir`` keeps the corpus for later runs: 100,000
-chunks take about ten minutes to write into embedded Chroma on 2 cores.
+are read, and the keyword index takes their postings (and drops them again) without being built
+anew. ``--corpus-dir`` keeps the corpus for later runs: 100,000 chunks take about ten minutes to
+write into embedded Chroma on 2 cores.
 """
 
 from __future__ import annotations
