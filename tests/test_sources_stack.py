@@ -1,6 +1,7 @@
 """A Confluence space synced into the whole stack as an operator runs it: the indexer announces
-the configured source, an admin syncs it over the API, the assistant answers from its pages, and
-an edited page is answered in its new version only.
+the configured source, an admin syncs it over the API, the assistant answers from its pages, an
+edited page is answered in its new version only, and the space taken out of the configuration is
+answered no more and then removed from the index.
 
 Confluence is the emulator (tests/support/fake_confluence.py) on loopback; everything else is
 the real stack (``deploy.runner.Stack``).
@@ -12,13 +13,18 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import chromadb
 import httpx
 import pytest
+import redis
 
+from contracts.bus import decode_entry
+from contracts.events import SourceSyncCompleted
+from contracts.topics import Topic
 from deploy.runner import Stack
 from tests.support import wait_until_sync
 from tests.support.fake_confluence import EMAIL, TOKEN, FakeConfluence
-from tests.support.stack import ask, running_stack, source_synced
+from tests.support.stack import ask, restart_child, running_stack, source_synced
 
 pytestmark = [pytest.mark.slow]
 
@@ -100,3 +106,48 @@ def test_a_synced_space_is_answered_from_and_an_edit_replaces_it(
     wait_until_sync(new_version_answered, 30, interval_s=1.0, message=lambda: str(answers))
     assert len(answers) <= 3, answers
     assert not [answer for answer in answers if "Zephyr" in answer], answers
+
+
+def source_chunks(stack: Stack, source: str) -> int:
+    """How many chunks of ``source`` the stack's Chroma holds."""
+    client = chromadb.HttpClient(host=stack.chroma_host, port=stack.chroma_port)
+    collection = client.get_collection(stack.settings.chroma_collection)
+    return len(collection.get(where={"source": source}, include=[])["ids"])
+
+
+def removals(stack: Stack, source: str) -> list[SourceSyncCompleted]:
+    """The summaries of ``source``'s removals published on ``source.sync.completed``."""
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        entries = client.xrange(Topic.SOURCE_SYNC_COMPLETED)
+    finally:
+        client.close()
+    events = [decode_entry(fields, SourceSyncCompleted) for _, fields in entries]
+    return [event for event in events if event.source == source and event.removal]
+
+
+def test_a_space_taken_out_of_the_configuration_is_answered_no_more_then_removed(
+    stack: Stack,
+) -> None:
+    status = admin(stack, "GET", "/api/admin/sources/facilities").json()
+    if not status.get("last_finished_at"):  # run alone, without the test above
+        status = synced(stack, None)
+    assert status["documents"] == 2
+    assert source_chunks(stack, "facilities") > 0
+    question = "Where are visitor badges printed at the kiosk?"
+    assert any("/spaces/FAC/" in c["url"] for c in ask(stack, question).json()["citations"])
+
+    # The operator takes the space out of INDEXER_SOURCES and restarts the indexer, with no
+    # grace period: hidden at the indexer's start, then removed.
+    restart_child(
+        stack, "indexer", {"INDEXER_SOURCES": "[]", "INDEXER_REMOVED_SOURCE_GRACE_S": "0"}
+    )
+    [removal] = wait_until_sync(lambda: removals(stack, "facilities"), 120, interval_s=0.5)
+    assert removal.summary.deleted == 2
+    assert source_chunks(stack, "facilities") == 0
+    assert admin(stack, "GET", "/api/admin/sources/facilities").status_code == 404
+    assert admin(stack, "GET", "/api/admin/sources").json() == []
+    answer = ask(stack, question).json()
+    assert not [c for c in answer["citations"] if "/spaces/FAC/" in c["url"]], answer
+    assert "Zephyr" not in answer["answer"], answer  # the page's words, either version
+    assert "Orion" not in answer["answer"], answer
