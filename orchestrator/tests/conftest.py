@@ -18,11 +18,12 @@ import redis.asyncio as aioredis
 from pydantic import SecretStr
 
 from orchestrator.config import OrchestratorSettings
-from orchestrator.embedding import QueryEncoder
+from orchestrator.embedding import QueryEncoder, seed_encoder
 from orchestrator.intent import IntentClassifier
 from orchestrator.llm import OpenAICompatible, OpenAICompatibleConfig
 from orchestrator.tests.articles import ARTICLES, add, new_collection
 from orchestrator.tests.stand_ins import RecordingFleet
+from tests.support import vector_cache_dir
 from tests.support.fake_openai import TEST_KEY, FakeOpenAI
 
 
@@ -81,7 +82,11 @@ def articles_collection(tmp_path: Path, encoder: QueryEncoder) -> Any:
 
 @pytest.fixture(scope="module")
 def intents(encoder: QueryEncoder) -> IntentClassifier:
-    return IntentClassifier.from_settings(encoder, OrchestratorSettings())
+    """The packaged classifier, its examples' vectors read from the test run's vector cache
+    (as a service of a stack does: each module embedded them anew, 8 CPU-s a time)."""
+    return IntentClassifier.from_settings(
+        encoder, OrchestratorSettings(), seed_encoder(encoder, vector_cache_dir())
+    )
 
 
 @pytest.fixture

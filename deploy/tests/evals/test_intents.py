@@ -38,11 +38,11 @@ from deploy.evals.intents import (
     strip_entity_annotations,
 )
 from orchestrator.config import OrchestratorSettings
-from orchestrator.embedding import QueryEncoder
+from orchestrator.embedding import QueryEncoder, seed_encoder
 from orchestrator.intent import IntentClassifier, embed, load_examples
 from orchestrator.sites import SiteProfile
 from orchestrator.tests.dispatch_site import SEED, dispatch_pages
-from tests.support import REPO_ROOT, SHARED_DATA
+from tests.support import REPO_ROOT, SHARED_DATA, vector_cache_dir
 
 SHARED_RASA = SHARED_DATA / "intents" / "rasa-helpdesk-nlu.yml"
 HELD_APART = REPO_ROOT / "orchestrator/tests/data/scope.heldapart.txt"
@@ -414,7 +414,10 @@ def test_held_apart_off_topic_messages_in_the_doubt_band_stay_refused() -> None:
     the out-of-scope messages: those in the doubt band that name one of its subjects (the real
     sentence model here: the doubt band is a band of its scores)."""
     settings = OrchestratorSettings()
-    classifier = IntentClassifier.from_settings(QueryEncoder(), settings)
+    encoder = QueryEncoder()
+    classifier = IntentClassifier.from_settings(
+        encoder, settings, seed_encoder(encoder, vector_cache_dir())
+    )
     profile = SiteProfile.build([SEED], dispatch_pages())
     cases = [case for case in load_held_apart(HELD_APART) if case.scope == "out_of_scope"]
     floor = settings.scope_threshold - settings.scope_site_margin
