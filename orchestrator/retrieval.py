@@ -282,9 +282,21 @@ def keyword_tokens(text: str) -> list[str]:
     "wifi"), so it matches however a user spells it; possessives lose their "'s".
     """
     tokens: list[str] = []
-    for word in _TOKEN.findall(text.lower()):
+    for word in keyword_words(text):
         tokens.extend(_word_tokens(word))
     return tokens
+
+
+def keyword_words(text: str) -> list[str]:
+    """The lower-cased written words of ``text`` that :func:`keyword_tokens` tokenises, a
+    compound ("wi-fi") as one."""
+    return _TOKEN.findall(text.lower())
+
+
+def word_tokens(word: str) -> tuple[str, ...]:
+    """The keyword tokens of one word of :func:`keyword_words` (a compound's parts and joined
+    form, stop words out)."""
+    return _word_tokens(word)
 
 
 @functools.lru_cache(maxsize=1 << 18)

@@ -13,7 +13,12 @@ Without a language model, and cheaply (it runs on every turn):
   BM25 inverse document frequency over the collection's chunks (:class:`TermStats`). A word that
   many chunks hold ("use", "open", "set" on most sites) weighs little, and one held by more than
   :attr:`Policy.common_share` of the chunks never counts, so the "how do I" part of a question
-  decides nothing; a word no chunk holds weighs most.
+  decides nothing; a word no chunk holds weighs most. The word after "how" that makes a
+  question of amount, frequency or time ("how much", "how many", "how often", "how long") is
+  the form of the question, as "how do I" is (:data:`HOW_MUCH`): such words are rare in a
+  technical knowledge base, so by rarity alone "how much memory and how many CPUs" would be
+  about "much" and "many". A compound ("on-call", "Wi-Fi") is one key term, covered by any of
+  its forms ("call", "oncall"), not two that count twice.
 * **The subject weighs, the context little.** People put context around what they ask: a
   greeting, who they are, since when, what they tried, a secret they pasted. Their words are
   rare in the knowledge base, so by rarity alone they would outweigh the question. A message is
@@ -31,8 +36,10 @@ Without a language model, and cheaply (it runs on every turn):
   heading has it, or the article's text has it :attr:`Policy.central_mentions` times; partial
   (:attr:`Policy.mention`) when the text mentions it fewer times; none otherwise. Words match
   in any close form: the Snowball English stemmer's stems are compared ("calibrate" and
-  "calibration", "cookie" and "cookies"), and a stem of five letters or more matches one it
-  starts with up to three more ("forgot" and "forgotten", which no stemmer joins).
+  "calibration", "cookie" and "cookies"), a stem of five letters or more matches one it
+  starts with up to three more ("forgot" and "forgotten", which no stemmer joins), and a
+  stem matches itself with a plural "s" the stemmer keeps ("cpus" and "cpu", "vpns" and
+  "vpn").
 * **Sufficient** when the weighted share of the key terms covered is more than
   :attr:`Policy.min_share` (half), or the article is so similar to the question
   (:attr:`Policy.similar_enough`) that the embedding model vouches for it where words differ
@@ -61,7 +68,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from orchestrator.dialogue import PLACEHOLDER
-from orchestrator.retrieval import Retrieval, TermStats, keyword_tokens
+from orchestrator.retrieval import Retrieval, TermStats, keyword_tokens, keyword_words, word_tokens
 
 if TYPE_CHECKING:
     from orchestrator.compose import Article
@@ -162,6 +169,10 @@ TIME_PHRASE = re.compile(
 """When it began or how often, not what: "this week", "every 10 minutes", "two days ago"
 (with a number), "at 9am"."""
 
+HOW_MUCH = re.compile(r"\bhow\s+(?:much|many|often|long|soon|frequently|far)\b", re.IGNORECASE)
+"""A question of amount, frequency or time: the word after "how" asks, it is not asked about
+("how many CPUs", "how often does it run")."""
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSE_BREAK = re.compile(r"[,;()]|\s[-\u2013\u2014]+\s")
 QUESTION = re.compile(
@@ -222,13 +233,21 @@ CLOSE_EXTRA = 3
 """Letters the longer stem may have beyond it ("print", "printer"; not "task", "taskbar")."""
 
 
+PLURAL_MIN = 3
+"""Letters a stem must have to match itself with an "s" added ("cpu", "cpus")."""
+
+
 def close_forms(one: str, other: str) -> bool:
-    """Whether two stems are forms of one word: equal, or the shorter (of at least
-    :data:`CLOSE_PREFIX` letters) starts the longer, which has at most :data:`CLOSE_EXTRA`
-    more. The stemmer leaves irregular forms apart ("forgot", "forgotten")."""
+    """Whether two stems are forms of one word: equal, the longer the shorter (of at least
+    :data:`PLURAL_MIN` letters) with an "s" (the stemmer keeps it after "u" and after a
+    consonant-only stem: "cpus", "vpns"), or the shorter (of at least :data:`CLOSE_PREFIX`
+    letters) starts the longer, which has at most :data:`CLOSE_EXTRA` more. The stemmer leaves
+    irregular forms apart ("forgot", "forgotten")."""
     if one == other:
         return True
     short, long = sorted((one, other), key=len)
+    if len(short) >= PLURAL_MIN and long == short + "s":
+        return True
     return (
         len(short) >= CLOSE_PREFIX
         and len(long) - len(short) <= CLOSE_EXTRA
@@ -286,6 +305,9 @@ class KeyTerm:
     word: str
     stem: str
     weight: float
+    forms: tuple[str, ...] = ()
+    """Other stems of the same written word that cover it too: a compound's parts and joined
+    form ("on-call": "call" beside "oncall", its ``word``)."""
 
 
 def _is_context(clause: str) -> bool:
@@ -295,10 +317,21 @@ def _is_context(clause: str) -> bool:
     return bool(framing) and not QUESTION.search(clause) and not PROBLEM.search(_expanded(clause))
 
 
+def _word_forms(text: str) -> list[tuple[str, ...]]:
+    """The words of ``text`` that may be key terms (placeholders and time phrases out), each as
+    the keyword tokens it gives: one, or a compound's parts and joined form."""
+    text = HOW_MUCH.sub(" ", TIME_PHRASE.sub(" ", _expanded(PLACEHOLDER.sub(" ", text))))
+    found = []
+    for word in keyword_words(text):
+        forms = tuple(w for w in word_tokens(word) if w not in ASKING_WORDS and len(w) >= 2)
+        if forms:
+            found.append(forms)
+    return found
+
+
 def _words(text: str) -> list[str]:
-    """The words of ``text`` that may be key terms (placeholders and time phrases out)."""
-    text = TIME_PHRASE.sub(" ", _expanded(PLACEHOLDER.sub(" ", text)))
-    return [w for w in keyword_tokens(text) if w not in ASKING_WORDS and len(w) >= 2]
+    """The keyword tokens of ``text`` that may be key terms (see :func:`_word_forms`)."""
+    return [token for forms in _word_forms(text) for token in forms]
 
 
 def subject_and_context(message: str) -> tuple[str, str]:
@@ -337,18 +370,27 @@ def key_terms(
     subject, context = subject_and_context(question)
     in_subject = {stem(word) for word in _words(subject) if not word.isdigit()}
     found: dict[str, KeyTerm] = {}
-    for word in _words(subject) + _words(context):
-        if terms is not None and terms.chunks:
-            if terms.holding.get(word, 0) > policy.common_share * terms.chunks:
-                continue
-            weight = terms.idf(word)
-        else:
-            weight = 1.0
+    for forms in _word_forms(subject) + _word_forms(context):
+        weighed: list[tuple[float, str]] = []
+        for word in forms:
+            if terms is not None and terms.chunks:
+                if terms.holding.get(word, 0) > policy.common_share * terms.chunks:
+                    continue
+                weight = terms.idf(word)
+            else:
+                weight = 1.0
+            if stem(word) not in in_subject:
+                weight *= policy.context
+            weighed.append((weight, word))
+        if not weighed:
+            continue
+        # A compound is named by its joined form ("oncall", "wifi"; the last token), weighed
+        # by its heaviest form.
+        weight, word = max(pair[0] for pair in weighed), weighed[-1][1]
         key = stem(word)
-        if key not in in_subject:
-            weight *= policy.context
+        others = tuple(dict.fromkeys(stem(form) for form in forms if stem(form) != key))
         if key not in found or found[key].weight < weight:
-            found[key] = KeyTerm(word, key, weight)
+            found[key] = KeyTerm(word, key, weight, others)
     subject_weight = sum(t.weight for t in found.values() if t.stem in in_subject)
     context_weight = sum(t.weight for t in found.values() if t.stem not in in_subject)
     if context_weight > policy.context_total * subject_weight:
@@ -356,7 +398,9 @@ def key_terms(
         # of common words only (no key term: similarity decides), nothing.
         scale = policy.context_total * subject_weight / context_weight
         found = {
-            key: term if key in in_subject else KeyTerm(term.word, key, term.weight * scale)
+            key: term
+            if key in in_subject
+            else KeyTerm(term.word, key, term.weight * scale, term.forms)
             for key, term in found.items()
             if key in in_subject or scale
         }
@@ -404,8 +448,11 @@ def judge(
     in_text = Counter(s for text in texts for s in stems(text))
     coverage = {}
     for term in terms:
-        mentions = sum(n for found, n in in_text.items() if close_forms(term.stem, found))
-        headed = any(close_forms(term.stem, found) for found in in_heading)
+        forms = (term.stem, *term.forms)
+        mentions = max(
+            sum(n for found, n in in_text.items() if close_forms(form, found)) for form in forms
+        )
+        headed = any(close_forms(form, found) for form in forms for found in in_heading)
         if headed or mentions >= policy.central_mentions:
             coverage[term.stem] = 1.0
         elif mentions:

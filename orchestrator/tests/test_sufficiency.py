@@ -23,6 +23,7 @@ from orchestrator.sufficiency import (
     judge_article,
     key_terms,
     last_resort,
+    stem,
 )
 
 THRESHOLD = 0.45
@@ -314,6 +315,10 @@ def test_rarity_is_positive_and_falls_with_frequency(idf_of: int) -> None:
         ("cooki", "cookiejar", False),  # too many letters more
         ("password", "password", True),
         ("log", "logo", False),
+        ("cpu", "cpus", True),  # a plural "s" the stemmer keeps (after "u")
+        ("vpn", "vpns", True),  # and after a stem without a vowel
+        ("pc", "pcs", False),  # too short to be sure
+        ("cpu", "cpuss", False),
     ],
 )
 def test_close_forms(one: str, other: str, close: bool) -> None:
@@ -328,6 +333,42 @@ def test_a_forgotten_password_article_answers_i_forgot_my_password() -> None:
     verdict = judge(terms, "Reset a forgotten account password", ["Sign in to the portal."])
     assert verdict.sufficient
     assert verdict.missing == ("log",)
+
+
+def test_the_word_of_a_how_much_question_is_not_a_key_term() -> None:
+    """Questions of "how much" and "how many" ask for an amount: "much" and "many" are rare
+    on a technical site, and weighed by rarity they outweighed what is asked about (the
+    Dispatch docs' installation page was declined for "How much memory and how many CPUs")."""
+    words = [t.word for t in key_terms("How much memory and how many CPUs does it need?", None)]
+    assert words == ["cpus", "memory"]
+    assert [t.word for t in key_terms("How often is the cost recalculated?", None)] == [
+        "cost",
+        "recalculated",
+    ]
+    # Not the word alone: "much" that is not asked with "how" stays.
+    assert "much" in [t.word for t in key_terms("Too much memory used by the indexer", None)]
+
+
+def test_a_requirements_page_answers_how_much_memory_and_how_many_cpus() -> None:
+    """Both halves are needed: without "how many" read as the question's form, "many" and
+    "much" outweigh the rest; without the plural, "CPUs" is not the page's "CPU"."""
+    terms = key_terms("How much memory and how many CPUs does the server need?", None)
+    body = "Memory: at least 2400MB of memory. CPU: 2 CPU cores."
+    verdict = judge(terms, "Installation", [body])
+    assert verdict.sufficient
+    assert verdict.covered == ("cpus", "memory")
+
+
+def test_a_compound_is_one_key_term_covered_by_any_of_its_forms() -> None:
+    """The compound "on-call" gives the keyword tokens "call" and "oncall"; as two key terms
+    it counted twice, and a page that writes "oncall" covered only half of it."""
+    terms = key_terms("Where is the on-call schedule?", None)
+    assert len(terms) == 2
+    (compound,) = [term for term in terms if term.word != "schedule"]
+    assert {compound.stem, *compound.forms} == {stem("call"), stem("oncall")}
+    verdict = judge(terms, "Oncall schedule", ["Each team has a rota."])
+    assert verdict.share == 1.0
+    assert verdict.missing == ()
 
 
 def test_when_and_how_urgently_are_not_key_terms() -> None:

@@ -52,9 +52,10 @@ def test_the_leak_tests_wifi_message_is_answered_by_the_wifi_page() -> None:
     )
     verdict = judge(key_terms(message, STATS), *WIFI_PAGE)
     assert verdict.sufficient
-    assert verdict.covered == ("fi", "wi", "wifi", "office", "connect")
-    # "card on file" labels a pasted value: it weighs a context share of its rarity.
-    assert weights(message)["card"] == pytest.approx(Policy().context * STATS.idf("card"))
+    assert verdict.covered == ("wifi", "office", "connect")  # "Wi-Fi" one term, not three
+    # "card on file" labels a pasted value: it weighs at most a context share of its rarity
+    # (less here: the context's words together weigh at most a share of the subject's).
+    assert 0 < weights(message)["card"] <= Policy().context * STATS.idf("card")
 
 
 def test_a_pasted_secrets_label_weighs_a_context_share() -> None:
