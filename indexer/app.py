@@ -39,8 +39,6 @@ from indexer.store import open_collection
 from indexer.uploads import UploadService
 
 SERVICE = "indexer"
-SCHEDULE_TICK_S = 30.0
-"""How often each replica checks whether a source's scheduled sync is due."""
 log = logging.getLogger("deskpilot.indexer")
 
 
@@ -101,8 +99,8 @@ def create_worker(settings: IndexerSettings | None = None) -> Worker:
         try:
             async with (
                 every(settings.gaps_interval_s, gaps.run, name="knowledge-gaps"),
-                every(SCHEDULE_TICK_S, schedule, name="source-schedule"),
-                every(SCHEDULE_TICK_S, remove_sources, name="source-removal"),
+                every(settings.source_tick_s, schedule, name="source-schedule"),
+                every(settings.source_tick_s, remove_sources, name="source-removal"),
             ):
                 yield {"chroma": chroma, "demo_kb": demo_kb}
         finally:

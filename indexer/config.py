@@ -173,6 +173,13 @@ class IndexerSettings(ServiceSettings):
         "more, nothing deleted) before its documents and sync state are removed; configured "
         "again before then, it is shown again with nothing re-embedded. 0: removed at once.",
     )
+    source_tick_s: float = Field(
+        30.0,
+        gt=0,
+        description="How often each replica checks whether a source's scheduled sync is due and "
+        "whether a source taken out of `INDEXER_SOURCES` is due for removal (first one tick "
+        "after the start).",
+    )
 
     @model_validator(mode="after")
     def _unique_sources(self) -> IndexerSettings:

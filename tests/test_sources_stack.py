@@ -138,9 +138,16 @@ def test_a_space_taken_out_of_the_configuration_is_answered_no_more_then_removed
     assert any("/spaces/FAC/" in c["url"] for c in ask(stack, question).json()["citations"])
 
     # The operator takes the space out of INDEXER_SOURCES and restarts the indexer, with no
-    # grace period: hidden at the indexer's start, then removed.
+    # grace period: hidden at the indexer's start, then removed at its first check (a second
+    # after the start here, instead of 30).
     restart_child(
-        stack, "indexer", {"INDEXER_SOURCES": "[]", "INDEXER_REMOVED_SOURCE_GRACE_S": "0"}
+        stack,
+        "indexer",
+        {
+            "INDEXER_SOURCES": "[]",
+            "INDEXER_REMOVED_SOURCE_GRACE_S": "0",
+            "INDEXER_SOURCE_TICK_S": "1",
+        },
     )
     [removal] = wait_until_sync(lambda: removals(stack, "facilities"), 120, interval_s=0.5)
     assert removal.summary.deleted == 2
