@@ -17,11 +17,16 @@ async def test_runs_every_interval_while_the_block_runs_and_not_after() -> None:
         nonlocal rounds
         rounds += 1
 
+    loop = asyncio.get_running_loop()
     async with every(0.02, work, name="count"):
-        await asyncio.sleep(0.25)
+        began = loop.time()
+        async with asyncio.timeout(30):  # five rounds, however busy the machine
+            while rounds < 5:
+                await asyncio.sleep(0.005)
+        elapsed = loop.time() - began
     during = rounds
     await asyncio.sleep(0.1)
-    assert 5 <= during <= 13
+    assert during <= elapsed / 0.02 + 1  # never more often than the interval
     assert rounds == during
 
 
@@ -35,7 +40,9 @@ async def test_a_failing_round_is_retried_next_round() -> None:
             raise ConnectionError("redis away")
 
     async with every(0.01, flaky, name="flaky", errors=(ConnectionError,)):
-        await asyncio.sleep(0.2)
+        async with asyncio.timeout(30):  # two failed rounds, then good ones
+            while calls < 4:
+                await asyncio.sleep(0.005)
     assert calls >= 4
 
 
@@ -78,14 +85,19 @@ async def test_work_that_hangs_is_cancelled_after_the_stop_timeout() -> None:
 
 async def test_an_unexpected_error_ends_the_loop_but_not_the_block() -> None:
     calls = 0
+    called = asyncio.Event()
 
     async def broken() -> None:
         nonlocal calls
         calls += 1
+        called.set()
         raise ValueError("bug")
 
     async def block() -> None:
         async with every(0.01, broken, name="broken", errors=(ConnectionError,)):
+            # The first call, however late a busy machine runs the loop; then ten intervals in
+            # which a loop that went on would call again.
+            await asyncio.wait_for(called.wait(), 30)
             await asyncio.sleep(0.1)
             raise RuntimeError("the block's own error comes through")
 
