@@ -479,9 +479,18 @@ def test_ingest_adds_knowledge_the_running_stack_answers_from(
     first = ingest()
     assert first["files_indexed"] == 1
     assert first["chunks_written"] >= 1
-    body = ask(stack, "How do I calibrate the Zephyr-9 plotter?").json()
-    assert body["citations"][0]["url"] == "https://it.northwind.example/kb/zephyr-plotter"
-    assert "Hold the Zephyr key" in body["answer"]
+    # Chunks written while the orchestrator runs join its snapshot within seconds (the refresh
+    # runs in the background: a question asked at that moment may be answered from the snapshot
+    # before, as one was in a run with 3 workers on 2 cores).
+    answers: list[dict[str, Any]] = []
+
+    def answered_from_the_page() -> bool:
+        answers.append(ask(stack, "How do I calibrate the Zephyr-9 plotter?").json())
+        citations = answers[-1]["citations"]
+        return bool(citations) and citations[0]["url"].endswith("/kb/zephyr-plotter")
+
+    wait_until_sync(answered_from_the_page, 30, interval_s=1.0, message=lambda: str(answers))
+    assert "Hold the Zephyr key" in answers[-1]["answer"]
     again = ingest()
     assert again["files_unchanged"] == 1
     assert again["chunks_written"] == 0
