@@ -119,19 +119,32 @@ class KeywordIndex:
         not exist (the average length stays every row's)."""
         scores = np.zeros(len(self._lengths), dtype=np.float32)
         records = len(self._lengths) if mask is None else int(np.count_nonzero(mask))
+        # A token's share is computed once however often the question repeats it (a message
+        # of one word pasted a thousand times costs one pass of its postings, not a thousand);
+        # it is still added once per mention, in the question's order, as bm25s adds it.
+        shares: dict[str, tuple[Any, Any] | None] = {}
         for token in tokens:
-            rows, frequencies = self._postings(token)
-            if mask is not None:
-                kept = mask[rows]
-                rows, frequencies = rows[kept], frequencies[kept]
-            if not len(rows):
-                continue
-            # bm25s's steps: a float32 IDF, the term-frequency part in float64, their
-            # product stored as float32, summed over the question's tokens in float32.
-            idf = np.float32(lucene_idf(len(rows), records))
-            weight = frequencies / (self._norms[rows] + frequencies)
-            scores[rows] += (idf * weight).astype(np.float32)
+            if token not in shares:
+                shares[token] = self._share(token, mask, records)
+            if (share := shares[token]) is not None:
+                rows, values = share
+                scores[rows] += values
         return scores
+
+    def _share(self, token: str, mask: Any, records: int) -> tuple[Any, Any] | None:
+        """The rows holding ``token`` (of those ``mask`` keeps) and what it adds to each
+        one's score; None when no such row holds it."""
+        rows, frequencies = self._postings(token)
+        if mask is not None:
+            kept = mask[rows]
+            rows, frequencies = rows[kept], frequencies[kept]
+        if not len(rows):
+            return None
+        # bm25s's steps: a float32 IDF, the term-frequency part in float64, their product
+        # stored as float32, summed over the question's tokens in float32.
+        idf = np.float32(lucene_idf(len(rows), records))
+        weight = frequencies / (self._norms[rows] + frequencies)
+        return rows, (idf * weight).astype(np.float32)
 
     def _postings(self, token: str) -> tuple[Any, Any]:
         column = self._vocabulary.get(token)
@@ -176,9 +189,10 @@ class KeywordIndex:
 
         size = len(vocabulary)
         new_columns = np.frombuffer(columns, dtype=np.int64)
+        new_counts = np.bincount(new_columns, minlength=size)
         old_counts = np.zeros(size, dtype=np.int64)
         old_counts[: len(kept_counts)] = kept_counts
-        counts = old_counts + np.bincount(new_columns, minlength=size)
+        counts = old_counts + new_counts
         starts = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(counts, out=starts[1:])
         all_rows = np.empty(int(starts[-1]), dtype=np.int32)
@@ -195,7 +209,7 @@ class KeywordIndex:
         order = np.argsort(new_columns, kind="stable")
         by_column = new_columns[order]
         first = np.zeros(size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(new_columns, minlength=size), out=first[1:])
+        np.cumsum(new_counts, out=first[1:])
         to = starts[by_column] + old_counts[by_column]
         to += np.arange(len(order), dtype=np.int64) - first[by_column]
         all_rows[to] = np.frombuffer(rows, dtype=np.int64)[order]

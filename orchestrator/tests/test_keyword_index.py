@@ -18,7 +18,8 @@ import pytest
 
 from contracts.readers import PUBLIC, Principals, Readers
 from orchestrator.keyword_index import KeywordIndex
-from orchestrator.retrieval import _Record, _Snapshot, keyword_tokens
+from orchestrator.retrieval import _Snapshot, keyword_tokens
+from orchestrator.tests.articles import snapshot_records
 from tests.support import SHARED_DATA
 
 GNOME_HELP = SHARED_DATA / "kb" / "gnome-help"
@@ -62,6 +63,9 @@ def test_its_scores_are_bm25s_own_on_a_real_corpus() -> None:
         if not tokens:
             continue
         assert index.scores(tokens).tolist() == reference.get_scores(tokens).tolist(), question
+        # A word repeated, apart and together, counts each time, in the question's order.
+        repeated = [*tokens, tokens[0], tokens[0], *tokens[::-1]]
+        assert index.scores(repeated).tolist() == reference.get_scores(repeated).tolist()
         for token in tokens:
             column = reference.vocab_dict[token]
             assert index.holding(token) == columns[column + 1] - columns[column]
@@ -153,22 +157,6 @@ def test_an_index_emptied_or_built_empty_holds_nothing_and_takes_chunks_again() 
         _same(empty.updated([], [["vpn", "reset"]]), KeywordIndex.built([["vpn", "reset"]]), [])
 
 
-def _records(texts: list[tuple[str, Readers]]) -> list[_Record]:
-    return [
-        _Record(
-            chunk_id=f"c{i}",
-            text=text,
-            url=f"https://kb.example/{i}",
-            title=f"Page {i}",
-            section=f"Page {i}",
-            chunk_index=0,
-            os=frozenset(),
-            readers=readers,
-        )
-        for i, (text, readers) in enumerate(texts)
-    ]
-
-
 def test_an_empty_snapshot_finds_nothing_and_has_no_statistics() -> None:
     snapshot = _Snapshot([], np.zeros((0, 4)), "marker")
     assert snapshot.search("vpn client", 5) == []
@@ -185,7 +173,7 @@ def test_a_snapshot_without_a_removed_chunk_weighs_its_words_as_one_built_withou
         ("Visitor parking is on level two; the kiosk there sells tickets.", PUBLIC),
         ("Badges for contractors come from facilities.", hidden),
     ]
-    records = _records(texts)
+    records = snapshot_records(texts)
     snapshot = _Snapshot(records, np.zeros((len(records), 4)), "before")
     assert snapshot.search("vault", 5)
     kept = np.arange(1, len(records))
