@@ -283,7 +283,7 @@ def keyword_tokens(text: str) -> list[str]:
     """
     tokens: list[str] = []
     for word in keyword_words(text):
-        tokens.extend(_word_tokens(word))
+        tokens.extend(word_tokens(word))
     return tokens
 
 
@@ -293,16 +293,11 @@ def keyword_words(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-def word_tokens(word: str) -> tuple[str, ...]:
-    """The keyword tokens of one word of :func:`keyword_words` (a compound's parts and joined
-    form, stop words out)."""
-    return _word_tokens(word)
-
-
 @functools.lru_cache(maxsize=1 << 18)
-def _word_tokens(word: str) -> tuple[str, ...]:
-    """The tokens of one lower-cased word. Remembered: a knowledge base repeats a vocabulary of
-    some ten thousand words, and a snapshot of 100,000 chunks tokenises millions of them."""
+def word_tokens(word: str) -> tuple[str, ...]:
+    """The keyword tokens of one lower-cased word of :func:`keyword_words` (a compound's parts
+    and joined form, stop words out). Remembered: a knowledge base repeats a vocabulary of some
+    ten thousand words, and a snapshot of 100,000 chunks tokenises millions of them."""
     global _STOPWORDS
     if _STOPWORDS is None:
         _STOPWORDS = _stopwords()

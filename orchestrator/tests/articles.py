@@ -14,6 +14,7 @@ from chromadb.config import Settings
 
 from contracts.readers import Readers
 from orchestrator.embedding import QueryEncoder
+from orchestrator.retrieval import _Record
 
 ARTICLES: list[tuple[str, str, str, str]] = [
     # (url, title, section, body)
@@ -122,3 +123,21 @@ def put(
         metadatas=[metadata],
     )
     return chunk_id
+
+
+def snapshot_records(texts: list[tuple[str, Readers]]) -> list[_Record]:
+    """Records of a retrieval snapshot, one a page (``c0``, ``c1``...), of ``texts`` and who may
+    read each, for the tests that build a snapshot without Chroma."""
+    return [
+        _Record(
+            chunk_id=f"c{i}",
+            text=text,
+            url=f"https://kb.example/{i}",
+            title=f"Page {i}",
+            section=f"Page {i}",
+            chunk_index=0,
+            os=frozenset(),
+            readers=readers,
+        )
+        for i, (text, readers) in enumerate(texts)
+    ]

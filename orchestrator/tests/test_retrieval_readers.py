@@ -23,7 +23,7 @@ from orchestrator.retrieval import (
     _Snapshot,
     keyword_tokens,
 )
-from orchestrator.tests.articles import ARTICLES, put
+from orchestrator.tests.articles import ARTICLES, put, snapshot_records
 
 SALARY_URL = "https://wiki.example/hr/salary-bands"
 SALARY = (
@@ -288,19 +288,7 @@ def test_a_switched_generation_is_seen_whole_by_a_restricted_reader(
 
 
 def _snapshot(texts: list[tuple[str, Readers]]) -> _Snapshot:
-    records = [
-        _Record(
-            chunk_id=f"c{i}",
-            text=text,
-            url=f"https://kb.example/{i}",
-            title=f"Page {i}",
-            section=f"Page {i}",
-            chunk_index=0,
-            os=frozenset(),
-            readers=readers,
-        )
-        for i, (text, readers) in enumerate(texts)
-    ]
+    records = snapshot_records(texts)
     return _Snapshot(records, np.zeros((len(records), 4)), "marker")
 
 
